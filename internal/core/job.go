@@ -1,0 +1,150 @@
+package core
+
+import (
+	"fmt"
+	"time"
+)
+
+// Tier is a job's priority class.
+type Tier string
+
+// The tiers, highest first: core (training, real-time inference), regular
+// (preprocessing, fine-tuning), offline (cold-data mining, log analysis).
+const (
+	TierCore    Tier = "core"
+	TierRegular Tier = "regular"
+	TierOffline Tier = "offline"
+)
+
+// Rank orders tiers: core 0, regular 1, offline 2, unknown 3.
+func (t Tier) Rank() int {
+	switch t {
+	case TierCore:
+		return 0
+	case TierRegular:
+		return 1
+	case TierOffline:
+		return 2
+	}
+	return 3
+}
+
+// ParseTier validates a tier name.
+func ParseTier(s string) (Tier, error) {
+	switch Tier(s) {
+	case TierCore, TierRegular, TierOffline:
+		return Tier(s), nil
+	}
+	return "", &FieldError{Field: "tier", Value: s, Allowed: "one of core, regular, offline"}
+}
+
+// JobState is where a job is in its life.
+type JobState string
+
+// The job states: pending → admitted → running → checkpointing →
+// preempted → succeeded | failed | cancelled.
+const (
+	JobPending       JobState = "pending"
+	JobAdmitted      JobState = "admitted"
+	JobRunning       JobState = "running"
+	JobCheckpointing JobState = "checkpointing"
+	JobPreempted     JobState = "preempted"
+	JobSucceeded     JobState = "succeeded"
+	JobFailed        JobState = "failed"
+	JobCancelled     JobState = "cancelled"
+)
+
+// Final reports whether s is a terminal state.
+func (s JobState) Final() bool {
+	return s == JobSucceeded || s == JobFailed || s == JobCancelled
+}
+
+// Request is what a job needs on each of its GPUs.
+type Request struct {
+	// GPUs is the number of GPUs; all of them are a gang (all or nothing).
+	GPUs int
+	// MilliPerGPU is the share of each GPU (1000 = whole GPU, less = shared).
+	MilliPerGPU Milli
+	// MemPerGPUMiB is the GPU memory needed on each GPU.
+	MemPerGPUMiB int64
+	// Models lists the GPU models allowed; empty allows any.
+	Models []string
+	// Throughput is work units per hour on one GPU of each model, when
+	// known; it lets placement price the job's work rather than its time.
+	Throughput map[string]int64
+}
+
+// Job is a unit of work submitted by a team.
+type Job struct {
+	ID      string
+	Team    string
+	User    string
+	Tier    Tier
+	Request Request
+	// Shards is the number of independent pieces (array job); 0 or 1 is one.
+	Shards        int
+	EstDuration   time.Duration
+	Deadline      time.Time
+	Interruptible bool
+	// Deferrable work may wait for a cheaper time-of-use window.
+	Deferrable         bool
+	CheckpointInterval time.Duration
+	Command            []string
+	Image              string
+	Submit             time.Time
+	State              JobState
+}
+
+// Validate reports the first problem with j's request.
+func (j *Job) Validate() error {
+	if j.ID == "" {
+		return &FieldError{Field: "id", Value: "", Allowed: "a non-empty id"}
+	}
+	if _, err := ParseTier(string(j.Tier)); err != nil {
+		return err
+	}
+	r := j.Request
+	if r.GPUs < 1 || r.GPUs > 1024 {
+		return &FieldError{Field: "gpus", Value: fmt.Sprint(r.GPUs), Allowed: "1..1024"}
+	}
+	if r.MilliPerGPU < 1 || r.MilliPerGPU > WholeGPU {
+		return &FieldError{Field: "gpu_milli", Value: fmt.Sprint(r.MilliPerGPU), Allowed: "1..1000 milli-GPUs"}
+	}
+	if r.GPUs > 1 && r.MilliPerGPU != WholeGPU {
+		return &FieldError{Field: "gpu_milli", Value: fmt.Sprint(r.MilliPerGPU), Allowed: "1000 when gpus > 1 (only single-GPU jobs share)"}
+	}
+	if r.MemPerGPUMiB < 0 {
+		return &FieldError{Field: "gpu_mem_mib", Value: fmt.Sprint(r.MemPerGPUMiB), Allowed: ">= 0"}
+	}
+	if j.Shards < 0 {
+		return &FieldError{Field: "shards", Value: fmt.Sprint(j.Shards), Allowed: ">= 0"}
+	}
+	if j.EstDuration < 0 {
+		return &FieldError{Field: "duration", Value: j.EstDuration.String(), Allowed: ">= 0"}
+	}
+	return nil
+}
+
+// Sample is one reading of one GPU.
+type Sample struct {
+	LeaseID string
+	GPU     int
+	At      time.Time
+	// UtilPct is SM utilization, 0..100.
+	UtilPct     int
+	MemUsedMiB  int64
+	MemTotalMiB int64
+	PowerW      int
+	TempC       int
+}
+
+// Event is a state change or a decision with its reason, for audit and
+// replay.
+type Event struct {
+	Seq     int64
+	At      time.Time
+	Kind    string
+	Subject string
+	Reason  string
+	Attrs   map[string]string
+}

@@ -1,0 +1,73 @@
+package core
+
+import "time"
+
+// LeaseState is where a lease is in its life.
+type LeaseState string
+
+// The lease states: requested → provisioning → ready → draining →
+// released | reclaimed | failed.
+const (
+	LeaseRequested    LeaseState = "requested"
+	LeaseProvisioning LeaseState = "provisioning"
+	LeaseReady        LeaseState = "ready"
+	LeaseDraining     LeaseState = "draining"
+	LeaseReleased     LeaseState = "released"
+	LeaseReclaimed    LeaseState = "reclaimed"
+	LeaseFailed       LeaseState = "failed"
+)
+
+// Final reports whether s is a terminal state.
+func (s LeaseState) Final() bool {
+	return s == LeaseReleased || s == LeaseReclaimed || s == LeaseFailed
+}
+
+// Lease is one rented machine. Its cost so far and its next billing
+// boundary are derived from it by the billing package, never stored.
+type Lease struct {
+	ID      string
+	OfferID string
+	Mode    BillingMode
+	// Start is when billing starts (the provider's launch time).
+	Start time.Time
+	// CommittedEnd is Start plus the plan's term for committed modes.
+	CommittedEnd time.Time
+	// End is when billing stopped (released or reclaimed); zero while open.
+	End   time.Time
+	State LeaseState
+	// ClientToken makes the provider call that created the lease idempotent.
+	ClientToken string
+	// ProviderID is the provider's own name for the machine.
+	ProviderID string
+}
+
+// Open reports whether the lease is still billed.
+func (l *Lease) Open() bool { return l.End.IsZero() }
+
+// GPU is one GPU of a ready lease as schedulable capacity.
+type GPU struct {
+	Index      int
+	FreeMilli  Milli
+	FreeMemMiB int64
+	Shared     bool
+}
+
+// Node is a ready lease as schedulable capacity.
+type Node struct {
+	LeaseID   string
+	OfferID   string
+	GPUModel  string
+	GPUMemMiB int64
+	Spot      bool
+	Committed bool
+	GPUs      []GPU
+}
+
+// FreeMilli returns the node's unallocated GPU share.
+func (n *Node) FreeMilli() Milli {
+	var s Milli
+	for _, g := range n.GPUs {
+		s += g.FreeMilli
+	}
+	return s
+}
