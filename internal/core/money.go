@@ -106,6 +106,9 @@ func ParseMicros(s string) (Micros, error) {
 			v++
 		}
 	}
+	if v > 9_000_000_000_000*int64(MicrosPerUnit) {
+		return bad()
+	}
 	if neg {
 		v = -v
 	}
