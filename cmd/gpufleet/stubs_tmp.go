@@ -4,5 +4,4 @@ import "github.com/spf13/cobra"
 
 func newCatalogCmd() *cobra.Command { return &cobra.Command{Use: "catalog"} }
 func newQuoteCmd() *cobra.Command   { return &cobra.Command{Use: "quote"} }
-func newPlanCmd() *cobra.Command    { return &cobra.Command{Use: "plan"} }
 func newServeCmd() *cobra.Command   { return &cobra.Command{Use: "serve"} }

@@ -20,6 +20,9 @@ const MaxLength int64 = 10 * 8760 * 3600
 // fixed period is not a whole number of minutes or so.
 const MaxSteps = 1 << 18
 
+// MaxPrices is the most periods one request may offer.
+const MaxPrices = 32
+
 // PeriodPrice is one way to lease a machine for a stretch of time: a name,
 // the lease's length and what one lease costs.
 //
@@ -73,7 +76,7 @@ type TermRequest struct {
 	// Count is the number of machines (or GPUs, when prices are per GPU)
 	// rented for the whole length; every cost is multiplied by it.
 	Count int
-	// Prices are the periods to choose from; at least one.
+	// Prices are the periods to choose from, 1..MaxPrices.
 	Prices []PeriodPrice
 }
 
@@ -85,8 +88,8 @@ func (r TermRequest) Validate() error {
 	if r.Count < 1 {
 		return &core.FieldError{Field: "count", Value: fmt.Sprint(r.Count), Allowed: "a count of machines >= 1"}
 	}
-	if len(r.Prices) == 0 {
-		return &core.FieldError{Field: "prices", Value: "", Allowed: "at least one period with a price"}
+	if len(r.Prices) == 0 || len(r.Prices) > MaxPrices {
+		return &core.FieldError{Field: "prices", Value: fmt.Sprintf("%d prices", len(r.Prices)), Allowed: fmt.Sprintf("1..%d periods with a price", MaxPrices)}
 	}
 	seen := make(map[string]bool, len(r.Prices))
 	for i, p := range r.Prices {
@@ -144,6 +147,21 @@ type Alternative struct {
 	Leases int64
 	// Chosen marks the plan ChooseTerm picked.
 	Chosen bool
+}
+
+// Describe writes the plan's leases per machine, longest period first:
+// "1 week + 3 days + 5 hours", "1 day + 1h 30m hourly" (a pay-as-you-go
+// lease with a partial period).
+func (a Alternative) Describe() string {
+	parts := make([]string, len(a.Periods))
+	for i, pc := range a.Periods {
+		if pc.PartialSeconds != 0 {
+			parts[i] = FormatSpan(pc.Paid()) + " " + adjective(pc.Period)
+		} else {
+			parts[i] = countName(pc.Count, pc.Period)
+		}
+	}
+	return strings.Join(parts, " + ")
 }
 
 // TermChoice is the cheapest way to cover a project, with the plans it was
@@ -379,7 +397,7 @@ func cheapest(length int64, slots []PeriodPrice) (best, error) {
 		}
 		cost[c] = bk.cost
 		if bp < 0 {
-			continue // no fixed period: only c = 0 is reachable
+			continue // every way to cover c units overflows
 		}
 		leases[c] = int32(bk.leases)
 		for i := range k {
@@ -421,7 +439,7 @@ func cheapest(length int64, slots []PeriodPrice) (best, error) {
 		}
 	}
 	if bk.cost == inf {
-		return best{}, fmt.Errorf("plan: every plan for %d seconds costs more than %s per machine", length, core.Micros(inf))
+		return best{}, fmt.Errorf("plan: cost of every plan for %s overflows (more than %s per machine)", FormatSpan(length), core.Micros(inf))
 	}
 	return best{cost: bk.cost, counts: countsOf(bk, k), payg: bpay, billed: bbilled}, nil
 }
@@ -537,7 +555,7 @@ func reason(c TermChoice, slots []PeriodPrice) string {
 		}
 		s := price[pc.Period]
 		if s.PayAsYouGo() && pc.PartialSeconds != 0 {
-			fmt.Fprintf(&b, "%s at %s per %s", formatSpan(pc.Paid()), s.Price, s.Name)
+			fmt.Fprintf(&b, "%s at %s per %s", FormatSpan(pc.Paid()), s.Price, s.Name)
 		} else {
 			fmt.Fprintf(&b, "%s at %s", countName(pc.Count, pc.Period), s.Price)
 		}
@@ -552,7 +570,7 @@ func reason(c TermChoice, slots []PeriodPrice) string {
 	if idle := c.IdleSeconds(); idle == 0 {
 		b.WriteString(", no idle time")
 	} else {
-		fmt.Fprintf(&b, ", %s idle%s", formatSpan(idle), each)
+		fmt.Fprintf(&b, ", %s idle%s", FormatSpan(idle), each)
 	}
 	for _, a := range c.Alternatives {
 		if a.Chosen {
@@ -568,7 +586,7 @@ func reason(c TermChoice, slots []PeriodPrice) string {
 		}
 		fmt.Fprintf(&b, "; %s would cost %s (+%s)", a.Plan, a.Total, a.Total-c.Total)
 		if idle := a.PaidSeconds - c.NeededSeconds; idle > 0 {
-			fmt.Fprintf(&b, " and pay for %s idle%s", formatSpan(idle), each)
+			fmt.Fprintf(&b, " and pay for %s idle%s", FormatSpan(idle), each)
 		}
 	}
 	return b.String()
@@ -617,8 +635,9 @@ func spanName(sec int64) string {
 	return fmt.Sprintf("%d seconds", sec) // unreachable: every length is whole seconds
 }
 
-// formatSpan writes a length of time as "16d 10h", "5h", "20m 5s".
-func formatSpan(sec int64) string {
+// FormatSpan writes a length of time in seconds as "16d 10h", "5h",
+// "20m 5s"; zero is "0h".
+func FormatSpan(sec int64) string {
 	if sec == 0 {
 		return "0h"
 	}

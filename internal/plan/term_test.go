@@ -210,6 +210,7 @@ func TestChooseTermInvalid(t *testing.T) {
 		{"beyond ten years", TermRequest{Length: MaxLength + 1, Count: 1, Prices: []PeriodPrice{week}}, "length"},
 		{"no machines", TermRequest{Length: day, Count: 0, Prices: []PeriodPrice{week}}, "count"},
 		{"no prices", TermRequest{Length: day, Count: 1}, "prices"},
+		{"too many prices", TermRequest{Length: day, Count: 1, Prices: manyPrices(MaxPrices + 1)}, "prices"},
 		{"negative price", TermRequest{Length: day, Count: 1, Prices: []PeriodPrice{Fixed(core.Day, -1)}}, "prices[day].price"},
 		{"unnamed", TermRequest{Length: day, Count: 1, Prices: []PeriodPrice{{Seconds: day}}}, "prices[0].name"},
 		{"duplicate name", TermRequest{Length: day, Count: 1, Prices: []PeriodPrice{week, week}}, "prices[1].name"},
@@ -232,10 +233,18 @@ func TestChooseTermInvalid(t *testing.T) {
 	}
 }
 
+func manyPrices(n int) []PeriodPrice {
+	out := make([]PeriodPrice, n)
+	for i := range out {
+		out[i] = PeriodPrice{Name: fmt.Sprint(i), Seconds: int64(i+1) * hour, Price: 1}
+	}
+	return out
+}
+
 func TestChooseTermOverflow(t *testing.T) {
 	big := core.Micros(1 << 62)
 	_, err := ChooseTerm(TermRequest{Length: 10 * day, Count: 1, Prices: []PeriodPrice{Fixed(core.Day, big)}})
-	if err == nil || !strings.Contains(err.Error(), "more than") {
+	if err == nil || !strings.Contains(err.Error(), "cost of every plan for 10d overflows") {
 		t.Errorf("err = %v, want an overflow error", err)
 	}
 	_, err = ChooseTerm(TermRequest{Length: day, Count: 4, Prices: []PeriodPrice{Fixed(core.Day, big)}})
