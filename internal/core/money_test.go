@@ -20,10 +20,10 @@ func TestParseMicros(t *testing.T) {
 		{"+0.000001", 1, true},
 		{".5", 500_000, true},
 		{"6.957139", 6_957_139, true},
-		{"0.0000005", 0, true},   // half to even: down to 0
-		{"0.0000015", 2, true},   // half to even: up to 2
-		{"0.00000051", 1, true},  // above half
-		{"0.0000025", 2, true},   // half to even: stays 2
+		{"0.0000005", 0, true},  // half to even: down to 0
+		{"0.0000015", 2, true},  // half to even: up to 2
+		{"0.00000051", 1, true}, // above half
+		{"0.0000025", 2, true},  // half to even: stays 2
 		{"1.00000049999", 1_000_000, true},
 		{" 12.5 ", 12_500_000, true},
 		{"", 0, false},
@@ -121,7 +121,7 @@ func TestPropertyParseFormatRoundTrip(t *testing.T) {
 func TestU128Div(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		x := U128{rapid.Uint64().Draw(t, "xh"), rapid.Uint64().Draw(t, "xl")}
-		y := U128{rapid.Uint64Max(1 << 20).Draw(t, "yh"), rapid.Uint64().Draw(t, "yl")}
+		y := U128{rapid.Uint64Max(1<<20).Draw(t, "yh"), rapid.Uint64().Draw(t, "yl")}
 		if y.IsZero() {
 			y.Lo = 1
 		}

@@ -1,0 +1,232 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/billing"
+	"github.com/gpufleet/gpufleet/internal/clock"
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/pricing"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// MaxBodyBytes is the largest request body accepted.
+const MaxBodyBytes = 1 << 20
+
+// Server serves the API over a catalog.
+type Server struct {
+	catalog  *pricing.Catalog
+	clock    clock.Clock
+	log      *slog.Logger
+	registry *prometheus.Registry
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	mux      *http.ServeMux
+}
+
+// New returns a server for catalog c. Time comes from clk; logs go to log.
+func New(c *pricing.Catalog, clk clock.Clock, log *slog.Logger) *Server {
+	s := &Server{catalog: c, clock: clk, log: log, registry: prometheus.NewRegistry(), mux: http.NewServeMux()}
+	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gpufleet_http_requests_total", Help: "HTTP requests by route and status code.",
+	}, []string{"route", "code"})
+	s.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "gpufleet_http_request_duration_seconds", Help: "HTTP request latency by route.", Buckets: prometheus.DefBuckets,
+	}, []string{"route"})
+	offers := prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpufleet_catalog_offers", Help: "Offers in the loaded catalog."})
+	offers.Set(float64(len(c.Offers)))
+	s.registry.MustRegister(s.requests, s.latency, offers, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, r := range s.routes() {
+		s.mux.Handle(r.pattern, s.instrument(r.pattern, r.handler))
+	}
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
+	})
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// HTTPServer wraps s in an http.Server with timeouts set.
+func (s *Server) HTTPServer(addr string) *http.Server {
+	return &http.Server{
+		Addr: addr, Handler: s,
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
+		MaxHeaderBytes: 64 << 10,
+	}
+}
+
+type route struct {
+	pattern string
+	summary string
+	handler http.HandlerFunc
+}
+
+func (s *Server) routes() []route {
+	return []route{
+		{"GET /healthz", "Liveness: 200 while the server runs.", s.health},
+		{"GET /api/v1/openapi.json", "This API's OpenAPI 3 document.", s.openapi},
+		{"GET /api/v1/offers", "List the catalog's offers, filtered by gpu and region.", s.listOffers},
+		{"GET /api/v1/offers/{id...}", "One offer by id (provider/region/instance_type).", s.getOffer},
+		{"POST /api/v1/quote", "Price count machines of an offer in a mode over [start, end).", s.quote},
+	}
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) { w.code = code; w.ResponseWriter.WriteHeader(code) }
+
+func (s *Server) instrument(name string, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		h(sw, r)
+		s.requests.WithLabelValues(name, strconv.Itoa(sw.code)).Inc()
+		s.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
+	})
+}
+
+func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "time": s.clock.Now().UTC()})
+}
+
+func (s *Server) listOffers(w http.ResponseWriter, r *http.Request) {
+	out := []OfferView{}
+	for _, o := range s.catalog.Filter(r.URL.Query().Get("gpu"), r.URL.Query().Get("region")) {
+		out = append(out, NewOfferView(&o))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"offers": out, "currency": s.catalog.Currency})
+}
+
+func (s *Server) getOffer(w http.ResponseWriter, r *http.Request) {
+	o, err := s.catalog.Offer(r.PathValue("id"))
+	if err != nil {
+		writeError(w, http.StatusNotFound, "not_found", "id", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, NewOfferView(o))
+}
+
+// QuoteRequest is the body of POST /api/v1/quote.
+type QuoteRequest struct {
+	Offer string    `json:"offer"`
+	Mode  string    `json:"mode"`
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+	Count int       `json:"count"`
+}
+
+func (s *Server) quote(w http.ResponseWriter, r *http.Request) {
+	var req QuoteRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	q, err := Quote(s.catalog, req)
+	if err != nil {
+		writeValidation(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, NewQuoteView(q))
+}
+
+// Quote validates req against c and prices it. The CLI's quote command and
+// the API share it.
+func Quote(c *pricing.Catalog, req QuoteRequest) (billing.Quote, error) {
+	if req.Count == 0 {
+		req.Count = 1
+	}
+	o, err := c.Offer(req.Offer)
+	if err != nil {
+		return billing.Quote{}, &core.FieldError{Field: "offer", Value: req.Offer, Allowed: "an offer id from the catalog (" + err.Error() + ")"}
+	}
+	mode, err := core.ParseBillingMode(req.Mode)
+	if err != nil {
+		return billing.Quote{}, err
+	}
+	if req.Start.IsZero() || req.End.IsZero() {
+		return billing.Quote{}, &core.FieldError{Field: "start/end", Value: "", Allowed: "both times, RFC 3339"}
+	}
+	if req.End.Before(req.Start) {
+		return billing.Quote{}, &core.FieldError{Field: "end", Value: req.End.Format(time.RFC3339), Allowed: "a time not before start " + req.Start.Format(time.RFC3339)}
+	}
+	if req.End.Sub(req.Start) > 10*365*24*time.Hour {
+		return billing.Quote{}, &core.FieldError{Field: "end", Value: req.End.Format(time.RFC3339), Allowed: "at most ten years after start"}
+	}
+	if req.Count < 1 || req.Count > 10000 {
+		return billing.Quote{}, &core.FieldError{Field: "count", Value: strconv.Itoa(req.Count), Allowed: "1..10000"}
+	}
+	return billing.QuoteLease(o, mode, billing.Span{Start: req.Start, End: req.End}, req.Count, c.Vouchers)
+}
+
+// decode reads a JSON body strictly: unknown fields and trailing data are
+// errors, and so is a body over MaxBodyBytes.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("trailing data after the JSON object")
+	}
+	if err == nil {
+		return true
+	}
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "", fmt.Sprintf("request body over %d bytes", tooBig.Limit))
+		return false
+	}
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		writeError(w, http.StatusBadRequest, "invalid_argument", typeErr.Field, fmt.Sprintf("field %s: want %s", typeErr.Field, typeErr.Type))
+		return false
+	}
+	writeError(w, http.StatusBadRequest, "invalid_json", "", "invalid JSON body: "+err.Error())
+	return false
+}
+
+// ErrorBody is the JSON of every error response.
+type ErrorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Field   string `json:"field,omitempty"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func writeValidation(w http.ResponseWriter, err error) {
+	var fe *core.FieldError
+	if errors.As(err, &fe) {
+		writeError(w, http.StatusBadRequest, "invalid_argument", fe.Field, err.Error())
+		return
+	}
+	writeError(w, http.StatusBadRequest, "invalid_argument", "", err.Error())
+}
+
+func writeError(w http.ResponseWriter, status int, code, field, msg string) {
+	var b ErrorBody
+	b.Error.Code, b.Error.Field, b.Error.Message = code, field, msg
+	writeJSON(w, status, b)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

@@ -1,0 +1,128 @@
+package api
+
+import (
+	"encoding/json"
+	"sort"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/billing"
+	"github.com/gpufleet/gpufleet/internal/core"
+)
+
+// Amount renders micros as an exact JSON number in currency units: 900,
+// 21.958 — never a float's 899.9999.
+func Amount(m core.Micros) json.Number {
+	s := m.String()
+	// Trim the two-decimal display padding: "900.00" → "900".
+	for len(s) > 0 && s[len(s)-1] == '0' {
+		s = s[:len(s)-1]
+	}
+	if s[len(s)-1] == '.' {
+		s = s[:len(s)-1]
+	}
+	return json.Number(s)
+}
+
+// QuoteView is the JSON form of a quote.
+type QuoteView struct {
+	Offer    string           `json:"offer"`
+	Mode     core.BillingMode `json:"mode"`
+	Count    int              `json:"count"`
+	Currency core.Currency    `json:"currency"`
+	Start    time.Time        `json:"start"`
+	End      time.Time        `json:"end"`
+	// Total is the bill for all machines before vouchers.
+	Total json.Number `json:"total"`
+	// PerMachine is one machine's bill, Usage and Fee its parts.
+	PerMachine    json.Number            `json:"per_machine"`
+	Usage         json.Number            `json:"usage"`
+	Fee           json.Number            `json:"fee"`
+	Credits       map[string]json.Number `json:"credits,omitempty"`
+	Net           json.Number            `json:"net"`
+	UsedSeconds   int64                  `json:"used_seconds"`
+	BilledSeconds int64                  `json:"billed_seconds"`
+	PaidUntil     time.Time              `json:"paid_until"`
+	PaidGPUHours  json.Number            `json:"paid_gpu_hours"`
+	// ExpectedReclaims is, for spot, the expected reclaims per machine.
+	ExpectedReclaims json.Number `json:"expected_reclaims,omitempty"`
+}
+
+// NewQuoteView renders q.
+func NewQuoteView(q billing.Quote) QuoteView {
+	v := QuoteView{
+		Offer: q.OfferID, Mode: q.Mode, Count: q.Count, Currency: q.Currency,
+		Start: q.Start.UTC(), End: q.End.UTC(),
+		Total: Amount(q.Total), PerMachine: Amount(q.Bill.Amount), Usage: Amount(q.Bill.Usage), Fee: Amount(q.Bill.Fee),
+		Net: Amount(q.Net), UsedSeconds: q.Bill.Used, BilledSeconds: q.Bill.Billed, PaidUntil: q.Bill.PaidUntil.UTC(),
+		PaidGPUHours: scaled(q.PaidMilliGPUHours, 1000),
+	}
+	if len(q.Credits) > 0 {
+		v.Credits = map[string]json.Number{}
+		for id, c := range q.Credits {
+			v.Credits[id] = Amount(c)
+		}
+	}
+	if q.ExpectedReclaimsBP > 0 {
+		v.ExpectedReclaims = scaled(q.ExpectedReclaimsBP, 10000)
+	}
+	return v
+}
+
+// scaled renders n/unit as an exact decimal (unit a power of ten).
+func scaled(n, unit int64) json.Number {
+	return Amount(core.Micros(core.MulDivHalfEven(n, int64(core.MicrosPerUnit), unit)))
+}
+
+// PlanView is the JSON form of one price plan.
+type PlanView struct {
+	Mode        core.BillingMode `json:"mode"`
+	Price       json.Number      `json:"price"`
+	Per         core.Period      `json:"per"`
+	Granularity int64            `json:"granularity_seconds"`
+	MinCharge   int64            `json:"min_charge_seconds,omitempty"`
+	Term        int64            `json:"term_seconds,omitempty"`
+	// HourlyEquivalent is the plan's price per GPU-machine-hour.
+	HourlyEquivalent json.Number `json:"hourly_equivalent"`
+	ReclaimBucket    string      `json:"reclaim_bucket,omitempty"`
+	TimeOfUse        bool        `json:"time_of_use,omitempty"`
+}
+
+// OfferView is the JSON form of an offer.
+type OfferView struct {
+	ID           string        `json:"id"`
+	Provider     string        `json:"provider"`
+	Region       string        `json:"region"`
+	InstanceType string        `json:"instance_type"`
+	GPUModel     string        `json:"gpu_model"`
+	GPUs         int           `json:"gpus"`
+	GPUMemMiB    int64         `json:"gpu_memory_mib"`
+	VCPUs        int           `json:"vcpus"`
+	MemoryMiB    int64         `json:"memory_mib"`
+	Currency     core.Currency `json:"currency"`
+	Plans        []PlanView    `json:"plans"`
+}
+
+// NewOfferView renders o.
+func NewOfferView(o *core.Offer) OfferView {
+	v := OfferView{ID: o.ID, Provider: o.Provider, Region: o.Region, InstanceType: o.InstanceType, GPUModel: o.GPUModel,
+		GPUs: o.GPUs, GPUMemMiB: o.GPUMemMiB, VCPUs: o.VCPUs, MemoryMiB: o.MemoryMiB, Currency: o.Currency, Plans: []PlanView{}}
+	for _, p := range o.Plans {
+		pv := PlanView{Mode: p.Mode, Price: Amount(p.Price), Per: p.Per, Granularity: p.Granularity, MinCharge: p.MinCharge, Term: p.Term,
+			HourlyEquivalent: Amount(core.Micros(core.MulDivHalfEven(int64(p.Price), 3600, p.Per.Seconds()))), TimeOfUse: p.TimeOfUse != nil}
+		if p.Reclaim != nil {
+			pv.ReclaimBucket = p.Reclaim.Bucket
+		}
+		v.Plans = append(v.Plans, pv)
+	}
+	sort.SliceStable(v.Plans, func(i, j int) bool { return modeRank(v.Plans[i].Mode) < modeRank(v.Plans[j].Mode) })
+	return v
+}
+
+func modeRank(m core.BillingMode) int {
+	for i, x := range core.BillingModes {
+		if x == m {
+			return i
+		}
+	}
+	return len(core.BillingModes)
+}
