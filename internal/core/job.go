@@ -72,6 +72,9 @@ type Request struct {
 	// Throughput is work units per hour on one GPU of each model, when
 	// known; it lets placement price the job's work rather than its time.
 	Throughput map[string]int64
+	// CPUMilli and MemMiB are the host CPU (milli-cores) and RAM needed.
+	CPUMilli int64
+	MemMiB   int64
 }
 
 // Job is a unit of work submitted by a team.

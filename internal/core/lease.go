@@ -60,7 +60,11 @@ type Node struct {
 	GPUMemMiB int64
 	Spot      bool
 	Committed bool
-	GPUs      []GPU
+	// CPUMilli and MemMiB are the host's capacity; FreeCPUMilli and
+	// FreeMemMiB what is unallocated. Zero capacity means not tracked.
+	CPUMilli, FreeCPUMilli int64
+	MemMiB, FreeMemMiB     int64
+	GPUs                   []GPU
 }
 
 // FreeMilli returns the node's unallocated GPU share.
