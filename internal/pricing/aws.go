@@ -175,7 +175,7 @@ func awsOffer(row *csvRow) (core.Offer, []string, error) {
 		cols = append(cols, "reserved_1y_noupfront_usd_per_hr")
 	}
 	if len(o.Plans) == 0 {
-		return o, nil, row.bad("ondemand_usd_per_hr", "a price in at least one of ondemand_usd_per_hr, spot_avg_usd_per_hr, reserved_1y_noupfront_usd_per_hr", nil)
+		return o, nil, &ParseError{File: row.t.file, Line: row.line, Problem: "a row without a price", Allowed: "a price in at least one of ondemand_usd_per_hr, spot_avg_usd_per_hr, reserved_1y_noupfront_usd_per_hr"}
 	}
 	return o, cols, nil
 }

@@ -114,9 +114,6 @@ func (c *Catalog) Validate() error {
 }
 
 func validateOffer(o *core.Offer, cur core.Currency) error {
-	if err := checkName("id", o.ID, true); err != nil {
-		return err
-	}
 	if err := checkName("provider", o.Provider, true); err != nil {
 		return err
 	}
@@ -127,6 +124,9 @@ func validateOffer(o *core.Offer, cur core.Currency) error {
 		return err
 	}
 	if err := checkText("gpu_model", o.GPUModel, true); err != nil {
+		return err
+	}
+	if err := checkName("id", o.ID, true); err != nil {
 		return err
 	}
 	if o.GPUs < 1 || o.GPUs > maxGPUs {
@@ -186,7 +186,7 @@ func validatePlan(p *core.PricePlan) error {
 	}
 	if et := p.EarlyTermination; et != nil {
 		if !committed {
-			return &core.FieldError{Field: "early_termination", Value: "", Allowed: "early termination only on a committed (daily, weekly, monthly) plan"}
+			return &core.FieldError{Field: "mode", Value: string(p.Mode), Allowed: "daily, weekly or monthly for a plan with early_termination (a committed term)"}
 		}
 		if et.Granularity > maxSpanSecs {
 			return &core.FieldError{Field: "early_termination.granularity", Value: formatSpan(et.Granularity), Allowed: "at most 120 months"}
@@ -194,10 +194,10 @@ func validatePlan(p *core.PricePlan) error {
 	}
 	if p.Mode != core.Spot {
 		if len(p.Series) > 0 {
-			return &core.FieldError{Field: "series", Value: "", Allowed: "a price series only on a spot plan"}
+			return &core.FieldError{Field: "mode", Value: string(p.Mode), Allowed: "spot for a plan with a price series"}
 		}
 		if p.Reclaim != nil {
-			return &core.FieldError{Field: "reclaim", Value: "", Allowed: "a reclaim model only on a spot plan"}
+			return &core.FieldError{Field: "mode", Value: string(p.Mode), Allowed: "spot for a plan with a reclaim model"}
 		}
 	}
 	if r := p.Reclaim; r != nil {

@@ -29,6 +29,7 @@ var csvFields = csvColumns{
 	"plan.granularity": "granularity", "plan.min_charge": "min_charge_seconds",
 	"plan.reclaim.bucket": "spot_reclaim_bucket", "plan.reclaim.monthly_rate": "spot_reclaim_rate",
 	"plan.reclaim.notice": "spot_notice_seconds",
+	"alt.id":              "instance_type",
 }
 
 // csvPlanColumns are the price columns, each one plan, in the order
@@ -164,7 +165,7 @@ func csvOffer(row *csvRow) (core.Offer, []string, error) {
 		return o, nil, err
 	}
 	if len(o.Plans) == 0 {
-		return o, nil, row.bad("hourly", "a price in at least one of hourly, daily, weekly, monthly, spot_hourly", nil)
+		return o, nil, &ParseError{File: row.t.file, Line: row.line, Problem: "a row without a price", Allowed: "a price in at least one of hourly, daily, weekly, monthly, spot_hourly"}
 	}
 	return o, cols, nil
 }

@@ -48,11 +48,14 @@ func newCSVTable(file string, r io.Reader, known, required []string, hint func(h
 		name = strings.ToLower(strings.TrimSpace(name))
 		if known != nil && !contains(known, name) {
 			allowed := "one of " + strings.Join(known, ", ")
+			h := ""
 			if hint != nil {
-				allowed += hint(rec)
-			} else if near := nearest(name, known, 1); len(near) > 0 {
-				allowed += " (did you mean " + near[0] + "?)"
+				h = hint(rec)
 			}
+			if near := nearest(name, known, 1); h == "" && len(near) > 0 {
+				h = " (did you mean " + near[0] + "?)"
+			}
+			allowed += h
 			return nil, &ParseError{File: file, Line: line, Column: i + 1, Problem: "unknown column", Value: name, Allowed: allowed}
 		}
 		if j, dup := t.index[name]; dup {
@@ -132,7 +135,8 @@ type csvPlace struct {
 }
 
 // csvColumns maps the fields Validate names (relative to an offer, or to
-// a plan for the keys starting with "plan.") to CSV columns.
+// a plan for the keys starting with "plan.") to CSV columns; "alt.<col>"
+// names the column to blame when the table lacks col.
 type csvColumns map[string]string
 
 // locateCSV turns a Validate error on offers[i] into a ParseError at the
@@ -156,10 +160,20 @@ func locateCSV(file string, err error, places []csvPlace, cols csvColumns) error
 			col = p.planCols[j]
 		}
 	}
+	if alt, ok := cols["alt."+col]; ok {
+		if _, ok := p.row.t.index[col]; !ok {
+			col = alt
+		}
+	}
 	if _, ok := p.row.t.index[col]; !ok {
 		return &ParseError{File: file, Line: p.row.line, Field: rest, Value: fe.Value, Allowed: fe.Allowed, Err: err}
 	}
-	pe := p.row.bad(col, fe.Allowed, err).(*ParseError)
+	allowed := fe.Allowed
+	var k int
+	if n, _ := fmt.Sscanf(allowed, "a unique id (offers[%d] has it)", &k); n == 1 && k >= 0 && k < len(places) {
+		allowed = fmt.Sprintf("a unique id (%s is also the id on line %d)", fe.Value, places[k].row.line)
+	}
+	pe := p.row.bad(col, allowed, err).(*ParseError)
 	if pe.Value == "" {
 		pe.Value = fe.Value
 	}

@@ -118,6 +118,9 @@ func (d *ydec) locate(err error) error {
 			break
 		}
 	}
+	if pe.Value == "" {
+		pe.Problem = "missing"
+	}
 	return pe
 }
 
