@@ -1,0 +1,132 @@
+package sched
+
+import (
+	"github.com/gpufleet/gpufleet/internal/core"
+)
+
+// index finds candidate GPUs without scanning every node: nodes are
+// bucketed per GPU model by how many empty GPUs they have, and partly
+// used shared GPUs by their free milli-share. Finding room for a unit
+// walks buckets from the tightest fit upwards (best fit), so placement
+// costs about the number of candidates looked at, not the fleet size.
+type index struct {
+	nodes  []core.Node
+	models map[string]int
+	// whole[m][c] lists nodes of model m with c empty GPUs.
+	whole [][][]int32
+	// partial[m][v] lists shared GPUs of model m with v free milli
+	// (1..999), as refs node*maxGPUs+gpu.
+	partial  [][][]int32
+	nodeC    []int // bucket of each node
+	nodePos  []int
+	gpuFree  []int16 // bucket of each GPU ref; 0: not partly used
+	gpuPos   []int
+	maxGPUs  int
+	modelIDs []string
+	// modelMax is the most GPUs a node of each model has.
+	modelMax []int
+}
+
+func (ix *index) ref(node, gpu int) int32 { return int32(node*ix.maxGPUs + gpu) }
+
+func (ix *index) unref(r int32) (node, gpu int) { return int(r) / ix.maxGPUs, int(r) % ix.maxGPUs }
+
+func newIndex(nodes []core.Node) *index {
+	ix := &index{nodes: nodes, models: map[string]int{}, nodeC: make([]int, len(nodes)), nodePos: make([]int, len(nodes))}
+	for i := range nodes {
+		ix.maxGPUs = max(ix.maxGPUs, len(nodes[i].GPUs))
+	}
+	ix.maxGPUs = max(ix.maxGPUs, 1)
+	ix.gpuFree = make([]int16, len(nodes)*ix.maxGPUs)
+	ix.gpuPos = make([]int, len(nodes)*ix.maxGPUs)
+	for i := range nodes {
+		m := ix.model(nodes[i].GPUModel)
+		ix.modelMax[m] = max(ix.modelMax[m], len(nodes[i].GPUs))
+		c := freeWhole(&nodes[i])
+		ix.nodeC[i] = c
+		ix.nodePos[i] = len(ix.whole[m][c])
+		ix.whole[m][c] = append(ix.whole[m][c], int32(i))
+		for g := range nodes[i].GPUs {
+			ix.updateGPU(i, g)
+		}
+	}
+	return ix
+}
+
+func (ix *index) model(name string) int {
+	m, ok := ix.models[name]
+	if !ok {
+		m = len(ix.modelIDs)
+		ix.models[name] = m
+		ix.modelIDs = append(ix.modelIDs, name)
+		ix.modelMax = append(ix.modelMax, 0)
+		ix.whole = append(ix.whole, make([][]int32, ix.maxGPUs+1))
+		ix.partial = append(ix.partial, make([][]int32, core.WholeGPU))
+	}
+	return m
+}
+
+// update re-buckets node i and its GPUs after its free capacity changed.
+func (ix *index) update(i int) {
+	n := &ix.nodes[i]
+	m := ix.models[n.GPUModel]
+	if c := freeWhole(n); c != ix.nodeC[i] {
+		ix.whole[m][ix.nodeC[i]] = removeAt(ix.whole[m][ix.nodeC[i]], ix.nodePos[i], ix.nodePos)
+		ix.nodeC[i] = c
+		ix.nodePos[i] = len(ix.whole[m][c])
+		ix.whole[m][c] = append(ix.whole[m][c], int32(i))
+	}
+	for g := range n.GPUs {
+		ix.updateGPU(i, g)
+	}
+}
+
+func (ix *index) updateGPU(i, g int) {
+	n := &ix.nodes[i]
+	m := ix.models[n.GPUModel]
+	ref := ix.ref(i, g)
+	v := int(n.GPUs[g].FreeMilli)
+	if !n.GPUs[g].Shared || v <= 0 || v >= int(core.WholeGPU) {
+		v = 0 // not a partly used shared GPU
+	}
+	old := int(ix.gpuFree[ref])
+	if old == v {
+		return
+	}
+	if old > 0 {
+		ix.partial[m][old] = removeAt(ix.partial[m][old], ix.gpuPos[ref], ix.gpuPos)
+	}
+	ix.gpuFree[ref] = int16(v)
+	if v > 0 {
+		ix.gpuPos[ref] = len(ix.partial[m][v])
+		ix.partial[m][v] = append(ix.partial[m][v], ref)
+	}
+}
+
+// removeAt swap-deletes position p of a bucket, fixing the position of
+// the entry moved into its place.
+func removeAt(b []int32, p int, pos []int) []int32 {
+	last := len(b) - 1
+	if p != last {
+		b[p] = b[last]
+		pos[b[p]] = p
+	}
+	return b[:last]
+}
+
+// allowedModels returns the index's model ids a request may use.
+func (ix *index) allowedModels(r *core.Request, buf []int) []int {
+	buf = buf[:0]
+	if len(r.Models) == 0 {
+		for m := range ix.modelIDs {
+			buf = append(buf, m)
+		}
+		return buf
+	}
+	for _, name := range r.Models {
+		if m, ok := ix.models[name]; ok {
+			buf = append(buf, m)
+		}
+	}
+	return buf
+}

@@ -1,0 +1,327 @@
+package sched
+
+import (
+	"sort"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+)
+
+// Scorer is a placement policy's ranking of one candidate: the unit's
+// request r on GPUs gpus of node n. Higher is better. Ties go to the
+// lower node index.
+type Scorer interface {
+	Score(p *Placer, node int, gpus []int, r *core.Request) int64
+}
+
+// Placer finds where units go on the current capacity. It holds the
+// working copy of the nodes and the index over them; apply and remove are
+// the only ways to change them.
+type Placer struct {
+	nodes  []core.Node
+	ix     *index
+	cost   []core.Micros
+	mix    []reqType
+	scorer Scorer
+	// candidates per placement to score.
+	k int
+
+	modelBuf []int
+	cands    []cand
+	gpuBuf   []int
+}
+
+type cand struct {
+	node int
+	gpus []int
+	// key is compared lexicographically; lower is better.
+	key [3]int64
+}
+
+// reqType is one kind of request in the workload mix, with its weight
+// (how many pending units ask for it), for fragmentation scoring.
+type reqType struct {
+	gpus   int
+	milli  core.Milli
+	weight int64
+}
+
+// NewPlacer returns a placer over a copy of nodes. cost is the marginal
+// price of a GPU-hour per node; mix the pending units whose request
+// shapes define fragmentation; scorer nil means the default policy.
+func NewPlacer(nodes []core.Node, cost []core.Micros, mix []Unit, scorer Scorer) *Placer {
+	own := make([]core.Node, len(nodes))
+	for i := range nodes {
+		own[i] = nodes[i]
+		own[i].GPUs = append([]core.GPU(nil), nodes[i].GPUs...)
+	}
+	return &Placer{nodes: own, ix: newIndex(own), cost: cost, mix: workloadMix(mix), scorer: scorer, k: 8}
+}
+
+// Nodes returns the placer's view of the nodes, with every placement so
+// far applied.
+func (p *Placer) Nodes() []core.Node { return p.nodes }
+
+// workloadMix summarises the request shapes of units, at most 16, most
+// common first.
+func workloadMix(units []Unit) []reqType {
+	counts := map[[2]int64]int64{}
+	for _, u := range units {
+		r := &u.Job.Request
+		counts[[2]int64{int64(r.GPUs), int64(r.MilliPerGPU)}]++
+	}
+	mix := make([]reqType, 0, len(counts))
+	for k, c := range counts {
+		mix = append(mix, reqType{gpus: int(k[0]), milli: core.Milli(k[1]), weight: c})
+	}
+	sort.Slice(mix, func(i, j int) bool {
+		if mix[i].weight != mix[j].weight {
+			return mix[i].weight > mix[j].weight
+		}
+		if mix[i].gpus != mix[j].gpus {
+			return mix[i].gpus < mix[j].gpus
+		}
+		return mix[i].milli < mix[j].milli
+	})
+	if len(mix) > 16 {
+		mix = mix[:16]
+	}
+	return mix
+}
+
+// fragmentation is the FGD measure of node n: the free GPU capacity, in
+// milli-GPUs weighted by each request type's share of the workload, that
+// the type could not use — all of it if the type cannot fit on the node
+// at all, else the GPUs with less free than the type needs per GPU.
+func (p *Placer) fragmentation(n *core.Node) int64 {
+	var total int64
+	for _, t := range p.mix {
+		need := min(t.milli, core.WholeGPU)
+		var free, unusable int64
+		fitting := 0
+		for i := range n.GPUs {
+			g := &n.GPUs[i]
+			f := int64(g.FreeMilli)
+			if need >= core.WholeGPU && g.Shared {
+				f = int64(g.FreeMilli) // a shared GPU is useless to whole-GPU work
+				unusable += f
+				free += f
+				continue
+			}
+			free += f
+			if g.FreeMilli < need {
+				unusable += f
+			} else {
+				fitting++
+			}
+		}
+		if fitting < t.gpus {
+			unusable = free
+		}
+		total += unusable * t.weight
+	}
+	return total
+}
+
+// find returns the best single-node placement of r, or ok false.
+func (p *Placer) find(r *core.Request, allowed func(node int) bool) (node int, gpus []int, ok bool) {
+	p.cands = p.cands[:0]
+	models := p.ix.allowedModels(r, p.modelBuf)
+	p.modelBuf = models
+	if r.MilliPerGPU < core.WholeGPU && r.GPUs == 1 {
+		// Partly used shared GPUs, tightest first.
+		for v := int(r.MilliPerGPU); v < int(core.WholeGPU) && len(p.cands) < p.k; v++ {
+			for _, m := range models {
+				for _, ref := range p.ix.partial[m][v] {
+					n, g := p.ix.unref(ref)
+					if p.viable(n, r, allowed) && gpuFits(&p.nodes[n], g, r) && hostFits(&p.nodes[n], r, 1) {
+						p.cands = append(p.cands, cand{node: n, gpus: []int{g}})
+						if len(p.cands) >= p.k {
+							break
+						}
+					}
+				}
+			}
+		}
+	}
+	// Nodes with enough empty GPUs, fewest empty first (packing).
+	limit := len(p.cands) + p.k
+	for c := max(r.GPUs, 1); c <= p.ix.maxGPUs && len(p.cands) < limit; c++ {
+		for _, m := range models {
+			for _, ni := range p.ix.whole[m][c] {
+				n := int(ni)
+				if !p.viable(n, r, allowed) || !hostFits(&p.nodes[n], r, r.GPUs) {
+					continue
+				}
+				gs := p.pickWhole(n, r)
+				if gs == nil {
+					continue
+				}
+				p.cands = append(p.cands, cand{node: n, gpus: gs})
+				if len(p.cands) >= limit {
+					break
+				}
+			}
+		}
+	}
+	if len(p.cands) == 0 {
+		return 0, nil, false
+	}
+	best := -1
+	for i := range p.cands {
+		c := &p.cands[i]
+		c.key = p.rank(c.node, c.gpus, r)
+		if best < 0 || less(c, &p.cands[best]) {
+			best = i
+		}
+	}
+	return p.cands[best].node, p.cands[best].gpus, true
+}
+
+func less(a, b *cand) bool {
+	for i := range a.key {
+		if a.key[i] != b.key[i] {
+			return a.key[i] < b.key[i]
+		}
+	}
+	return a.node < b.node
+}
+
+// viable applies the per-node filters that the index does not encode.
+func (p *Placer) viable(n int, r *core.Request, allowed func(int) bool) bool {
+	node := &p.nodes[n]
+	if node.GPUMemMiB > 0 && r.MemPerGPUMiB > node.GPUMemMiB {
+		return false
+	}
+	return allowed == nil || allowed(n)
+}
+
+// pickWhole returns r.GPUs GPUs of node n for r: empty GPUs for whole-GPU
+// work, or for a single share the empty GPU (shares on partly used GPUs
+// come from the partial buckets).
+func (p *Placer) pickWhole(n int, r *core.Request) []int {
+	node := &p.nodes[n]
+	gs := make([]int, 0, r.GPUs)
+	for g := range node.GPUs {
+		if node.GPUs[g].FreeMilli == core.WholeGPU && !node.GPUs[g].Shared && gpuFits(node, g, r) {
+			gs = append(gs, g)
+			if len(gs) == r.GPUs {
+				return gs
+			}
+		}
+	}
+	return nil
+}
+
+// rank is the default policy's key, lower better: the price of the work
+// (marginal cost per GPU-hour, per unit of work when the job gives a
+// throughput table), then the growth of fragmentation (FGD), then the
+// empty GPUs left (packing).
+func (p *Placer) rank(n int, gpus []int, r *core.Request) [3]int64 {
+	if p.scorer != nil {
+		return [3]int64{-p.scorer.Score(p, n, gpus, r), 0, 0}
+	}
+	node := &p.nodes[n]
+	var cost int64
+	if n < len(p.cost) {
+		cost = int64(p.cost[n])
+	}
+	if tp := r.Throughput[node.GPUModel]; tp > 0 {
+		cost = core.MulDivHalfEven(cost, 1_000_000, tp)
+	} else if len(r.Throughput) > 0 {
+		cost = 1 << 60 // a model the job has no figure for: last resort
+	}
+	before := p.fragmentation(node)
+	u := Unit{Job: &core.Job{Request: *r}}
+	part := Part{Node: n, GPUs: gpus}
+	apply(p.nodes, &u, part, 1)
+	after := p.fragmentation(node)
+	left := freeWhole(node)
+	apply(p.nodes, &u, part, -1)
+	return [3]int64{cost, after - before, int64(left)}
+}
+
+// place applies a placement of u to the working nodes and the index.
+func (p *Placer) place(u *Unit, parts []Part) {
+	for _, part := range parts {
+		apply(p.nodes, u, part, 1)
+		p.ix.update(part.Node)
+	}
+}
+
+// remove gives a unit's parts back.
+func (p *Placer) remove(u *Unit, parts []Part) {
+	for _, part := range parts {
+		apply(p.nodes, u, part, -1)
+		p.ix.update(part.Node)
+	}
+}
+
+// findGang places a whole-GPU gang larger than any single allowed node
+// across nodes, fewest nodes first (largest free counts first), all or
+// nothing.
+func (p *Placer) findGang(r *core.Request, allowed func(int) bool) ([]Part, bool) {
+	need := r.GPUs
+	var parts []Part
+	models := p.ix.allowedModels(r, p.modelBuf)
+	for c := p.ix.maxGPUs; c >= 1 && need > 0; c-- {
+		for _, m := range models {
+			for _, ni := range p.ix.whole[m][c] {
+				n := int(ni)
+				if need == 0 {
+					break
+				}
+				if !p.viable(n, r, allowed) {
+					continue
+				}
+				take := min(c, need)
+				if !hostFits(&p.nodes[n], r, take) {
+					continue
+				}
+				gs := make([]int, 0, take)
+				node := &p.nodes[n]
+				for g := range node.GPUs {
+					if len(gs) < take && node.GPUs[g].FreeMilli == core.WholeGPU && !node.GPUs[g].Shared {
+						gs = append(gs, g)
+					}
+				}
+				parts = append(parts, Part{Node: n, GPUs: gs})
+				need -= take
+			}
+		}
+	}
+	if need > 0 {
+		return nil, false
+	}
+	return parts, true
+}
+
+// fitOn returns GPUs of node n that can take r now, or nil: for a share
+// the tightest GPU that fits, for whole-GPU work the first empty ones.
+func (p *Placer) fitOn(n int, r *core.Request) []int {
+	node := &p.nodes[n]
+	if !modelAllowed(node, r) || node.GPUMemMiB > 0 && r.MemPerGPUMiB > node.GPUMemMiB || !hostFits(node, r, r.GPUs) {
+		return nil
+	}
+	if r.MilliPerGPU < core.WholeGPU && r.GPUs == 1 {
+		best := -1
+		for g := range node.GPUs {
+			if gpuFits(node, g, r) && (best < 0 || node.GPUs[g].FreeMilli < node.GPUs[best].FreeMilli) {
+				best = g
+			}
+		}
+		if best < 0 {
+			return nil
+		}
+		return []int{best}
+	}
+	return p.pickWhole(n, r)
+}
+
+// maxNodeGPUs returns the most GPUs any node of an allowed model has.
+func (p *Placer) maxNodeGPUs(r *core.Request) int {
+	best := 0
+	for _, m := range p.ix.allowedModels(r, p.modelBuf) {
+		best = max(best, p.ix.modelMax[m])
+	}
+	return best
+}

@@ -1,0 +1,363 @@
+package sched
+
+import (
+	"container/heap"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+)
+
+// Config tunes the default policy. The zero value is usable: every field
+// falls back to the default its comment gives.
+type Config struct {
+	// MinRuntime protects a unit from preemption until it has run this
+	// long (default 10 minutes), so that work is not thrashed.
+	MinRuntime time.Duration
+	// HalfLife is the fair-share history's half-life (default 24 h):
+	// decayed usage is divided by it to compare with current allocation.
+	HalfLife time.Duration
+	// DeferMinSavingBP is the least saving, in basis points, worth
+	// deferring work into a cheaper window for (default 500 = 5%).
+	DeferMinSavingBP int64
+	// DeferHorizon is how far ahead deferral looks (default 7 days).
+	DeferHorizon time.Duration
+	// NoPreemption and NoBackfill switch those parts off.
+	NoPreemption, NoBackfill bool
+	// Scorer replaces the default placement ranking (for baselines).
+	Scorer Scorer
+}
+
+func (c Config) withDefaults() Config {
+	if c.MinRuntime == 0 {
+		c.MinRuntime = 10 * time.Minute
+	}
+	if c.HalfLife == 0 {
+		c.HalfLife = 24 * time.Hour
+	}
+	if c.DeferMinSavingBP == 0 {
+		c.DeferMinSavingBP = 500
+	}
+	if c.DeferHorizon == 0 {
+		c.DeferHorizon = 7 * 24 * time.Hour
+	}
+	return c
+}
+
+// pass is one scheduling pass's working state.
+type pass struct {
+	st   *State
+	cfg  Config
+	pl   *Placer
+	q    *quotas
+	dec  Decisions
+	caps map[Class]int64 // milli-GPU capacity per class
+	// alloc is each team's current allocation per class, for fair share.
+	alloc map[string]map[Class]int64
+	spent map[string]core.Micros
+	teams map[string]*core.Team
+	// onNode lists the running allocations per node, by index into running.
+	running []Allocation
+	onNode  [][]int
+	gone    []bool // running allocations preempted in this pass
+	lost    []int64
+	res     *Reservation
+	// deferCache memoises deferral answers by estimated duration.
+	deferCache map[time.Duration]deferAnswer
+}
+
+// Schedule decides placements, preemptions, deferrals and reservations
+// for st's pending units on st's capacity. It does not change st.
+func Schedule(st *State, cfg Config) Decisions {
+	p := newPass(st, cfg.withDefaults())
+	for tier := 0; tier <= 3; tier++ {
+		p.runTier(tier)
+	}
+	return p.dec
+}
+
+func newPass(st *State, cfg Config) *pass {
+	p := &pass{st: st, cfg: cfg, caps: map[Class]int64{}, alloc: map[string]map[Class]int64{}, spent: map[string]core.Micros{},
+		teams: map[string]*core.Team{}, running: st.Running, onNode: make([][]int, len(st.Nodes)), gone: make([]bool, len(st.Running)),
+		lost: make([]int64, len(st.Running)), deferCache: map[time.Duration]deferAnswer{}}
+	p.pl = NewPlacer(st.Nodes, st.NodeCost, st.Pending, cfg.Scorer)
+	p.q = newQuotas(st.Teams, st.Running, st.Nodes)
+	for i := range st.Teams {
+		p.teams[st.Teams[i].ID] = &st.Teams[i]
+	}
+	for _, n := range st.Nodes {
+		p.caps[n.GPUModel] += int64(len(n.GPUs)) * int64(core.WholeGPU)
+	}
+	for t, s := range st.Spent {
+		p.spent[t] = s
+	}
+	for i, a := range st.Running {
+		for _, part := range a.Parts {
+			p.onNode[part.Node] = append(p.onNode[part.Node], i)
+			p.addAlloc(a.Job.Team, st.Nodes[part.Node].GPUModel, int64(len(part.GPUs))*int64(a.Job.Request.MilliPerGPU))
+		}
+		since := a.Start
+		if a.LastCheckpoint.After(since) {
+			since = a.LastCheckpoint
+		}
+		p.lost[i] = int64(a.Milli()) * int64(st.Now.Sub(since)/time.Second)
+	}
+	// Cheapest victims first on every node.
+	for n := range p.onNode {
+		l := p.onNode[n]
+		sort.Slice(l, func(a, b int) bool {
+			if p.lost[l[a]] != p.lost[l[b]] {
+				return p.lost[l[a]] < p.lost[l[b]]
+			}
+			return p.running[l[a]].Key() < p.running[l[b]].Key()
+		})
+	}
+	return p
+}
+
+func (p *pass) addAlloc(team string, c Class, milli int64) {
+	m := p.alloc[team]
+	if m == nil {
+		m = map[Class]int64{}
+		p.alloc[team] = m
+	}
+	m[c] += milli
+}
+
+// share is the team's weighted dominant share, in millionths: the largest
+// over GPU classes of (decayed history / half-life + current allocation)
+// over the class's capacity, divided by the team's weight.
+func (p *pass) share(team string) int64 {
+	hl := int64(p.cfg.HalfLife / time.Second)
+	var dom int64
+	seen := map[Class]bool{}
+	consider := func(c Class) {
+		if seen[c] {
+			return
+		}
+		seen[c] = true
+		capacity := p.caps[c]
+		if capacity == 0 {
+			return
+		}
+		use := p.alloc[team][c] + p.st.History[team][c]/hl
+		dom = max(dom, core.MulDivHalfEven(use, 1_000_000, capacity))
+	}
+	for c := range p.alloc[team] {
+		consider(c)
+	}
+	for c := range p.st.History[team] {
+		consider(c)
+	}
+	w := int64(1)
+	if t := p.teams[team]; t != nil && t.Weight > 0 {
+		w = t.Weight
+	}
+	return dom / w
+}
+
+// teamQueue is one team's pending units of one tier, oldest first.
+type teamQueue struct {
+	team  string
+	units []Unit
+	next  int
+	share int64
+}
+
+type queueHeap []*teamQueue
+
+func (h queueHeap) Len() int { return len(h) }
+func (h queueHeap) Less(i, j int) bool {
+	if h[i].share != h[j].share {
+		return h[i].share < h[j].share
+	}
+	return h[i].team < h[j].team
+}
+func (h queueHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *queueHeap) Push(x any)   { *h = append(*h, x.(*teamQueue)) }
+func (h *queueHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// runTier schedules the pending units of one tier rank: teams take turns
+// by lowest weighted dominant share, each offering its oldest unit.
+func (p *pass) runTier(rank int) {
+	byTeam := map[string]*teamQueue{}
+	var h queueHeap
+	for _, u := range p.st.Pending {
+		if u.Job.Tier.Rank() != rank {
+			continue
+		}
+		q := byTeam[u.Job.Team]
+		if q == nil {
+			q = &teamQueue{team: u.Job.Team}
+			byTeam[u.Job.Team] = q
+			h = append(h, q)
+		}
+		q.units = append(q.units, u)
+	}
+	for _, q := range h {
+		sort.SliceStable(q.units, func(a, b int) bool {
+			ua, ub := q.units[a], q.units[b]
+			if !ua.Job.Submit.Equal(ub.Job.Submit) {
+				return ua.Job.Submit.Before(ub.Job.Submit)
+			}
+			if ua.Job.ID != ub.Job.ID {
+				return ua.Job.ID < ub.Job.ID
+			}
+			return ua.Shard < ub.Shard
+		})
+		q.share = p.share(q.team)
+	}
+	heap.Init(&h)
+	for h.Len() > 0 {
+		q := h[0]
+		u := q.units[q.next]
+		q.next++
+		p.schedule(u)
+		if q.next == len(q.units) {
+			heap.Pop(&h)
+			continue
+		}
+		q.share = p.share(q.team)
+		heap.Fix(&h, 0)
+	}
+}
+
+// schedule decides one unit.
+func (p *pass) schedule(u Unit) {
+	r := &u.Job.Request
+	if d, ok := p.deferral(u); ok {
+		p.dec.Deferrals = append(p.dec.Deferrals, d)
+		return
+	}
+	if t := p.teams[u.Job.Team]; t != nil && t.MonthlyBudget > 0 && p.spent[u.Job.Team] >= t.MonthlyBudget {
+		p.wait(u, fmt.Sprintf("team %s has spent %s of its %s monthly budget", t.ID, p.spent[u.Job.Team], t.MonthlyBudget))
+		return
+	}
+	var quotaWhy string
+	allowed := func(n int) bool {
+		node := &p.pl.nodes[n]
+		if node.Spot && !u.Job.Interruptible {
+			return false
+		}
+		if ok, why := p.q.fits(u.Job.Team, node.GPUModel, u.Milli()); !ok {
+			quotaWhy = why
+			return false
+		}
+		if res := p.res; res != nil && res.Node == n {
+			// Backfill: only work that ends before the reservation.
+			return u.Job.EstDuration > 0 && !p.st.Now.Add(u.Job.EstDuration).After(res.At)
+		}
+		return true
+	}
+	var parts []Part
+	if r.GPUs > p.pl.maxNodeGPUs(r) && r.MilliPerGPU == core.WholeGPU {
+		if gang, ok := p.pl.findGang(r, allowed); ok {
+			parts = gang
+		}
+	} else if n, gpus, ok := p.pl.find(r, allowed); ok {
+		parts = []Part{{Node: n, GPUs: gpus}}
+	}
+	if parts != nil {
+		if why, ok := p.withinBudget(u, parts); !ok {
+			p.wait(u, why)
+			return
+		}
+		p.commit(u, parts, p.placeReason(u, parts))
+		return
+	}
+	if !p.cfg.NoPreemption && p.tryPreempt(u) {
+		return
+	}
+	if quotaWhy != "" {
+		p.wait(u, "quota: "+quotaWhy)
+		return
+	}
+	why := fmt.Sprintf("no room for %d×%d milli-GPU%s", r.GPUs, r.MilliPerGPU, modelsText(r))
+	if !p.cfg.NoBackfill && p.res == nil {
+		if res, ok := p.reserve(u); ok {
+			p.res = &res
+			p.dec.Reservations = append(p.dec.Reservations, res)
+			why += fmt.Sprintf("; node %s reserved from %s", p.st.Nodes[res.Node].LeaseID, res.At.UTC().Format(time.RFC3339))
+		}
+	}
+	p.wait(u, why)
+}
+
+func modelsText(r *core.Request) string {
+	if len(r.Models) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" on %v", r.Models)
+}
+
+func (p *pass) wait(u Unit, why string) {
+	p.dec.Waiting = append(p.dec.Waiting, Wait{Unit: u, Reason: why})
+}
+
+// expectedCost is what the unit is expected to cost on parts: its GPUs
+// times its estimated hours times each node's marginal GPU-hour price.
+func (p *pass) expectedCost(u Unit, parts []Part) core.Micros {
+	var c core.Micros
+	secs := int64(u.Job.EstDuration / time.Second)
+	for _, part := range parts {
+		if part.Node < len(p.st.NodeCost) {
+			milli := int64(len(part.GPUs)) * int64(u.Job.Request.MilliPerGPU)
+			c += core.Micros(core.MulDivHalfEven(int64(p.st.NodeCost[part.Node])*milli, secs, 3600*1000))
+		}
+	}
+	return c
+}
+
+func (p *pass) withinBudget(u Unit, parts []Part) (string, bool) {
+	t := p.teams[u.Job.Team]
+	if t == nil || t.MonthlyBudget <= 0 {
+		return "", true
+	}
+	if after := p.spent[t.ID] + p.expectedCost(u, parts); after > t.MonthlyBudget {
+		return fmt.Sprintf("team %s would reach %s of its %s monthly budget", t.ID, after, t.MonthlyBudget), false
+	}
+	return "", true
+}
+
+// commit records a placement and its effects on capacity, quota, fair
+// share and spend.
+func (p *pass) commit(u Unit, parts []Part, reason string) {
+	p.pl.place(&u, parts)
+	for _, part := range parts {
+		model := p.pl.nodes[part.Node].GPUModel
+		milli := int64(len(part.GPUs)) * int64(u.Job.Request.MilliPerGPU)
+		p.q.add(u.Job.Team, model, core.Milli(milli))
+		p.addAlloc(u.Job.Team, model, milli)
+	}
+	p.spent[u.Job.Team] += p.expectedCost(u, parts)
+	p.dec.Placements = append(p.dec.Placements, Placement{Unit: u, Parts: parts, Reason: reason})
+}
+
+func (p *pass) placeReason(u Unit, parts []Part) string {
+	n := &p.pl.nodes[parts[0].Node]
+	var cost core.Micros
+	if parts[0].Node < len(p.st.NodeCost) {
+		cost = p.st.NodeCost[parts[0].Node]
+	}
+	paid := "on-demand"
+	switch {
+	case n.Committed:
+		paid = "committed (already paid)"
+	case n.Spot:
+		paid = "spot"
+	}
+	if len(parts) > 1 {
+		return fmt.Sprintf("gang of %d GPUs across %d machines (too large for one), %s %s", u.Job.Request.GPUs, len(parts), n.GPUModel, paid)
+	}
+	share := "whole GPU"
+	if u.Job.Request.MilliPerGPU < core.WholeGPU {
+		share = fmt.Sprintf("%d milli-GPU share of GPU %d", u.Job.Request.MilliPerGPU, parts[0].GPUs[0])
+	}
+	return fmt.Sprintf("%s on %s: %s %s at %s per GPU-hour, best fit by cost then fragmentation", share, n.LeaseID, n.GPUModel, paid, cost)
+}

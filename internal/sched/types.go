@@ -1,0 +1,129 @@
+package sched
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+)
+
+// Unit is one schedulable piece of a job: the whole job, or one shard of
+// an array job. Each shard is independent: it is placed, preempted and
+// finished on its own.
+type Unit struct {
+	Job   *core.Job
+	Shard int
+}
+
+// Key identifies a unit: "job" or "job#shard".
+func (u Unit) Key() string {
+	if u.Job.Shards <= 1 {
+		return u.Job.ID
+	}
+	return u.Job.ID + "#" + strconv.Itoa(u.Shard)
+}
+
+// Milli is the unit's total GPU share.
+func (u Unit) Milli() core.Milli {
+	return core.Milli(u.Job.Request.GPUs) * u.Job.Request.MilliPerGPU
+}
+
+// Part is the piece of a unit on one node: the node's index in
+// State.Nodes and the GPU indexes held there. A unit has one part unless it
+// is a gang too large for any one machine.
+type Part struct {
+	Node int
+	GPUs []int
+}
+
+// Allocation is a unit running on nodes.
+type Allocation struct {
+	Unit
+	Parts []Part
+	Start time.Time
+	// LastCheckpoint is when the unit last saved its work (zero: never,
+	// so everything since Start would be lost).
+	LastCheckpoint time.Time
+}
+
+// Class is the GPU class quotas are kept in: the GPU model.
+type Class = string
+
+// Usage is a team's decayed past use per GPU class, in milli-GPU-seconds,
+// as the fair-share history.
+type Usage map[Class]int64
+
+// State is everything Schedule looks at. Nodes carry their free capacity
+// with Running already subtracted.
+type State struct {
+	Now     time.Time
+	Nodes   []core.Node
+	Running []Allocation
+	// Pending units in any order; Schedule orders them.
+	Pending []Unit
+	Teams   []core.Team
+	// History is each team's decayed past usage, for fair share.
+	History map[string]Usage
+	// Spent is each team's spend so far this month, for budgets.
+	Spent map[string]core.Micros
+	// NodeCost is the marginal price of one GPU-hour on each node, by
+	// index: zero for capacity already paid (committed terms), the hourly
+	// price for on-demand and spot. Missing entries count as zero.
+	NodeCost []core.Micros
+	// TimeOfUse is the tariff that deferrable work may wait for; nil if
+	// prices do not vary by hour.
+	TimeOfUse *core.TimeOfUse
+}
+
+// Placement is a decision to run a unit on a node's GPUs.
+type Placement struct {
+	Unit   Unit
+	Parts  []Part
+	Reason string
+}
+
+// Preemption is a decision to stop a running unit so that another fits.
+type Preemption struct {
+	Victim Allocation
+	// For is the key of the unit the room is made for.
+	For string
+	// LostMilliSeconds is the work lost since the victim's last
+	// checkpoint, in milli-GPU-seconds.
+	LostMilliSeconds int64
+	Reason           string
+}
+
+// Deferral is a decision to hold a deferrable unit until a cheaper window.
+type Deferral struct {
+	Unit  Unit
+	Until time.Time
+	// SavingBP is the expected saving of waiting, in basis points of the
+	// cost of starting now.
+	SavingBP int64
+	Reason   string
+}
+
+// Reservation holds a node for a blocked unit from At on; only units that
+// finish before At may be backfilled onto it.
+type Reservation struct {
+	Unit   Unit
+	Node   int
+	At     time.Time
+	Reason string
+}
+
+// Wait is a unit left pending, with why: fleet decisions read these to
+// decide what to rent.
+type Wait struct {
+	Unit   Unit
+	Reason string
+}
+
+// Decisions is Schedule's output. Every decision carries its reason.
+type Decisions struct {
+	Placements   []Placement
+	Preemptions  []Preemption
+	Deferrals    []Deferral
+	Reservations []Reservation
+	Waiting      []Wait
+}
