@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"strings"
+	"unicode"
 
 	"github.com/gpufleet/gpufleet/internal/core"
 )
@@ -96,10 +98,10 @@ func awsOffer(row *csvRow) (core.Offer, []string, error) {
 		Currency:     "USD",
 	}
 	o.ID = "aws/" + o.Region + "/" + o.InstanceType
-	if o.Region == "" {
+	if o.Region == "" || strings.IndexFunc(o.Region, unicode.IsSpace) >= 0 {
 		return o, nil, row.bad("region", "an AWS region such as us-east-1", nil)
 	}
-	if o.InstanceType == "" {
+	if o.InstanceType == "" || strings.IndexFunc(o.InstanceType, unicode.IsSpace) >= 0 {
 		return o, nil, row.bad("instance_type", "an instance type such as p4d.24xlarge", nil)
 	}
 	count, err := parseDecimal(row.get("gpu_count"))
