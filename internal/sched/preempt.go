@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"container/heap"
 	"fmt"
 	"sort"
 	"strings"
@@ -9,97 +10,144 @@ import (
 	"github.com/gpufleet/gpufleet/internal/core"
 )
 
+// Why a running unit may be preempted.
+const (
+	notPreemptible = iota
+	lowerTier      // its tier is below the preemptor's
+	reclaimed      // its team borrows quota the preemptor's team is owed
+)
+
 // canPreempt reports whether running allocation a may be stopped for
-// unit u, and why: never core-tier or non-interruptible work, never
-// before its minimum runtime; only lower-tier work, or work its team is
-// running on borrowed quota when u's team reclaims its own guarantee.
-func (p *pass) canPreempt(a *Allocation, u Unit, model Class) (bool, string) {
+// unit u, and on what ground: never core-tier or non-interruptible work,
+// never before its minimum runtime; only lower-tier work, or work of a
+// team running on borrowed quota when u's team reclaims its own
+// guarantee.
+func (p *pass) canPreempt(a *Allocation, u Unit, model Class) int {
+	if !p.tierVictim(a, u.Job.Tier.Rank()) {
+		if !p.basicVictim(a) {
+			return notPreemptible
+		}
+		j := a.Job
+		if j.Team != u.Job.Team && p.q.sameCohort(j.Team, u.Job.Team) && p.q.borrowing(j.Team, model) && p.q.underGuarantee(u.Job.Team, model, u.Milli()) {
+			return reclaimed
+		}
+		return notPreemptible
+	}
+	return lowerTier
+}
+
+// basicVictim: interruptible, not core, past its minimum runtime, on one
+// machine (a multi-machine gang is not split by preemption).
+func (p *pass) basicVictim(a *Allocation) bool {
 	j := a.Job
-	if j.Tier == core.TierCore || !j.Interruptible {
-		return false, ""
+	return j.Interruptible && j.Tier != core.TierCore && len(a.Parts) == 1 && p.st.Now.Sub(a.Start) >= p.cfg.MinRuntime
+}
+
+// tierVictim reports whether a may be preempted by work of tier rank.
+func (p *pass) tierVictim(a *Allocation, rank int) bool {
+	return p.basicVictim(a) && a.Job.Tier.Rank() > rank
+}
+
+func (p *pass) victimReason(a *Allocation, u Unit, ground int) string {
+	if ground == reclaimed {
+		return fmt.Sprintf("team %s reclaims quota lent to %s", u.Job.Team, a.Job.Team)
 	}
-	if p.st.Now.Sub(a.Start) < p.cfg.MinRuntime {
-		return false, ""
-	}
-	if j.Tier.Rank() > u.Job.Tier.Rank() {
-		return true, fmt.Sprintf("%s tier below %s", j.Tier, u.Job.Tier)
-	}
-	if j.Team != u.Job.Team && p.q.sameCohort(j.Team, u.Job.Team) && p.q.borrowing(j.Team, model) && p.q.underGuarantee(u.Job.Team, model, u.Milli()) {
-		return true, fmt.Sprintf("team %s reclaims its %s quota lent to %s", u.Job.Team, model, j.Team)
-	}
-	return false, ""
+	return fmt.Sprintf("%s tier below %s", a.Job.Tier, u.Job.Tier)
 }
 
 // victimSet is the outcome of trying one node.
 type victimSet struct {
 	node    int
 	victims []int // indexes into pass.running
-	why     []string
+	grounds []int
 	lost    int64
 	gpus    []int
+}
+
+// nodeBound is a node's entry in a preemption heap: the least work any
+// one of its victims would lose, as of the node's version.
+type nodeBound struct {
+	bound   int64
+	node    int
+	version int
+}
+
+type boundHeap []nodeBound
+
+func (h boundHeap) Len() int { return len(h) }
+func (h boundHeap) Less(i, j int) bool {
+	if h[i].bound != h[j].bound {
+		return h[i].bound < h[j].bound
+	}
+	return h[i].node < h[j].node
+}
+func (h boundHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *boundHeap) Push(x any)   { *h = append(*h, x.(nodeBound)) }
+func (h *boundHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// tierBound returns node n's lower bound on lost work for a preemptor of
+// tier rank, and the milli-GPUs it could free, or ok false if no victim.
+func (p *pass) tierBound(n, rank int) (bound, free int64, ok bool) {
+	free = int64(p.pl.nodes[n].FreeMilli())
+	bound = -1
+	for _, i := range p.onNode[n] {
+		if p.gone[i] || !p.tierVictim(&p.running[i], rank) {
+			continue
+		}
+		free += int64(p.running[i].Milli())
+		if bound < 0 {
+			bound = p.lost[i] // victims are sorted by loss: the first is the least
+		}
+	}
+	return bound, free, bound >= 0
+}
+
+// heaps returns, building it on first use, the preemption heap per GPU
+// model for preemptors of tier rank.
+func (p *pass) heaps(rank int) map[string]*boundHeap {
+	if p.preemptHeaps[rank] != nil {
+		return p.preemptHeaps[rank]
+	}
+	hs := map[string]*boundHeap{}
+	for n := range p.pl.nodes {
+		b, _, ok := p.tierBound(n, rank)
+		if !ok {
+			continue
+		}
+		m := p.pl.nodes[n].GPUModel
+		if hs[m] == nil {
+			hs[m] = &boundHeap{}
+		}
+		*hs[m] = append(*hs[m], nodeBound{bound: b, node: n, version: p.nodeVer[n]})
+	}
+	for _, h := range hs {
+		heap.Init(h)
+	}
+	p.preemptHeaps[rank] = hs
+	return hs
 }
 
 // tryPreempt looks for the node where u fits after stopping the victims
 // that lose the least work since their last checkpoints. Each node is
 // tried hypothetically: victims are removed one by one, cheapest first,
 // until u fits; then any victim not needed is reprieved; then everything
-// is rolled back. Nodes are tried in order of a lower bound on their loss
-// and the search stops once no node can beat the best found.
+// is rolled back. Lower-tier victims are searched first, nodes in order
+// of a lower bound on their loss kept in a heap per GPU model, stopping
+// once no node can beat the best found; only if that finds nothing does a
+// team under its guarantee look for borrowed work to reclaim.
 func (p *pass) tryPreempt(u Unit) bool {
 	r := &u.Job.Request
 	if r.GPUs > p.pl.maxNodeGPUs(r) {
 		return false // multi-machine gangs are not placed by preemption
 	}
-	type cand struct {
-		node  int
-		bound int64
-	}
-	var cands []cand
-	need := int64(u.Milli())
-	for n := range p.pl.nodes {
-		node := &p.pl.nodes[n]
-		if !modelAllowed(node, r) || node.Spot && !u.Job.Interruptible || len(p.onNode[n]) == 0 {
-			continue
-		}
-		if res := p.res; res != nil && res.Node == n {
-			continue
-		}
-		free := int64(node.FreeMilli())
-		bound := int64(-1)
-		for _, i := range p.onNode[n] {
-			if p.gone[i] {
-				continue
-			}
-			a := &p.running[i]
-			if len(a.Parts) != 1 {
-				continue
-			}
-			if ok, _ := p.canPreempt(a, u, node.GPUModel); ok {
-				free += int64(a.Milli())
-				if bound < 0 {
-					bound = p.lost[i] // victims are sorted by loss: the first is the least
-				}
-			}
-		}
-		if bound < 0 || free < need {
-			continue
-		}
-		cands = append(cands, cand{n, bound})
-	}
-	sort.Slice(cands, func(i, j int) bool {
-		if cands[i].bound != cands[j].bound {
-			return cands[i].bound < cands[j].bound
-		}
-		return cands[i].node < cands[j].node
-	})
-	var best *victimSet
-	for _, c := range cands {
-		if best != nil && c.bound >= best.lost {
-			break
-		}
-		if vs, ok := p.tryNode(u, c.node); ok && (best == nil || vs.lost < best.lost || vs.lost == best.lost && len(vs.victims) < len(best.victims)) {
-			best = &vs
-		}
+	best := p.searchTierVictims(u)
+	if best == nil {
+		best = p.searchReclaim(u)
 	}
 	if best == nil {
 		return false
@@ -107,13 +155,15 @@ func (p *pass) tryPreempt(u Unit) bool {
 	keys := make([]string, 0, len(best.victims))
 	for k, i := range best.victims {
 		a := p.running[i]
+		why := p.victimReason(&a, u, best.grounds[k])
 		p.gone[i] = true
 		p.pl.remove(&a.Unit, a.Parts)
+		p.nodeVer[a.Parts[0].Node]++
 		model := p.pl.nodes[a.Parts[0].Node].GPUModel
 		p.q.add(a.Job.Team, model, -a.Milli())
 		p.addAlloc(a.Job.Team, model, -int64(a.Milli()))
 		p.dec.Preemptions = append(p.dec.Preemptions, Preemption{Victim: a, For: u.Key(), LostMilliSeconds: p.lost[i],
-			Reason: fmt.Sprintf("preempted for %s (%s); %.2f GPU-hours since its last checkpoint are lost", u.Key(), best.why[k], float64(p.lost[i])/3.6e6)})
+			Reason: fmt.Sprintf("preempted for %s (%s); %.2f GPU-hours since its last checkpoint are lost", u.Key(), why, float64(p.lost[i])/3.6e6)})
 		keys = append(keys, a.Key())
 	}
 	parts := []Part{{Node: best.node, GPUs: best.gpus}}
@@ -121,13 +171,90 @@ func (p *pass) tryPreempt(u Unit) bool {
 	return true
 }
 
+func (p *pass) preemptableNode(u Unit, n int) bool {
+	node := &p.pl.nodes[n]
+	if node.Spot && !u.Job.Interruptible {
+		return false
+	}
+	if res := p.res; res != nil && res.Node == n {
+		return false
+	}
+	return true
+}
+
+func (p *pass) searchTierVictims(u Unit) *victimSet {
+	r := &u.Job.Request
+	rank := u.Job.Tier.Rank()
+	need := int64(u.Milli())
+	var best *victimSet
+	var keep []nodeBound
+	hs := p.heaps(rank)
+	for _, m := range p.pl.ix.allowedModels(r, p.pl.modelBuf) {
+		h := hs[p.pl.ix.modelIDs[m]]
+		if h == nil {
+			continue
+		}
+		keep = keep[:0]
+		for h.Len() > 0 {
+			top := (*h)[0]
+			if best != nil && top.bound >= best.lost {
+				break
+			}
+			heap.Pop(h)
+			if top.version != p.nodeVer[top.node] {
+				// The node changed since its entry: refresh it.
+				if b, _, ok := p.tierBound(top.node, rank); ok {
+					heap.Push(h, nodeBound{bound: b, node: top.node, version: p.nodeVer[top.node]})
+				}
+				continue
+			}
+			keep = append(keep, top)
+			if _, free, _ := p.tierBound(top.node, rank); free < need || !p.preemptableNode(u, top.node) {
+				continue
+			}
+			if vs, ok := p.tryNode(u, top.node, func(a *Allocation) int {
+				if p.tierVictim(a, rank) {
+					return lowerTier
+				}
+				return notPreemptible
+			}); ok && (best == nil || vs.lost < best.lost || vs.lost == best.lost && len(vs.victims) < len(best.victims)) {
+				best = &vs
+			}
+		}
+		for _, e := range keep {
+			heap.Push(h, e)
+		}
+	}
+	return best
+}
+
+// searchReclaim scans every node for borrowed work u's team may reclaim.
+// It runs only when the team is under its guarantee somewhere, so it is
+// rare and may be a full scan.
+func (p *pass) searchReclaim(u Unit) *victimSet {
+	r := &u.Job.Request
+	var best *victimSet
+	for n := range p.pl.nodes {
+		node := &p.pl.nodes[n]
+		if !modelAllowed(node, r) || !p.preemptableNode(u, n) || len(p.onNode[n]) == 0 || !p.q.underGuarantee(u.Job.Team, node.GPUModel, u.Milli()) {
+			continue
+		}
+		model := node.GPUModel
+		vs, ok := p.tryNode(u, n, func(a *Allocation) int { return p.canPreempt(a, u, model) })
+		if ok && (best == nil || vs.lost < best.lost || vs.lost == best.lost && len(vs.victims) < len(best.victims)) {
+			best = &vs
+		}
+	}
+	return best
+}
+
 // tryNode computes the cheapest victim set on node n for u, leaving the
 // placer as it found it (checkpoint and rollback).
-func (p *pass) tryNode(u Unit, n int) (victimSet, bool) {
+func (p *pass) tryNode(u Unit, n int, eligible func(a *Allocation) int) (victimSet, bool) {
 	r := &u.Job.Request
 	model := p.pl.nodes[n].GPUModel
 	var removed []int
-	var whys []string
+	var whys []int
 	rollback := func() {
 		for _, i := range removed {
 			a := &p.running[i]
@@ -147,11 +274,11 @@ func (p *pass) tryNode(u Unit, n int) (victimSet, bool) {
 			break
 		}
 		a := &p.running[i]
-		if p.gone[i] || len(a.Parts) != 1 {
+		if p.gone[i] {
 			continue
 		}
-		ok, why := p.canPreempt(a, u, model)
-		if !ok {
+		why := eligible(a)
+		if why == notPreemptible {
 			continue
 		}
 		p.pl.remove(&a.Unit, a.Parts)
@@ -180,7 +307,7 @@ func (p *pass) tryNode(u Unit, n int) (victimSet, bool) {
 		p.pl.remove(&a.Unit, a.Parts)
 		p.q.add(a.Job.Team, model, -a.Milli())
 	}
-	vs := victimSet{node: n, victims: append([]int(nil), removed...), why: whys, gpus: gpus}
+	vs := victimSet{node: n, victims: append([]int(nil), removed...), grounds: whys, gpus: gpus}
 	for _, i := range removed {
 		vs.lost += p.lost[i]
 	}

@@ -63,6 +63,9 @@ type pass struct {
 	gone    []bool // running allocations preempted in this pass
 	lost    []int64
 	res     *Reservation
+	// nodeVer counts changes per node, to refresh preemption heaps.
+	nodeVer      []int
+	preemptHeaps [4]map[string]*boundHeap
 	// deferCache memoises deferral answers by estimated duration.
 	deferCache map[time.Duration]deferAnswer
 }
@@ -80,7 +83,7 @@ func Schedule(st *State, cfg Config) Decisions {
 func newPass(st *State, cfg Config) *pass {
 	p := &pass{st: st, cfg: cfg, caps: map[Class]int64{}, alloc: map[string]map[Class]int64{}, spent: map[string]core.Micros{},
 		teams: map[string]*core.Team{}, running: st.Running, onNode: make([][]int, len(st.Nodes)), gone: make([]bool, len(st.Running)),
-		lost: make([]int64, len(st.Running)), deferCache: map[time.Duration]deferAnswer{}}
+		lost: make([]int64, len(st.Running)), nodeVer: make([]int, len(st.Nodes)), deferCache: map[time.Duration]deferAnswer{}}
 	p.pl = NewPlacer(st.Nodes, st.NodeCost, st.Pending, cfg.Scorer)
 	p.q = newQuotas(st.Teams, st.Running, st.Nodes)
 	for i := range st.Teams {
@@ -330,6 +333,7 @@ func (p *pass) withinBudget(u Unit, parts []Part) (string, bool) {
 func (p *pass) commit(u Unit, parts []Part, reason string) {
 	p.pl.place(&u, parts)
 	for _, part := range parts {
+		p.nodeVer[part.Node]++
 		model := p.pl.nodes[part.Node].GPUModel
 		milli := int64(len(part.GPUs)) * int64(u.Job.Request.MilliPerGPU)
 		p.q.add(u.Job.Team, model, core.Milli(milli))
