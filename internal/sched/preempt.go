@@ -28,7 +28,9 @@ func (p *pass) canPreempt(a *Allocation, u Unit, model Class) int {
 			return notPreemptible
 		}
 		j := a.Job
-		if j.Team != u.Job.Team && p.q.sameCohort(j.Team, u.Job.Team) && p.q.borrowing(j.Team, model) && p.q.underGuarantee(u.Job.Team, model, u.Milli()) {
+		// Borrowing is judged on what ran before this pass: work admitted
+		// in it is not yet anyone's to reclaim.
+		if j.Team != u.Job.Team && p.q.sameCohort(j.Team, u.Job.Team) && p.q0.borrowing(j.Team, model) && p.q.borrowing(j.Team, model) && p.q.underGuarantee(u.Job.Team, model, u.Milli()) {
 			return reclaimed
 		}
 		return notPreemptible

@@ -348,7 +348,14 @@ func sorted(s []string) []string {
 // every pending unit decided exactly once, no GPU over-allocated after
 // preemptions and placements, every decision with a reason, preemption
 // only of interruptible non-core work.
-func checkDecisions(t testing.TB, st *State, d Decisions) {
+// fataler is what checkDecisions needs of *testing.T and *rapid.T.
+type fataler interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+}
+
+func checkDecisions(t fataler, st *State, d Decisions) {
 	t.Helper()
 	seen := map[string]int{}
 	for _, p := range d.Placements {

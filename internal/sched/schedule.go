@@ -51,6 +51,7 @@ type pass struct {
 	cfg  Config
 	pl   *Placer
 	q    *quotas
+	q0   *quotas // quotas as the pass found them
 	dec  Decisions
 	caps map[Class]int64 // milli-GPU capacity per class
 	// alloc is each team's current allocation per class, for fair share.
@@ -86,6 +87,7 @@ func newPass(st *State, cfg Config) *pass {
 		lost: make([]int64, len(st.Running)), nodeVer: make([]int, len(st.Nodes)), deferCache: map[time.Duration]deferAnswer{}}
 	p.pl = NewPlacer(st.Nodes, st.NodeCost, st.Pending, cfg.Scorer)
 	p.q = newQuotas(st.Teams, st.Running, st.Nodes)
+	p.q0 = newQuotas(st.Teams, st.Running, st.Nodes)
 	for i := range st.Teams {
 		p.teams[st.Teams[i].ID] = &st.Teams[i]
 	}
