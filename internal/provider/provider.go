@@ -1,0 +1,87 @@
+// Package provider is the boundary to whoever rents gpufleet its
+// machines: a cloud API, an IDC's scripts, machines we own. Every
+// provider sits behind the one small Provider interface, and the
+// simulated provider (provider/sim) implements it for tests, demos and
+// the simulator, so the code that acquires and releases is the same in
+// all three.
+//
+// Calls are idempotent by client token: asking twice with the same token
+// returns the same machine, releasing twice is not an error. That is
+// what makes the control loop safe to retry and to restart.
+package provider
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+)
+
+// ErrCapacity is returned when the provider has no machine of the offer
+// to give now.
+var ErrCapacity = errors.New("provider: no capacity")
+
+// ErrUnknownMachine is returned for a machine the provider does not know.
+var ErrUnknownMachine = errors.New("provider: unknown machine")
+
+// State is where a machine is, as the provider sees it.
+type State string
+
+// The machine states a provider reports.
+const (
+	Provisioning State = "provisioning"
+	Ready        State = "ready"
+	// Reclaiming: a spot machine under a reclaim notice; it will be taken
+	// at Machine.ReclaimAt.
+	Reclaiming State = "reclaiming"
+	Reclaimed  State = "reclaimed"
+	Released   State = "released"
+	Failed     State = "failed"
+)
+
+// AcquireRequest asks for one machine.
+type AcquireRequest struct {
+	// ClientToken makes the call idempotent; the lease ID is a good one.
+	ClientToken string
+	OfferID     string
+	Mode        core.BillingMode
+}
+
+// Machine is one rented machine as the provider reports it.
+type Machine struct {
+	ProviderID  string
+	ClientToken string
+	OfferID     string
+	Mode        core.BillingMode
+	State       State
+	// LaunchedAt is when billing starts; ReadyAt when it can take work.
+	LaunchedAt time.Time
+	ReadyAt    time.Time
+	// ReclaimAt is, for a machine under a reclaim notice, when it goes.
+	ReclaimAt time.Time
+	// EndedAt is when it was released or reclaimed.
+	EndedAt time.Time
+}
+
+// Event is a change the provider reports: a machine became ready, got a
+// reclaim notice, was reclaimed or failed.
+type Event struct {
+	At      time.Time
+	Machine Machine
+}
+
+// Provider rents machines.
+type Provider interface {
+	// Acquire asks for a machine; with a token seen before it returns
+	// that machine again.
+	Acquire(ctx context.Context, req AcquireRequest) (Machine, error)
+	// Release gives a machine back; releasing a released machine is fine.
+	Release(ctx context.Context, providerID string) error
+	// List returns every machine the provider holds for us, in any state
+	// but released, so that a restarted server can reconcile.
+	List(ctx context.Context) ([]Machine, error)
+	// Poll returns the events due by now, in time order, and forgets
+	// them.
+	Poll(ctx context.Context, now time.Time) ([]Event, error)
+}
