@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/gpufleet/gpufleet/internal/core"
@@ -46,7 +47,7 @@ func newCSVTable(file string, r io.Reader, known, required []string, hint func(h
 			name = strings.TrimPrefix(name, "\ufeff") // a spreadsheet's byte-order mark
 		}
 		name = strings.ToLower(strings.TrimSpace(name))
-		if known != nil && !contains(known, name) {
+		if known != nil && !slices.Contains(known, name) {
 			allowed := "one of " + strings.Join(known, ", ")
 			h := ""
 			if hint != nil {

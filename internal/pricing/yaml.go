@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -202,7 +203,7 @@ func (d *ydec) mapping(n *yaml.Node, path string, allowed []string, what string)
 			return nil, &ParseError{File: d.file, Line: k.Line, Field: path, Problem: "a key that is " + kindName(k), Allowed: "keys " + strings.Join(allowed, ", ")}
 		}
 		key := k.Value
-		if !contains(allowed, key) {
+		if !slices.Contains(allowed, key) {
 			hint := ""
 			if near := nearest(key, allowed, 1); len(near) > 0 {
 				hint = " (did you mean " + near[0] + "?)"
@@ -219,15 +220,6 @@ func (d *ydec) mapping(n *yaml.Node, path string, allowed []string, what string)
 		}
 	}
 	return m, nil
-}
-
-func contains(set []string, s string) bool {
-	for _, x := range set {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func (m *ymap) has(key string) bool { return m.vals[key] != nil }
@@ -406,8 +398,8 @@ func (m *ymap) list(key, allowed string) ([]*yaml.Node, string, error) {
 	return nil, field, &ParseError{File: m.d.file, Line: v.Line, Field: field, Problem: "got " + kindName(v), Allowed: allowed}
 }
 
-// listOf returns a sequence's items, each a mapping; a single mapping is
-// refused so that a missing "-" is caught.
+// seq returns a sequence's items; anything else is refused, so that a
+// missing "-" is caught.
 func (m *ymap) seq(key, allowed string) ([]*yaml.Node, string, error) {
 	v := m.vals[key]
 	field := join(m.path, key)
@@ -425,8 +417,9 @@ func (m *ymap) seq(key, allowed string) ([]*yaml.Node, string, error) {
 	return v.Content, field, nil
 }
 
-// strings returns a list of scalars.
-func (m *ymap) strings(key, allowed string) ([]string, error) {
+// stringList returns a list of scalars (a single scalar is a one-item
+// list).
+func (m *ymap) stringList(key, allowed string) ([]string, error) {
 	items, field, err := m.list(key, allowed)
 	if err != nil {
 		return nil, err
@@ -737,7 +730,7 @@ func (d *ydec) timeOfUse(n *yaml.Node, path string) (*core.TimeOfUse, error) {
 		}
 		var w core.Window
 		const daysAllowed = "weekday names (mon, tue, …), ranges such as mon-fri, all, weekdays or weekends"
-		days, err := wm.strings("weekdays", daysAllowed)
+		days, err := wm.stringList("weekdays", daysAllowed)
 		if err != nil {
 			return nil, err
 		}
@@ -900,13 +893,13 @@ func (d *ydec) voucher(n *yaml.Node, path string) (core.Voucher, error) {
 	if v.ValidTo, err = m.when("valid_to", true); err != nil {
 		return v, err
 	}
-	if v.Providers, err = m.strings("providers", "a list of provider names"); err != nil {
+	if v.Providers, err = m.stringList("providers", "a list of provider names"); err != nil {
 		return v, err
 	}
-	if v.GPUModels, err = m.strings("gpu_models", "a list of GPU models"); err != nil {
+	if v.GPUModels, err = m.stringList("gpu_models", "a list of GPU models"); err != nil {
 		return v, err
 	}
-	modes, err := m.strings("modes", "a list of billing modes")
+	modes, err := m.stringList("modes", "a list of billing modes")
 	if err != nil {
 		return v, err
 	}
