@@ -1,0 +1,232 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/fleet"
+)
+
+// index maps ids to the state's leases and units for one call.
+type index struct {
+	leases map[string]*Lease
+	units  map[string]*Unit
+	// on lists the running units per lease.
+	on map[string][]*Unit
+}
+
+func newIndex(st *State) *index {
+	ix := &index{leases: make(map[string]*Lease, len(st.Leases)), units: make(map[string]*Unit, len(st.Units)), on: map[string][]*Unit{}}
+	for _, l := range st.Leases {
+		ix.leases[l.ID] = l
+	}
+	for _, u := range st.Units {
+		ix.units[u.Key()] = u
+		if u.State == core.JobRunning || u.State == core.JobCheckpointing {
+			for _, p := range u.Parts {
+				ix.on[p.LeaseID] = append(ix.on[p.LeaseID], u)
+			}
+		}
+	}
+	return ix
+}
+
+// checkpointAt is the unit's last checkpoint as of now: with a checkpoint
+// interval, the last multiple of it since the run started; without, the
+// last recorded one.
+func (u *Unit) checkpointAt(now time.Time) time.Time {
+	ci := u.Job.CheckpointInterval
+	last := u.LastCheckpoint
+	if ci > 0 && now.After(u.Start) {
+		if c := u.Start.Add(now.Sub(u.Start) / ci * ci); c.After(last) {
+			last = c
+		}
+	}
+	if last.Before(u.Start) {
+		last = u.Start
+	}
+	return last
+}
+
+// stop ends a unit's run at now: the work up to its last checkpoint is
+// kept, the rest is lost and counted.
+func (u *Unit) stop(now time.Time, state core.JobState) {
+	ck := u.checkpointAt(now)
+	u.Done += ck.Sub(u.Start)
+	u.LostMilliSeconds += int64(u.Milli()) * int64(now.Sub(ck)/time.Second)
+	u.State, u.Parts, u.Since = state, nil, now
+}
+
+// Apply performs d on st as the actuator does once its provider calls
+// succeed: units start, stop and wait; leases are requested and released.
+// It returns the leases it created for the acquisitions, in state
+// requested, for the caller to ask the provider for.
+func Apply(st *State, d Decisions) []*Lease {
+	now := d.Now
+	ix := newIndex(st)
+	for _, p := range d.Preempt {
+		if u := ix.units[p.Unit]; u != nil && u.State == core.JobRunning {
+			u.stop(now, core.JobPreempted)
+			u.Preemptions++
+		}
+	}
+	for _, p := range d.Place {
+		u := ix.units[p.Unit]
+		if u == nil {
+			continue
+		}
+		u.State, u.Parts, u.Start, u.LastCheckpoint, u.DeferredUntil = core.JobRunning, p.Parts, now, now, time.Time{}
+		for _, part := range p.Parts {
+			if l := ix.leases[part.LeaseID]; l != nil {
+				l.IdleSince = time.Time{}
+			}
+		}
+	}
+	for _, df := range d.Defer {
+		if u := ix.units[df.Unit.Key()]; u != nil {
+			u.DeferredUntil = df.Until
+		}
+	}
+	for _, r := range d.Release {
+		l := ix.leases[r.LeaseID]
+		if l == nil || l.State.Final() {
+			continue
+		}
+		for _, u := range ix.on[l.ID] {
+			if u.State == core.JobRunning || u.State == core.JobCheckpointing {
+				u.stop(now, core.JobPending)
+			}
+		}
+		l.State, l.End = core.LeaseReleased, now
+	}
+	var created []*Lease
+	for _, a := range d.Acquire {
+		p, ok := a.Offer.Plan(a.Mode)
+		if !ok {
+			continue
+		}
+		st.NextID++
+		l := &Lease{Lease: core.Lease{ID: fmt.Sprintf("L%d", st.NextID), OfferID: a.Offer.ID, Mode: a.Mode, State: core.LeaseRequested}, Offer: a.Offer, Plan: p}
+		l.ClientToken = l.ID
+		st.Leases = append(st.Leases, l)
+		created = append(created, l)
+	}
+	for _, a := range d.Alerts {
+		switch {
+		case a.Kind == "budget":
+			if st.BudgetAlerted == nil {
+				st.BudgetAlerted = map[string]bool{}
+			}
+			st.BudgetAlerted[a.Team] = true
+		case a.Action == fleet.IdleStop:
+			if u := ix.units[a.Unit]; u != nil && (u.State == core.JobRunning || u.State == core.JobCheckpointing) {
+				state := core.JobCancelled
+				if a.Kind == "zombie" {
+					state = core.JobFailed
+				}
+				u.stop(now, state)
+				u.End = now
+			}
+		}
+	}
+	st.Ladder = d.Ladder
+	markIdle(st, now)
+	return created
+}
+
+// markIdle sets IdleSince on every live lease that runs nothing.
+func markIdle(st *State, now time.Time) {
+	busy := map[string]bool{}
+	for _, u := range st.Units {
+		if u.State == core.JobRunning || u.State == core.JobCheckpointing {
+			for _, p := range u.Parts {
+				busy[p.LeaseID] = true
+			}
+		}
+	}
+	for _, l := range st.Leases {
+		if l.State.Final() {
+			continue
+		}
+		if busy[l.ID] {
+			l.IdleSince = time.Time{}
+		} else if l.IdleSince.IsZero() && !l.ReadyAt.IsZero() {
+			l.IdleSince = now
+		}
+	}
+}
+
+// OnLaunched records the provider's launch (billing starts) of a lease.
+func OnLaunched(st *State, leaseID, providerID string, at time.Time) {
+	if l := newIndex(st).leases[leaseID]; l != nil && l.State == core.LeaseRequested {
+		l.State, l.Start, l.ProviderID = core.LeaseProvisioning, at, providerID
+		if l.Plan.Committed() {
+			l.CommittedEnd = at.Add(time.Duration(l.Plan.Term) * time.Second)
+		}
+	}
+}
+
+// OnReady records that a lease can take work.
+func OnReady(st *State, leaseID string, at time.Time) {
+	if l := newIndex(st).leases[leaseID]; l != nil && !l.State.Final() {
+		l.State, l.ReadyAt, l.IdleSince = core.LeaseReady, at, at
+	}
+}
+
+// OnFailed records a lease the provider could not deliver.
+func OnFailed(st *State, leaseID string, at time.Time) {
+	if l := newIndex(st).leases[leaseID]; l != nil && !l.State.Final() {
+		l.State, l.End = core.LeaseFailed, at
+	}
+}
+
+// OnReclaimNotice handles a spot reclaim notice: every unit on the lease
+// checkpoints now and will be requeued; units reclaimed too often or
+// short of time before their deadline fall back to on-demand. It returns
+// the decisions, each with its reason.
+func OnReclaimNotice(st *State, leaseID string, now, reclaimAt time.Time, cfg Config) []fleet.Reclaim {
+	ix := newIndex(st)
+	l := ix.leases[leaseID]
+	if l == nil || l.State.Final() {
+		return nil
+	}
+	l.ReclaimAt = reclaimAt
+	var su []fleet.SpotUnit
+	for _, u := range ix.on[leaseID] {
+		remaining := u.Job.EstDuration - u.Done - now.Sub(u.Start)
+		su = append(su, fleet.SpotUnit{Unit: u.Key(), LeaseID: leaseID, Reclaims: u.Reclaims, Remaining: max(remaining, 0), Deadline: u.Job.Deadline})
+	}
+	rs := fleet.OnReclaimNotice(now, reclaimAt, su, cfg.Fleet)
+	for _, r := range rs {
+		u := ix.units[r.Unit]
+		// The notice is the checkpoint signal: the work so far is saved.
+		u.Done += now.Sub(u.Start)
+		u.Start, u.LastCheckpoint, u.State = now, now, core.JobCheckpointing
+		u.NoSpot = u.NoSpot || r.NoSpot
+	}
+	return rs
+}
+
+// OnReclaimed handles the reclaim itself: the lease ends, its units go
+// back to the queue and resume from their checkpoints elsewhere.
+func OnReclaimed(st *State, leaseID string, now time.Time) {
+	ix := newIndex(st)
+	l := ix.leases[leaseID]
+	if l == nil || l.State.Final() {
+		return
+	}
+	for _, u := range ix.on[leaseID] {
+		u.stop(now, core.JobPending)
+		u.Reclaims++
+	}
+	l.State, l.End = core.LeaseReclaimed, now
+}
+
+// Finish marks a unit done.
+func Finish(st *State, key string, now time.Time) {
+	if u := newIndex(st).units[key]; u != nil && !u.State.Final() {
+		u.Done += now.Sub(u.Start)
+		u.State, u.Parts, u.End = core.JobSucceeded, nil, now
+	}
+}

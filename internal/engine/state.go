@@ -1,0 +1,90 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/fleet"
+	"github.com/gpufleet/gpufleet/internal/sched"
+)
+
+// Lease is a rented machine as the engine tracks it.
+type Lease struct {
+	core.Lease
+	Offer *core.Offer
+	Plan  *core.PricePlan
+	// ReadyAt is zero until the machine can take work.
+	ReadyAt time.Time
+	// ReclaimAt is set while a spot reclaim notice is pending.
+	ReclaimAt time.Time
+	// IdleSince is when the machine last became empty (zero while busy).
+	IdleSince time.Time
+}
+
+// Assigned is the part of a running unit on one lease.
+type Assigned struct {
+	LeaseID string
+	GPUs    []int
+}
+
+// Unit is a job's schedulable unit (the job, or one shard) as the engine
+// tracks it.
+type Unit struct {
+	sched.Unit
+	State core.JobState
+	// Parts are where it runs while running.
+	Parts []Assigned
+	// Start is when the current run began; LastCheckpoint when the work
+	// was last saved (a run resumes from there).
+	Start          time.Time
+	LastCheckpoint time.Time
+	// Done is the work saved so far (time at full speed).
+	Done time.Duration
+	// Since is when it last became pending.
+	Since         time.Time
+	DeferredUntil time.Time
+	Reclaims      int
+	Preemptions   int
+	// NoSpot keeps it off spot (too many reclaims, or deadline at risk).
+	NoSpot bool
+	// LostMilliSeconds is work lost to preemptions and reclaims.
+	LostMilliSeconds int64
+	End              time.Time
+}
+
+// State is everything the engine knows.
+type State struct {
+	Offers    []core.Offer
+	Leases    []*Lease
+	Units     []*Unit
+	Teams     []core.Team
+	Spent     map[string]core.Micros
+	History   map[string]sched.Usage
+	TimeOfUse *core.TimeOfUse
+	Readings  []fleet.GPUReading
+	Ladder    map[string]fleet.LadderState
+	// NextID numbers new leases deterministically.
+	NextID int
+	// budgetAlerted remembers teams already warned this month.
+	BudgetAlerted map[string]bool
+}
+
+// lease returns the lease with id.
+func (s *State) lease(id string) *Lease {
+	for _, l := range s.Leases {
+		if l.ID == id {
+			return l
+		}
+	}
+	return nil
+}
+
+// unit returns the unit with key.
+func (s *State) unit(key string) *Unit {
+	for _, u := range s.Units {
+		if u.Key() == key {
+			return u
+		}
+	}
+	return nil
+}

@@ -1,0 +1,278 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/billing"
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/fleet"
+	"github.com/gpufleet/gpufleet/internal/sched"
+)
+
+// Config is the policy: the scheduler's and the fleet manager's settings.
+type Config struct {
+	Sched sched.Config
+	Fleet fleet.Config
+	// NoAcquire and NoRelease turn the fleet manager off (static fleets).
+	NoAcquire, NoRelease bool
+}
+
+// Place is a placement by lease ID.
+type Place struct {
+	Unit   string
+	Parts  []Assigned
+	Reason string
+}
+
+// Preempt is a preemption by lease ID.
+type Preempt struct {
+	Unit             string
+	LeaseID          string
+	For              string
+	LostMilliSeconds int64
+	Reason           string
+}
+
+// Decisions is everything one Step decided. Events holds each decision
+// as an audit event, in the order they were made.
+type Decisions struct {
+	Now          time.Time
+	Place        []Place
+	Preempt      []Preempt
+	Defer        []sched.Deferral
+	Reservations []sched.Reservation
+	Waiting      []sched.Wait
+	Acquire      []fleet.Acquisition
+	Release      []fleet.Release
+	Kept         []fleet.Release
+	Reclaims     []fleet.Reclaim
+	Alerts       []fleet.Alert
+	Ladder       map[string]fleet.LadderState
+	Events       []core.Event
+	// UtilBP is the allocated share of ready GPUs after the placements.
+	UtilBP int64
+}
+
+// view is the scheduler's picture of the state built for one step.
+type view struct {
+	nodes    []core.Node
+	cost     []core.Micros
+	leaseOf  []*Lease
+	nodeOf   map[string]int
+	running  []sched.Allocation
+	pending  []sched.Unit
+	unitByID map[string]*Unit
+}
+
+// build turns ready leases into nodes, running units into allocations and
+// pending units (past any deferral) into the queue.
+func build(st *State, now time.Time) *view {
+	v := &view{nodeOf: map[string]int{}, unitByID: make(map[string]*Unit, len(st.Units))}
+	for _, l := range st.Leases {
+		if l.State.Final() || l.ReadyAt.IsZero() || !l.ReclaimAt.IsZero() {
+			continue
+		}
+		n := core.Node{LeaseID: l.ID, OfferID: l.Offer.ID, GPUModel: l.Offer.GPUModel, GPUMemMiB: l.Offer.GPUMemMiB,
+			Spot: l.Mode == core.Spot, Committed: l.Plan.Committed()}
+		for g := 0; g < l.Offer.GPUs; g++ {
+			n.GPUs = append(n.GPUs, core.GPU{Index: g, FreeMilli: core.WholeGPU, FreeMemMiB: l.Offer.GPUMemMiB})
+		}
+		v.nodeOf[l.ID] = len(v.nodes)
+		v.nodes = append(v.nodes, n)
+		v.leaseOf = append(v.leaseOf, l)
+		v.cost = append(v.cost, marginalGPUHour(l))
+	}
+	for _, u := range st.Units {
+		v.unitByID[u.Key()] = u
+		switch u.State {
+		case core.JobRunning, core.JobCheckpointing:
+			a := sched.Allocation{Unit: u.Unit, Start: u.Start, LastCheckpoint: u.LastCheckpoint}
+			ok := true
+			for _, p := range u.Parts {
+				n, found := v.nodeOf[p.LeaseID]
+				if !found {
+					ok = false // on a machine leaving the fleet: not schedulable capacity
+					break
+				}
+				a.Parts = append(a.Parts, sched.Part{Node: n, GPUs: p.GPUs})
+			}
+			if !ok {
+				continue
+			}
+			for _, p := range a.Parts {
+				occupy(&v.nodes[p.Node], &u.Job.Request, p.GPUs)
+			}
+			v.running = append(v.running, a)
+		case core.JobPending, core.JobPreempted, core.JobAdmitted:
+			if u.DeferredUntil.After(now) {
+				continue
+			}
+			su := u.Unit
+			if u.NoSpot && u.Job.Interruptible {
+				// Keep it off spot: the scheduler sees it as non-interruptible.
+				j := *u.Job
+				j.Interruptible = false
+				su.Job = &j
+			}
+			v.pending = append(v.pending, su)
+		}
+	}
+	return v
+}
+
+// occupy takes a running unit's share from a node built fresh.
+func occupy(n *core.Node, r *core.Request, gpus []int) {
+	mem := n.GPUMemMiB
+	if r.MilliPerGPU < core.WholeGPU {
+		mem = r.MemPerGPUMiB
+		if mem == 0 {
+			mem = n.GPUMemMiB * int64(r.MilliPerGPU) / int64(core.WholeGPU)
+		}
+	}
+	for _, g := range gpus {
+		gp := &n.GPUs[g]
+		gp.FreeMilli -= r.MilliPerGPU
+		gp.FreeMemMiB -= mem
+		if r.MilliPerGPU < core.WholeGPU {
+			gp.Shared = true
+		}
+	}
+}
+
+// marginalGPUHour is what one more GPU-hour on l costs: nothing on a
+// committed term (it is paid whatever happens), else the plan's hourly
+// price per GPU.
+func marginalGPUHour(l *Lease) core.Micros {
+	if l.Plan.Committed() {
+		return 0
+	}
+	hourly := core.MulDivHalfEven(int64(l.Plan.Price), 3600, l.Plan.Per.Seconds())
+	return core.Micros(hourly / int64(max(l.Offer.GPUs, 1)))
+}
+
+// Step decides everything for now. It does not change st.
+func Step(st *State, now time.Time, cfg Config) Decisions {
+	v := build(st, now)
+	d := Decisions{Now: now}
+	sd := sched.Schedule(&sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, Teams: st.Teams,
+		History: st.History, Spent: st.Spent, NodeCost: v.cost, TimeOfUse: st.TimeOfUse}, cfg.Sched)
+	event := func(kind, subject, reason string) {
+		d.Events = append(d.Events, core.Event{At: now, Kind: kind, Subject: subject, Reason: reason})
+	}
+	alloc := map[string]core.Milli{} // lease → allocated milli after this step
+	for _, a := range v.running {
+		for _, p := range a.Parts {
+			alloc[v.leaseOf[p.Node].ID] += core.Milli(len(p.GPUs)) * a.Job.Request.MilliPerGPU
+		}
+	}
+	for _, p := range sd.Preemptions {
+		lease := v.leaseOf[p.Victim.Parts[0].Node].ID
+		d.Preempt = append(d.Preempt, Preempt{Unit: p.Victim.Key(), LeaseID: lease, For: p.For, LostMilliSeconds: p.LostMilliSeconds, Reason: p.Reason})
+		alloc[lease] -= p.Victim.Milli()
+		event("preempt", p.Victim.Key(), p.Reason)
+	}
+	for _, p := range sd.Placements {
+		pl := Place{Unit: p.Unit.Key(), Reason: p.Reason}
+		for _, part := range p.Parts {
+			l := v.leaseOf[part.Node]
+			pl.Parts = append(pl.Parts, Assigned{LeaseID: l.ID, GPUs: part.GPUs})
+			alloc[l.ID] += core.Milli(len(part.GPUs)) * p.Unit.Job.Request.MilliPerGPU
+		}
+		d.Place = append(d.Place, pl)
+		event("place", pl.Unit, p.Reason)
+	}
+	for _, df := range sd.Deferrals {
+		d.Defer = append(d.Defer, df)
+		event("defer", df.Unit.Key(), df.Reason)
+	}
+	for _, r := range sd.Reservations {
+		d.Reservations = append(d.Reservations, r)
+		event("reserve", r.Unit.Key(), r.Reason)
+	}
+	d.Waiting = sd.Waiting
+	var capMilli, used core.Milli
+	for i, n := range v.nodes {
+		capMilli += core.Milli(len(n.GPUs)) * core.WholeGPU
+		used += alloc[v.leaseOf[i].ID]
+	}
+	if capMilli > 0 {
+		d.UtilBP = int64(used) * 10000 / int64(capMilli)
+	}
+	machines := make([]fleet.Machine, 0, len(st.Leases))
+	for _, l := range st.Leases {
+		if l.State.Final() {
+			continue
+		}
+		idle := l.IdleSince
+		if alloc[l.ID] > 0 {
+			idle = time.Time{}
+		} else if idle.IsZero() {
+			idle = now
+		}
+		machines = append(machines, fleet.Machine{Lease: &l.Lease, Offer: l.Offer, Plan: l.Plan, ReadyAt: l.ReadyAt, AllocMilli: alloc[l.ID], IdleSince: idle, ReclaimAt: l.ReclaimAt})
+	}
+	if !cfg.NoAcquire {
+		d.Acquire = append(d.Acquire, fleet.ReservedBase(now, machines, st.Offers, cfg.Fleet)...)
+		d.Acquire = append(d.Acquire, fleet.Acquire(now, demand(v, sd.Waiting, now), st.Offers, budgets(st), d.UtilBP, cfg.Fleet)...)
+		for _, a := range d.Acquire {
+			event("acquire", a.Offer.ID, a.Reason)
+		}
+	}
+	if !cfg.NoRelease {
+		for _, r := range fleet.Releases(now, machines, nil, cfg.Fleet) {
+			if r.Keep {
+				d.Kept = append(d.Kept, r)
+				continue
+			}
+			d.Release = append(d.Release, r)
+			event("release", r.LeaseID, r.Reason)
+		}
+	}
+	d.Ladder, d.Alerts = fleet.Ladder(now, st.Readings, st.Ladder, cfg.Fleet)
+	d.Alerts = append(d.Alerts, budgetAlerts(st, now)...)
+	for _, a := range d.Alerts {
+		event(a.Kind, a.Unit, a.Reason)
+	}
+	return d
+}
+
+// demand lists the waiting units with when they started waiting.
+func demand(v *view, waiting []sched.Wait, now time.Time) []fleet.Demand {
+	out := make([]fleet.Demand, 0, len(waiting))
+	for _, w := range waiting {
+		u := v.unitByID[w.Unit.Key()]
+		since := now
+		noSpot := false
+		if u != nil {
+			since, noSpot = u.Since, u.NoSpot
+		}
+		out = append(out, fleet.Demand{Unit: w.Unit, Since: since, NoSpot: noSpot})
+	}
+	return out
+}
+
+func budgets(st *State) map[string]fleet.Budget {
+	out := map[string]fleet.Budget{}
+	for _, t := range st.Teams {
+		out[t.ID] = fleet.Budget{Limit: t.MonthlyBudget, Spent: st.Spent[t.ID]}
+	}
+	return out
+}
+
+// budgetAlerts warns, once, each team past 80% of its monthly budget.
+func budgetAlerts(st *State, now time.Time) []fleet.Alert {
+	var out []fleet.Alert
+	for _, t := range st.Teams {
+		if t.MonthlyBudget <= 0 || st.BudgetAlerted[t.ID] {
+			continue
+		}
+		start, end := billing.MonthBounds(now, time.UTC)
+		b := billing.Budget(t, st.Spent[t.ID], start, end, now)
+		if b.Alert {
+			out = append(out, fleet.Alert{Kind: "budget", Team: t.ID, Reason: fmt.Sprintf("team %s has spent %s of its %s budget (%d.%02d%%); at %s per hour it projects %s this month",
+				t.ID, b.Spent, b.Budget, b.SpentBP/100, b.SpentBP%100, b.BurnPerHour, b.Projected)})
+		}
+	}
+	return out
+}

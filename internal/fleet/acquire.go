@@ -1,0 +1,246 @@
+package fleet
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/billing"
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/sched"
+)
+
+// Demand is a unit the scheduler could not place, and since when it waits.
+type Demand struct {
+	Unit  sched.Unit
+	Since time.Time
+	// NoSpot is set for work that must not go to spot any more (too many
+	// reclaims, or its deadline is at risk).
+	NoSpot bool
+}
+
+// Acquisition is a decision to rent one machine.
+type Acquisition struct {
+	Offer *core.Offer
+	Mode  core.BillingMode
+	// For lists the units the machine is rented for.
+	For []string
+	// ExpectedCost is the bill expected over the work's estimated time;
+	// PerUsefulGPUHour divides it by the GPU-hours the work uses.
+	ExpectedCost     core.Micros
+	PerUsefulGPUHour core.Micros
+	Reason           string
+}
+
+// Budget is what Acquire needs to know of a team's money.
+type Budget struct {
+	Limit core.Micros // 0: none
+	Spent core.Micros
+}
+
+// planned is a machine being rented in this step, with room left.
+type planned struct {
+	acq   *Acquisition
+	free  []core.Milli // per GPU
+	cost  core.Micros
+	until time.Time
+}
+
+// option is one way to rent for a unit.
+type option struct {
+	offer  *core.Offer
+	mode   core.BillingMode
+	cost   core.Micros // expected bill of one machine over the work
+	perGPU core.Micros // cost per useful GPU-hour, the ranking key
+	why    string
+}
+
+// Acquire decides which machines to rent for the waiting demand. Demand
+// that has waited past its tier's target (or any demand when the fleet is
+// above the scale-out utilization) is packed first into machines already
+// chosen this step, else into a new machine of the offer and mode with
+// the lowest expected cost per useful GPU-hour among the admissible ones.
+// fleetUtilBP is the current allocated share of paid GPUs.
+func Acquire(now time.Time, demand []Demand, offers []core.Offer, budgets map[string]Budget, fleetUtilBP int64, cfg Config) []Acquisition {
+	cfg = cfg.Defaults()
+	ds := append([]Demand(nil), demand...)
+	sort.SliceStable(ds, func(i, j int) bool {
+		a, b := ds[i].Unit.Job, ds[j].Unit.Job
+		if a.Tier.Rank() != b.Tier.Rank() {
+			return a.Tier.Rank() < b.Tier.Rank()
+		}
+		return ds[i].Since.Before(ds[j].Since)
+	})
+	var plan []*planned
+	spent := map[string]core.Micros{}
+	for t, b := range budgets {
+		spent[t] = b.Spent
+	}
+	for _, d := range ds {
+		if len(plan) >= cfg.MaxAcquire {
+			break
+		}
+		j := d.Unit.Job
+		if now.Sub(d.Since) < cfg.WaitTarget[j.Tier] && fleetUtilBP <= cfg.ScaleOutBP {
+			continue
+		}
+		if packInto(plan, d) {
+			continue
+		}
+		opt, ok := bestOption(now, d, offers, cfg)
+		if !ok {
+			continue
+		}
+		if b, ok := budgets[j.Team]; ok && b.Limit > 0 && spent[j.Team]+opt.cost > b.Limit {
+			continue // the fleet stops at the cap; the budget alert says so
+		}
+		spent[j.Team] += opt.cost
+		machines := machinesFor(opt.offer, j)
+		for k := 0; k < machines; k++ {
+			acq := &Acquisition{Offer: opt.offer, Mode: opt.mode, For: []string{d.Unit.Key()}, ExpectedCost: opt.cost, PerUsefulGPUHour: opt.perGPU,
+				Reason: fmt.Sprintf("%s has waited %s (target %s for %s tier): %s", d.Unit.Key(), now.Sub(d.Since).Round(time.Second), cfg.WaitTarget[j.Tier], j.Tier, opt.why)}
+			p := &planned{acq: acq, free: make([]core.Milli, opt.offer.GPUs)}
+			for g := range p.free {
+				p.free[g] = core.WholeGPU
+			}
+			take(p, j.Request, k, machines)
+			plan = append(plan, p)
+		}
+	}
+	out := make([]Acquisition, len(plan))
+	for i, p := range plan {
+		out[i] = *p.acq
+	}
+	return out
+}
+
+// machinesFor is how many machines of o a unit's gang needs.
+func machinesFor(o *core.Offer, j *core.Job) int {
+	if j.Request.GPUs <= o.GPUs {
+		return 1
+	}
+	return (j.Request.GPUs + o.GPUs - 1) / o.GPUs
+}
+
+// take reserves machine k of n's part of r on p.
+func take(p *planned, r core.Request, k, n int) {
+	gpus := r.GPUs
+	if n > 1 {
+		per := (r.GPUs + n - 1) / n
+		gpus = min(per, r.GPUs-per*k)
+	}
+	for g := range p.free {
+		if gpus == 0 {
+			return
+		}
+		if p.free[g] >= r.MilliPerGPU && (r.MilliPerGPU < core.WholeGPU || p.free[g] == core.WholeGPU) {
+			p.free[g] -= r.MilliPerGPU
+			gpus--
+		}
+	}
+}
+
+// packInto places d on a machine already planned this step if one has
+// room and is admissible for it.
+func packInto(plan []*planned, d Demand) bool {
+	r := d.Unit.Job.Request
+	for _, p := range plan {
+		if !admissible(p.acq.Offer, p.acq.Mode, d) || r.GPUs > p.acq.Offer.GPUs {
+			continue
+		}
+		fit := 0
+		for _, f := range p.free {
+			if f >= r.MilliPerGPU && (r.MilliPerGPU < core.WholeGPU || f == core.WholeGPU) {
+				fit++
+			}
+		}
+		if fit < r.GPUs {
+			continue
+		}
+		take(p, r, 0, 1)
+		p.acq.For = append(p.acq.For, d.Unit.Key())
+		return true
+	}
+	return false
+}
+
+// admissible: GPU model allowed, GPU memory enough, spot only for
+// interruptible work that may still use it.
+func admissible(o *core.Offer, mode core.BillingMode, d Demand) bool {
+	r := &d.Unit.Job.Request
+	if len(r.Models) > 0 {
+		ok := false
+		for _, m := range r.Models {
+			ok = ok || m == o.GPUModel
+		}
+		if !ok {
+			return false
+		}
+	}
+	if len(r.Throughput) > 0 && r.Throughput[o.GPUModel] <= 0 {
+		return false
+	}
+	if o.GPUMemMiB > 0 && r.MemPerGPUMiB > o.GPUMemMiB {
+		return false
+	}
+	if mode == core.Spot && (!d.Unit.Job.Interruptible || d.NoSpot) {
+		return false
+	}
+	return true
+}
+
+// bestOption prices every admissible offer and mode for d over its
+// expected run (starting after the provisioning delay) and returns the
+// lowest expected cost per useful GPU-hour. Committed terms compete on
+// the same footing: a weekly term wins only when the work fills enough of
+// the week. Spot carries the expected cost of redoing work lost to
+// reclaims. Work with a deadline rejects offers that cannot start in time.
+func bestOption(now time.Time, d Demand, offers []core.Offer, cfg Config) (option, bool) {
+	j := d.Unit.Job
+	dur := j.EstDuration
+	if dur <= 0 {
+		dur = cfg.DefaultDuration
+	}
+	useful := int64(j.Request.GPUs) * int64(j.Request.MilliPerGPU) * int64(dur/time.Second) // milli-GPU-seconds
+	var best option
+	found := false
+	for i := range offers {
+		o := &offers[i]
+		for pi := range o.Plans {
+			p := &o.Plans[pi]
+			if !admissible(o, p.Mode, d) {
+				continue
+			}
+			delay := cfg.delay(o.ID)
+			if !j.Deadline.IsZero() && now.Add(delay+dur).After(j.Deadline) {
+				continue
+			}
+			start := now.Add(delay)
+			n := machinesFor(o, j)
+			b, err := billing.Cost(p, billing.Span{Start: start, End: start.Add(dur)})
+			if err != nil {
+				continue
+			}
+			cost := b.Amount * core.Micros(n)
+			why := fmt.Sprintf("%d× %s %s at %s for %s", n, o.ID, p.Mode, cost, dur)
+			if p.Mode == core.Spot && p.Reclaim != nil {
+				// Expected reclaims over the run, each losing half a
+				// checkpoint interval of work (or half the run without one).
+				lossSec := int64(dur/time.Second) / 2
+				if ci := j.CheckpointInterval; ci > 0 {
+					lossSec = min(lossSec, int64(ci/time.Second)/2)
+				}
+				expectedBP := core.MulDivHalfEven(p.Reclaim.MonthlyRateBP, int64(dur/time.Second), core.Month.Seconds())
+				extra := core.Micros(core.MulDivHalfEven(int64(cost), expectedBP*lossSec, 10000*max(int64(dur/time.Second), 1)))
+				cost += extra
+				why += fmt.Sprintf(" + %s expected rework from reclaims (%s)", extra, p.Reclaim.Bucket)
+			}
+			per := core.Micros(core.MulDivHalfEven(int64(cost), 3600*1000, max(useful, 1)))
+			if !found || per < best.perGPU || per == best.perGPU && o.ID < best.offer.ID {
+				best = option{offer: o, mode: p.Mode, cost: cost, perGPU: per, why: why + fmt.Sprintf(" = %s per useful GPU-hour, the cheapest admissible", per)}
+				found = true
+			}
+		}
+	}
+	return best, found
+}

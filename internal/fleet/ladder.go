@@ -1,0 +1,110 @@
+package fleet
+
+import (
+	"fmt"
+	"time"
+)
+
+// GPUReading is the latest telemetry of one allocated GPU.
+type GPUReading struct {
+	LeaseID string
+	GPU     int
+	// Unit is the key of the unit on the GPU; Team its owner.
+	Unit, Team string
+	UtilPct    int
+	At         time.Time
+	// NoProcess is set when the agent sees no process on the GPU.
+	NoProcess bool
+}
+
+// Rung is a step of the idle ladder.
+type Rung int
+
+// The rungs: a GPU is fine, then alerted, then its owner notified, then
+// acted on.
+const (
+	RungNone Rung = iota
+	RungAlert
+	RungNotify
+	RungAct
+)
+
+// LadderState is what the ladder remembers of one GPU between steps.
+type LadderState struct {
+	// LowSince is when utilization last went under the threshold (zero
+	// while it is above), NoProcSince likewise for "no process".
+	LowSince    time.Time
+	NoProcSince time.Time
+	Rung        Rung
+	Unit        string
+}
+
+// Alert is one event of the ladder, with its reason.
+type Alert struct {
+	Kind    string // idle-alert, idle-notify, idle-action, zombie
+	LeaseID string
+	GPU     int
+	Unit    string
+	Team    string
+	Action  IdleAction
+	Reason  string
+}
+
+// GPUKey names a GPU in ladder state.
+func GPUKey(lease string, gpu int) string { return fmt.Sprintf("%s/%d", lease, gpu) }
+
+// Ladder advances the idle ladder on the latest readings. A GPU under
+// IdleUtilPct continuously for IdleFor raises an alert; NotifyAfter later
+// the owner is notified; ActAfter after that the IdleAction is taken. Each
+// rung fires once. A GPU whose agent reports no process for ZombieAfter is
+// a zombie. It returns the new state and the alerts of this step.
+func Ladder(now time.Time, readings []GPUReading, prev map[string]LadderState, cfg Config) (map[string]LadderState, []Alert) {
+	cfg = cfg.Defaults()
+	next := make(map[string]LadderState, len(readings))
+	var alerts []Alert
+	for _, r := range readings {
+		k := GPUKey(r.LeaseID, r.GPU)
+		s := prev[k]
+		if s.Unit != r.Unit {
+			s = LadderState{Unit: r.Unit} // a new unit starts a new ladder
+		}
+		if r.UtilPct < cfg.IdleUtilPct {
+			if s.LowSince.IsZero() {
+				s.LowSince = r.At
+			}
+		} else {
+			s.LowSince, s.Rung = time.Time{}, RungNone
+		}
+		if r.NoProcess {
+			if s.NoProcSince.IsZero() {
+				s.NoProcSince = r.At
+			}
+		} else {
+			s.NoProcSince = time.Time{}
+		}
+		base := Alert{LeaseID: r.LeaseID, GPU: r.GPU, Unit: r.Unit, Team: r.Team}
+		if !s.NoProcSince.IsZero() && now.Sub(s.NoProcSince) >= cfg.ZombieAfter && s.Rung < RungAct {
+			a := base
+			a.Kind, a.Action = "zombie", IdleStop
+			a.Reason = fmt.Sprintf("GPU %d of %s holds %s but its agent has seen no process for %s: zombie, stopping it and releasing the GPU", r.GPU, r.LeaseID, r.Unit, now.Sub(s.NoProcSince).Round(time.Minute))
+			alerts = append(alerts, a)
+			s.Rung = RungAct
+		}
+		if !s.LowSince.IsZero() {
+			low := now.Sub(s.LowSince)
+			fire := func(rung Rung, after time.Duration, kind, text string, act IdleAction) {
+				if s.Rung < rung && low >= after {
+					a := base
+					a.Kind, a.Action, a.Reason = kind, act, text
+					alerts = append(alerts, a)
+					s.Rung = rung
+				}
+			}
+			fire(RungAlert, cfg.IdleFor, "idle-alert", fmt.Sprintf("GPU %d of %s under %d%% utilization for %s (unit %s)", r.GPU, r.LeaseID, cfg.IdleUtilPct, low.Round(time.Minute), r.Unit), "")
+			fire(RungNotify, cfg.IdleFor+cfg.NotifyAfter, "idle-notify", fmt.Sprintf("team %s notified: %s idle on GPU %d of %s for %s", r.Team, r.Unit, r.GPU, r.LeaseID, low.Round(time.Minute)), "")
+			fire(RungAct, cfg.IdleFor+cfg.NotifyAfter+cfg.ActAfter, "idle-action", fmt.Sprintf("%s still idle after %s: policy %q", r.Unit, low.Round(time.Minute), cfg.IdleAction), cfg.IdleAction)
+		}
+		next[k] = s
+	}
+	return next, alerts
+}

@@ -1,0 +1,81 @@
+package fleet
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/billing"
+	"github.com/gpufleet/gpufleet/internal/core"
+)
+
+// Release is a decision to give a machine back, or to keep it and why.
+type Release struct {
+	LeaseID string
+	// Keep is set when the machine is idle but kept; Until says till when.
+	Keep   bool
+	Until  time.Time
+	Reason string
+}
+
+// Releases decides, for every ready machine with nothing allocated, whether
+// to release it now. An idle machine is kept while the time already paid
+// for lasts — work may still arrive — and released just before its next
+// billing boundary (ReleaseMargin ahead), never later. A committed term is
+// never released before it ends: it is backfilled instead. Machines billed
+// per second or minute are released after MinIdle, the hysteresis that
+// keeps the fleet from flapping; no machine is released within MinHold of
+// its start. pendingFits reports whether waiting work could use the
+// machine: such a machine is kept for it.
+func Releases(now time.Time, machines []Machine, pendingFits func(m *Machine) bool, cfg Config) []Release {
+	cfg = cfg.Defaults()
+	var out []Release
+	for i := range machines {
+		m := &machines[i]
+		l := m.Lease
+		if l.State.Final() || m.ReadyAt.IsZero() || m.AllocMilli > 0 || !m.ReclaimAt.IsZero() {
+			continue
+		}
+		idle := now.Sub(m.IdleSince)
+		if m.IdleSince.IsZero() {
+			idle = 0
+		}
+		paid, err := billing.PaidUntil(m.Plan, l.Start, now)
+		if err != nil {
+			continue
+		}
+		keep := func(until time.Time, why string) {
+			out = append(out, Release{LeaseID: l.ID, Keep: true, Until: until, Reason: why})
+		}
+		switch {
+		case m.Plan.Committed() && now.Before(l.Start.Add(time.Duration(m.Plan.Term)*time.Second).Add(-cfg.ReleaseMargin)):
+			end := l.Start.Add(time.Duration(m.Plan.Term) * time.Second)
+			keep(end, fmt.Sprintf("idle %s, but its %s term is paid until %s: kept for offline backfill, never released early", idle.Round(time.Second), m.Plan.Mode, end.UTC().Format(time.RFC3339)))
+		case pendingFits != nil && pendingFits(m):
+			keep(paid, "idle, but waiting work fits it")
+		case now.Sub(l.Start) < cfg.MinHold:
+			keep(l.Start.Add(cfg.MinHold), fmt.Sprintf("acquired %s ago, held at least %s", now.Sub(l.Start).Round(time.Second), cfg.MinHold))
+		case m.Plan.Granularity < 3600 && !m.Plan.Committed():
+			// Per-second or per-minute billing: the boundary is always
+			// near, so hysteresis decides.
+			if idle >= cfg.MinIdle {
+				out = append(out, Release{LeaseID: l.ID, Reason: fmt.Sprintf("released: idle %s (≥ %s) on per-%s billing, no pending work fits", idle.Round(time.Second), cfg.MinIdle, granText(m.Plan.Granularity))})
+			} else {
+				keep(m.IdleSince.Add(cfg.MinIdle), fmt.Sprintf("idle %s, released after %s idle", idle.Round(time.Second), cfg.MinIdle))
+			}
+		case !now.Before(paid.Add(-cfg.ReleaseMargin)):
+			out = append(out, Release{LeaseID: l.ID, Reason: fmt.Sprintf("released at its %s boundary %s: idle %s, no pending work fits", granText(m.Plan.Granularity), paid.UTC().Format(time.RFC3339), idle.Round(time.Minute))})
+		default:
+			keep(paid.Add(-cfg.ReleaseMargin), fmt.Sprintf("idle %s but paid until %s: kept for arriving work, released %s before the boundary", idle.Round(time.Second), paid.UTC().Format(time.RFC3339), cfg.ReleaseMargin))
+		}
+	}
+	return out
+}
+
+func granText(sec int64) string {
+	for _, p := range core.Periods {
+		if p.Seconds() == sec {
+			return string(p)
+		}
+	}
+	return fmt.Sprintf("%ds", sec)
+}
