@@ -214,7 +214,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	}
 	if !cfg.NoAcquire {
 		d.Acquire = append(d.Acquire, fleet.ReservedBase(now, machines, st.Offers, cfg.Fleet)...)
-		d.Acquire = append(d.Acquire, fleet.Acquire(now, demand(v, sd.Waiting, now), st.Offers, budgets(st), d.UtilBP, cfg.Fleet)...)
+		d.Acquire = append(d.Acquire, fleet.Acquire(now, demand(v, sd.Waiting, now), machines, st.Offers, budgets(st), d.UtilBP, cfg.Fleet)...)
 		for _, a := range d.Acquire {
 			event("acquire", a.Offer.ID, a.Reason)
 		}

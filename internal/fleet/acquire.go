@@ -40,10 +40,11 @@ type Budget struct {
 
 // planned is a machine being rented in this step, with room left.
 type planned struct {
-	acq   *Acquisition
-	free  []core.Milli // per GPU
-	cost  core.Micros
-	until time.Time
+	acq      *Acquisition
+	inflight bool         // a machine already provisioning
+	free     []core.Milli // per GPU
+	cost     core.Micros
+	until    time.Time
 }
 
 // option is one way to rent for a unit.
@@ -60,8 +61,11 @@ type option struct {
 // above the scale-out utilization) is packed first into machines already
 // chosen this step, else into a new machine of the offer and mode with
 // the lowest expected cost per useful GPU-hour among the admissible ones.
-// fleetUtilBP is the current allocated share of paid GPUs.
-func Acquire(now time.Time, demand []Demand, offers []core.Offer, budgets map[string]Budget, fleetUtilBP int64, cfg Config) []Acquisition {
+// Machines still provisioning count as capacity on its way: demand packs
+// into them before anything new is rented, so a queue that waits for a
+// machine to boot does not rent another each step. fleetUtilBP is the
+// current allocated share of paid GPUs.
+func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.Offer, budgets map[string]Budget, fleetUtilBP int64, cfg Config) []Acquisition {
 	cfg = cfg.Defaults()
 	ds := append([]Demand(nil), demand...)
 	sort.SliceStable(ds, func(i, j int) bool {
@@ -72,12 +76,24 @@ func Acquire(now time.Time, demand []Demand, offers []core.Offer, budgets map[st
 		return ds[i].Since.Before(ds[j].Since)
 	})
 	var plan []*planned
+	for i := range machines {
+		m := &machines[i]
+		if m.Lease.State.Final() || !m.ReadyAt.IsZero() {
+			continue
+		}
+		p := &planned{acq: &Acquisition{Offer: m.Offer, Mode: m.Lease.Mode}, free: make([]core.Milli, m.Offer.GPUs), inflight: true}
+		for g := range p.free {
+			p.free[g] = core.WholeGPU
+		}
+		plan = append(plan, p)
+	}
+	inflight := len(plan)
 	spent := map[string]core.Micros{}
 	for t, b := range budgets {
 		spent[t] = b.Spent
 	}
 	for _, d := range ds {
-		if len(plan) >= cfg.MaxAcquire {
+		if len(plan)-inflight >= cfg.MaxAcquire {
 			break
 		}
 		j := d.Unit.Job
@@ -107,9 +123,9 @@ func Acquire(now time.Time, demand []Demand, offers []core.Offer, budgets map[st
 			plan = append(plan, p)
 		}
 	}
-	out := make([]Acquisition, len(plan))
-	for i, p := range plan {
-		out[i] = *p.acq
+	out := make([]Acquisition, 0, len(plan)-inflight)
+	for _, p := range plan[inflight:] {
+		out = append(out, *p.acq)
 	}
 	return out
 }

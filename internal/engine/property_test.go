@@ -1,0 +1,111 @@
+package engine
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+	"pgregory.net/rapid"
+)
+
+type arrival struct {
+	at  time.Duration
+	job core.Job
+}
+
+type runSpec struct {
+	arrivals     []arrival
+	reclaimEvery time.Duration
+}
+
+func genSpec(t *rapid.T) runSpec {
+	var s runSpec
+	for i, n := 0, rapid.IntRange(1, 12).Draw(t, "jobs"); i < n; i++ {
+		j := job(fmt.Sprintf("j%d", i), rapid.SampledFrom([]core.Tier{core.TierCore, core.TierRegular, core.TierOffline}).Draw(t, "tier"),
+			rapid.IntRange(1, 4).Draw(t, "gpus"), time.Duration(rapid.IntRange(1, 30).Draw(t, "est"))*time.Hour)
+		j.Interruptible = rapid.Bool().Draw(t, "int")
+		j.CheckpointInterval = 15 * time.Minute
+		if rapid.Bool().Draw(t, "model") {
+			j.Request.Models = []string{rapid.SampledFrom([]string{"A100", "V100"}).Draw(t, "m")}
+		}
+		s.arrivals = append(s.arrivals, arrival{at: time.Duration(rapid.IntRange(0, 48).Draw(t, "at")) * time.Hour, job: *j})
+	}
+	s.reclaimEvery = time.Duration(rapid.IntRange(1, 20).Draw(t, "reclaim")) * time.Hour
+	return s
+}
+
+// run replays a spec: a pure function of it, so two runs must agree.
+func (s runSpec) run(t fatal) (*harness, []string) {
+	od := hourlyOffer("od", "A100", 2, "3")
+	spot := hourlyOffer("spot", "A100", 1, "1")
+	spot.Plans[0].Mode = core.Spot
+	spot.Plans[0].Reclaim = &core.ReclaimModel{Bucket: ">20%", MonthlyRateBP: 2500, NoticeSeconds: 120}
+	weekly := hourlyOffer("wk", "V100", 4, "1")
+	weekly.Plans = append(weekly.Plans, core.PricePlan{Mode: core.Weekly, Price: mustMoney("300"), Per: core.Week, Granularity: core.Week.Seconds(), Term: core.Week.Seconds()})
+	h := newHarness(t, []core.Offer{od, spot, weekly}, Config{})
+	h.tick = 10 * time.Minute
+	var created []string
+	h.onTick = func(h *harness) {
+		for _, a := range s.arrivals {
+			if h.now.Sub(t0) == a.at {
+				j := a.job
+				h.submit(&j, j.EstDuration)
+			}
+		}
+		for _, l := range h.st.Leases {
+			if l.Mode == core.Spot && l.State == core.LeaseReady && l.ReclaimAt.IsZero() && h.now.Sub(l.ReadyAt) >= s.reclaimEvery {
+				OnReclaimNotice(h.st, l.ID, h.now, h.now.Add(2*time.Minute), h.cfg)
+			}
+			if !l.ReclaimAt.IsZero() && !h.now.Before(l.ReclaimAt) && !l.State.Final() {
+				OnReclaimed(h.st, l.ID, h.now)
+			}
+		}
+	}
+	for h.now.Before(t0.Add(4 * 24 * time.Hour)) {
+		before := len(h.st.Leases)
+		h.stepOnce()
+		for _, l := range h.st.Leases[before:] {
+			created = append(created, l.ID)
+		}
+		h.now = h.now.Add(h.tick)
+	}
+	return h, created
+}
+
+// TestPropertyFleet: every acquired lease is tracked until it ends, none
+// is released inside its committed term, every job finishes, and the
+// whole run is deterministic (run twice, same events).
+func TestPropertyFleet(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		spec := genSpec(t)
+		h, created := spec.run(t)
+		if again, _ := spec.run(t); !reflect.DeepEqual(h.events, again.events) {
+			t.Fatalf("the same run decided differently twice: %d vs %d events", len(h.events), len(again.events))
+		}
+		byID := map[string]*Lease{}
+		for _, l := range h.st.Leases {
+			byID[l.ID] = l
+		}
+		for _, id := range created {
+			l := byID[id]
+			if l == nil {
+				t.Fatalf("lease %s forgotten", id)
+			}
+			if l.State == core.LeaseReleased && l.Plan.Committed() && l.End.Before(l.CommittedEnd.Add(-h.cfg.Fleet.Defaults().ReleaseMargin)) {
+				t.Fatalf("committed lease %s released at %v inside its term ending %v", id, l.End, l.CommittedEnd)
+			}
+		}
+		for _, u := range h.st.Units {
+			if u.State != core.JobSucceeded {
+				t.Fatalf("unit %s ended the run %s", u.Key(), u.State)
+			}
+		}
+		for _, l := range h.st.Leases {
+			if l.State != core.LeaseReleased && l.State != core.LeaseReclaimed && !(l.Plan.Committed() && !l.State.Final()) {
+				t.Fatalf("lease %s is %s after all work ended", l.ID, l.State)
+			}
+		}
+	})
+}

@@ -1,0 +1,193 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/fleet"
+)
+
+// The seed's live-streaming platform: 3 GPUs by day, 15 in the evening
+// peak, 1 at night. Renting by the hour as demand comes and releasing on
+// the boundary against a fleet sized for the peak all day (the source
+// reports −60% daily cost).
+func TestLiveStreamingDay(t *testing.T) {
+	h := newHarness(t, []core.Offer{hourlyOffer("gpu1", "T4", 1, "1")}, Config{})
+	h.onTick = func(h *harness) {
+		switch h.now.Sub(t0) {
+		case 0:
+			h.submit(job("base", core.TierCore, 1, 24*time.Hour), 24*time.Hour)
+		case 8 * time.Hour:
+			for _, id := range []string{"day1", "day2"} {
+				h.submit(job(id, core.TierCore, 1, 10*time.Hour), 10*time.Hour)
+			}
+		case 18 * time.Hour:
+			for i := 0; i < 12; i++ {
+				h.submit(job("eve"+string(rune('a'+i)), core.TierCore, 1, 5*time.Hour), 5*time.Hour)
+			}
+		}
+	}
+	end := t0.Add(26 * time.Hour)
+	h.runUntil(end)
+	for _, u := range h.st.Units {
+		if u.State != core.JobSucceeded {
+			t.Fatalf("unit %s ended %s", u.Key(), u.State)
+		}
+	}
+	cost, paid := h.bill(end)
+	// Work: 24 + 2×10 + 12×5 = 104 GPU-hours at 1/h. The peak fleet pays
+	// 15 GPUs × 24 h = 360.
+	peak := mustMoney("360")
+	saving := 10000 - int64(cost)*10000/int64(peak)
+	t.Logf("cost %s for 104 GPU-hours of work (paid %d milli-GPU-hours), peak-sized fleet %s: saving %d.%02d%%", cost, paid, peak, saving/100, saving%100)
+	if cost < mustMoney("104") || cost > mustMoney("125") {
+		t.Errorf("cost %s, want between the work's 104 and 125 (boundary rounding and provisioning only)", cost)
+	}
+	if saving < 6000 {
+		t.Errorf("saving %d bp against the peak-sized fleet, want at least the seed's 60%%", saving)
+	}
+	for _, l := range h.st.Leases {
+		if !l.State.Final() {
+			t.Errorf("lease %s still %s after all work ended", l.ID, l.State)
+		}
+	}
+}
+
+// An hourly-billed machine whose job ends at minute 10 is kept (paid
+// time stays available) and released just before minute 60, not before
+// and not after.
+func TestReleaseJustBeforeBoundary(t *testing.T) {
+	h := newHarness(t, []core.Offer{hourlyOffer("gpu1", "A100", 1, "4")}, Config{})
+	h.delay = 0
+	h.submit(job("short", core.TierCore, 1, 8*time.Minute), 8*time.Minute)
+	h.runUntil(t0.Add(3 * time.Hour))
+	if len(h.st.Leases) != 1 {
+		t.Fatalf("%d leases, want 1", len(h.st.Leases))
+	}
+	l := h.st.Leases[0]
+	if got := l.End.Sub(l.Start); got != 58*time.Minute {
+		t.Errorf("released %s after launch, want 58m (2 minutes before the hourly boundary)", got)
+	}
+	if cost, _ := h.bill(h.now); cost != mustMoney("4") {
+		t.Errorf("cost %s, want one hour: 4", cost)
+	}
+	rel := h.eventsOf("release")
+	if len(rel) != 1 || !strings.Contains(rel[0].Reason, "hour boundary") {
+		t.Errorf("release events %+v", rel)
+	}
+}
+
+// A GPU at 10% utilization raises the idle alert at minute 30, not before.
+func TestIdleAlertAtThirtyMinutes(t *testing.T) {
+	h := newHarness(t, []core.Offer{hourlyOffer("gpu1", "A100", 1, "4")}, Config{})
+	h.delay = 0
+	h.submit(job("notebook", core.TierRegular, 1, 4*time.Hour), 4*time.Hour)
+	var firstLow time.Time
+	h.onTick = func(h *harness) {
+		h.st.Readings = nil
+		for _, u := range h.st.Units {
+			if u.State == core.JobRunning {
+				if firstLow.IsZero() {
+					firstLow = h.now
+				}
+				h.st.Readings = append(h.st.Readings, fleet.GPUReading{LeaseID: u.Parts[0].LeaseID, GPU: 0, Unit: u.Key(), Team: "t", UtilPct: 10, At: h.now})
+			}
+		}
+	}
+	h.runUntil(t0.Add(2 * time.Hour))
+	alerts := h.eventsOf("idle-alert")
+	if len(alerts) != 1 {
+		t.Fatalf("%d idle alerts, want 1: %+v", len(alerts), alerts)
+	}
+	if got := alerts[0].At.Sub(firstLow); got != 30*time.Minute {
+		t.Errorf("alert %s after utilization went low, want 30m", got)
+	}
+	if n := len(h.eventsOf("idle-notify")); n != 1 {
+		t.Errorf("%d notifications, want 1 (at 45 minutes)", n)
+	}
+}
+
+// A spot reclaim with a 2-minute notice loses at most the work since the
+// last checkpoint, and the job still completes elsewhere.
+func TestSpotReclaimLosesAtMostSinceCheckpoint(t *testing.T) {
+	spot := hourlyOffer("spot1", "A100", 1, "1")
+	spot.Plans[0].Mode = core.Spot
+	spot.Plans[0].Reclaim = &core.ReclaimModel{Bucket: ">20%", MonthlyRateBP: 2500, NoticeSeconds: 120}
+	od := hourlyOffer("od1", "A100", 1, "3")
+	h := newHarness(t, []core.Offer{spot, od}, Config{})
+	h.delay = time.Minute
+	j := job("train", core.TierRegular, 1, 2*time.Hour)
+	j.Interruptible, j.CheckpointInterval = true, 10*time.Minute
+	h.submit(j, 2*time.Hour)
+	var noticed bool
+	var reclaimAt time.Time
+	h.onTick = func(h *harness) {
+		for _, l := range h.st.Leases {
+			if l.Mode == core.Spot && l.State == core.LeaseReady && !noticed && h.now.Sub(l.ReadyAt) >= 47*time.Minute {
+				noticed, reclaimAt = true, h.now.Add(2*time.Minute)
+				OnReclaimNotice(h.st, l.ID, h.now, reclaimAt, h.cfg)
+			}
+			if l.ID == h.st.Leases[0].ID && noticed && !h.now.Before(reclaimAt) && !l.State.Final() {
+				OnReclaimed(h.st, l.ID, h.now)
+			}
+		}
+	}
+	h.runUntil(t0.Add(6 * time.Hour))
+	u := h.st.Units[0]
+	if u.State != core.JobSucceeded {
+		t.Fatalf("job %s", u.State)
+	}
+	if u.Reclaims != 1 {
+		t.Errorf("%d reclaims, want 1", u.Reclaims)
+	}
+	if lost := time.Duration(u.LostMilliSeconds/1000) * time.Second; lost > j.CheckpointInterval || lost <= 0 {
+		t.Errorf("lost %s of work, want (0, %s]", lost, j.CheckpointInterval)
+	}
+	if u.Done < 2*time.Hour {
+		t.Errorf("done %s of 2h", u.Done)
+	}
+}
+
+// The seed's mix: 4 machines on monthly terms as the base, 8 on-demand
+// for one burst week, released after it.
+func TestReservedBasePlusBurst(t *testing.T) {
+	o := hourlyOffer("v100", "V100", 1, "1")
+	o.Plans = append(o.Plans, core.PricePlan{Mode: core.Monthly, Price: mustMoney("400"), Per: core.Month, Granularity: core.Month.Seconds(), Term: core.Month.Seconds()})
+	h := newHarness(t, []core.Offer{o}, Config{Fleet: fleet.Config{Reserved: map[string]int{"V100": 4}}})
+	h.tick = 5 * time.Minute
+	h.onTick = func(h *harness) {
+		switch h.now.Sub(t0) {
+		case 10 * time.Minute:
+			for i := 0; i < 4; i++ {
+				h.submit(job("base"+string(rune('a'+i)), core.TierRegular, 1, 20*24*time.Hour), 20*24*time.Hour)
+			}
+		case 3 * 24 * time.Hour:
+			for i := 0; i < 8; i++ {
+				h.submit(job("burst"+string(rune('a'+i)), core.TierRegular, 1, 7*24*time.Hour), 7*24*time.Hour)
+			}
+		}
+	}
+	h.runUntil(t0.Add(12 * 24 * time.Hour))
+	var monthly, burst int
+	for _, l := range h.st.Leases {
+		switch l.Mode {
+		case core.Monthly:
+			monthly++
+			if l.State.Final() {
+				t.Errorf("monthly lease %s released inside its term", l.ID)
+			}
+		default:
+			burst++
+			if !l.State.Final() {
+				t.Errorf("burst lease %s still held after the burst", l.ID)
+			} else if over := l.End.Sub(t0.Add(10*24*time.Hour + 10*time.Minute)); over > time.Hour {
+				t.Errorf("burst lease %s released %s after the burst ended", l.ID, over)
+			}
+		}
+	}
+	if monthly != 4 || burst != 8 {
+		t.Errorf("%d monthly + %d on-demand leases, want 4 + 8", monthly, burst)
+	}
+}
