@@ -49,6 +49,16 @@ func (u *Unit) checkpointAt(now time.Time) time.Time {
 	return last
 }
 
+// runsOn reports whether the unit has a part on the lease.
+func (u *Unit) runsOn(lease string) bool {
+	for _, p := range u.Parts {
+		if p.LeaseID == lease {
+			return true
+		}
+	}
+	return false
+}
+
 // stop ends a unit's run at now: the work up to its last checkpoint is
 // kept, the rest is lost and counted.
 func (u *Unit) stop(now time.Time, state core.JobState) {
@@ -69,6 +79,13 @@ func Apply(st *State, d Decisions) []*Lease {
 		if u := ix.units[p.Unit]; u != nil && u.State == core.JobRunning {
 			u.stop(now, core.JobPreempted)
 			u.Preemptions++
+		}
+	}
+	for _, m := range d.Move {
+		if u := ix.units[m.Unit]; u != nil && u.State == core.JobRunning {
+			// A move checkpoints first: nothing is lost but the overhead.
+			u.Done += now.Sub(u.Start)
+			u.State, u.Parts, u.Start, u.LastCheckpoint = core.JobRunning, m.Parts, now, now
 		}
 	}
 	for _, p := range d.Place {
@@ -94,8 +111,8 @@ func Apply(st *State, d Decisions) []*Lease {
 			continue
 		}
 		for _, u := range ix.on[l.ID] {
-			if u.State == core.JobRunning || u.State == core.JobCheckpointing {
-				u.stop(now, core.JobPending)
+			if (u.State == core.JobRunning || u.State == core.JobCheckpointing) && u.runsOn(l.ID) {
+				u.stop(now, core.JobPending) // moved units no longer run here
 			}
 		}
 		l.State, l.End = core.LeaseReleased, now

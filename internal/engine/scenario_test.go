@@ -191,3 +191,30 @@ func TestReservedBasePlusBurst(t *testing.T) {
 		t.Errorf("%d monthly + %d on-demand leases, want 4 + 8", monthly, burst)
 	}
 }
+
+// Consolidation: two long interruptible jobs left alone on two 4-GPU
+// machines after their neighbours finish: one moves, the emptied machine
+// is released at its boundary instead of running for hours at 25%.
+func TestConsolidationEmptiesSparseMachine(t *testing.T) {
+	h := newHarness(t, []core.Offer{hourlyOffer("a100x4", "A100", 4, "8")}, Config{})
+	h.delay = 0
+	for i, d := range []time.Duration{6 * time.Hour, 20 * time.Minute, 20 * time.Minute, 20 * time.Minute, 6 * time.Hour, 20 * time.Minute, 20 * time.Minute, 20 * time.Minute} {
+		j := job("j"+string(rune('a'+i)), core.TierOffline, 1, d)
+		j.Interruptible = true
+		h.submit(j, d)
+	}
+	h.runUntil(t0.Add(8 * time.Hour))
+	if n := len(h.eventsOf("move")); n != 1 {
+		t.Fatalf("%d moves, want 1: %+v", n, h.eventsOf("move"))
+	}
+	cost, _ := h.bill(h.now)
+	// Without the move: 2 machines × 7 billed hours × 8 = 112.
+	if cost >= mustMoney("112") {
+		t.Errorf("cost %s, want less than 112 without consolidation", cost)
+	}
+	for _, u := range h.st.Units {
+		if u.State != core.JobSucceeded || u.LostMilliSeconds != 0 {
+			t.Errorf("%s %s lost %d", u.Key(), u.State, u.LostMilliSeconds)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/billing"
@@ -42,14 +43,17 @@ type Decisions struct {
 	Preempt      []Preempt
 	Defer        []sched.Deferral
 	Reservations []sched.Reservation
-	Waiting      []sched.Wait
-	Acquire      []fleet.Acquisition
-	Release      []fleet.Release
-	Kept         []fleet.Release
-	Reclaims     []fleet.Reclaim
-	Alerts       []fleet.Alert
-	Ladder       map[string]fleet.LadderState
-	Events       []core.Event
+	// Move is consolidation: units checkpointed and restarted elsewhere so
+	// their sparse machines empty.
+	Move     []Place
+	Waiting  []sched.Wait
+	Acquire  []fleet.Acquisition
+	Release  []fleet.Release
+	Kept     []fleet.Release
+	Reclaims []fleet.Reclaim
+	Alerts   []fleet.Alert
+	Ladder   map[string]fleet.LadderState
+	Events   []core.Event
 	// UtilBP is the allocated share of ready GPUs after the placements.
 	UtilBP int64
 }
@@ -191,6 +195,21 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 		event("reserve", r.Unit.Key(), r.Reason)
 	}
 	d.Waiting = sd.Waiting
+	if !cfg.Fleet.NoConsolidation && !cfg.NoRelease {
+		schedState := &sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, NodeCost: v.cost}
+		for _, m := range sched.Consolidate(schedState, sd, drainCandidates(v, alloc, now, cfg.Fleet.Defaults()), cfg.Sched) {
+			mv := Place{Unit: m.Unit.Key(), Reason: m.Reason}
+			from := v.leaseOf[m.From].ID
+			for _, part := range m.To {
+				l := v.leaseOf[part.Node]
+				mv.Parts = append(mv.Parts, Assigned{LeaseID: l.ID, GPUs: part.GPUs})
+				alloc[l.ID] += core.Milli(len(part.GPUs)) * m.Unit.Job.Request.MilliPerGPU
+			}
+			alloc[from] -= m.Unit.Milli()
+			d.Move = append(d.Move, mv)
+			event("move", mv.Unit, m.Reason)
+		}
+	}
 	var capMilli, used core.Milli
 	for i, n := range v.nodes {
 		capMilli += core.Milli(len(n.GPUs)) * core.WholeGPU
@@ -235,6 +254,60 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 		event(a.Kind, a.Unit, a.Reason)
 	}
 	return d
+}
+
+// drainCandidates are the machines worth emptying: not committed (a paid
+// term saves nothing when emptied), allocated below the scale-in share,
+// and whose running work would keep them past their next billing boundary
+// for longer than moving it costs. Sparsest first.
+func drainCandidates(v *view, alloc map[string]core.Milli, now time.Time, cfg fleet.Config) []int {
+	type c struct {
+		node  int
+		share int64
+	}
+	var cs []c
+	latest := map[int]time.Time{}
+	units := map[int]core.Milli{}
+	for _, a := range v.running {
+		if len(a.Parts) != 1 {
+			continue
+		}
+		n := a.Parts[0].Node
+		end := a.Start.Add(a.Job.EstDuration)
+		if end.After(latest[n]) {
+			latest[n] = end
+		}
+		units[n] += a.Milli()
+	}
+	for n, l := range v.leaseOf {
+		capMilli := int64(len(v.nodes[n].GPUs)) * int64(core.WholeGPU)
+		share := int64(alloc[l.ID]) * 10000 / max(capMilli, 1)
+		if l.Plan.Committed() || alloc[l.ID] == 0 || share >= cfg.ScaleInBP {
+			continue
+		}
+		paid, err := billing.PaidUntil(l.Plan, l.Start, now)
+		if err != nil || !latest[n].After(paid) {
+			continue // it empties by itself before the next boundary
+		}
+		// Machine time saved (whole machine, past the boundary) against the
+		// GPU time the moves cost, both at this machine's GPU price.
+		saved := int64(latest[n].Sub(paid)/time.Second) * capMilli
+		cost := int64(cfg.MoveOverhead/time.Second) * int64(units[n])
+		if saved > cost {
+			cs = append(cs, c{n, share})
+		}
+	}
+	sort.Slice(cs, func(i, j int) bool {
+		if cs[i].share != cs[j].share {
+			return cs[i].share < cs[j].share
+		}
+		return cs[i].node < cs[j].node
+	})
+	out := make([]int, len(cs))
+	for i, x := range cs {
+		out[i] = x.node
+	}
+	return out
 }
 
 // demand lists the waiting units with when they started waiting.

@@ -53,6 +53,12 @@ type Config struct {
 	ReservedMode core.BillingMode
 	// MaxAcquire caps acquisitions per step (64).
 	MaxAcquire int
+	// MoveOverhead is what moving a unit costs in GPU time: checkpoint
+	// plus restart (5 minutes). Consolidation moves work only when the
+	// machine time it saves is worth more.
+	MoveOverhead time.Duration
+	// NoConsolidation turns moving work off sparse machines off.
+	NoConsolidation bool
 }
 
 // IdleAction is what the idle ladder's last rung does.
@@ -106,6 +112,7 @@ func (c Config) Defaults() Config {
 	if c.MaxAcquire == 0 {
 		c.MaxAcquire = 64
 	}
+	set(&c.MoveOverhead, 5*time.Minute)
 	return c
 }
 

@@ -25,7 +25,7 @@ func (p *picker) offer(s int64, i, g int) {
 	switch {
 	case !p.found || s > p.best:
 		p.best, p.node, p.gpu, p.ties, p.found = s, i, g, 1, true
-	case s == p.best:
+	case s == p.best && p.rng != nil:
 		p.ties++
 		if p.rng.Intn(p.ties) == 0 {
 			p.node, p.gpu = i, g

@@ -28,7 +28,7 @@ type FGD struct {
 // NewFGD returns FGD measuring fragmentation against w and breaking ties
 // with rng.
 func NewFGD(w Workload, rng Rand) *FGD {
-	return &FGD{fgdCore: newFGDCore(w, rng, "fgd", false)}
+	return &FGD{fgdCore: newFGDCore(w, rng, "fgd", maxNodeScore, maxNodeScore, false)}
 }
 
 // Gpufleet is gpufleet's default placement policy: fragmentation gradient
@@ -46,7 +46,10 @@ type Gpufleet struct {
 // NewGpufleet returns gpufleet's policy measuring fragmentation against w
 // and breaking the last ties with rng.
 func NewGpufleet(w Workload, rng Rand) *Gpufleet {
-	return &Gpufleet{fgdCore: newFGDCore(w, rng, "gpufleet", true)}
+	v := GpufleetVariant
+	g := &Gpufleet{fgdCore: newFGDCore(w, rng, "gpufleet", int64(v/10000), int64(v%10000/100), v%10 == 1)}
+	g.balance = v % 100 / 10
+	return g
 }
 
 // maxTypes bounds the request types whose per-node scores are kept; past
@@ -58,15 +61,19 @@ const maxTypes = 1024
 // its current fragmentation, recomputed only when the node changes, and
 // per-(request type, node) scores, recomputed only when that node changes.
 type fgdCore struct {
-	name  string
-	exact bool
-	rng   Rand
-	x     *fragIndex
-	nodes []nodeState
-	types map[reqKey]int
-	cache [][]entry
-	buf   gpuBuf
-	a, b  []int64
+	name string
+	// levels quantizes node scores (0: exact); gpuLevels a share's GPU
+	// scores; gpuExact breaks GPU ties by the exact change, then best fit.
+	levels, gpuLevels int64
+	gpuExact          bool
+	balance           int
+	rng               Rand
+	x                 *fragIndex
+	nodes             []nodeState
+	types             map[reqKey]int
+	cache             [][]entry
+	buf               gpuBuf
+	a, b              []int64
 }
 
 // nodeState is what a score depends on, as last seen, and the node's
@@ -102,8 +109,8 @@ type entry struct {
 	score int64
 }
 
-func newFGDCore(w Workload, rng Rand, name string, exact bool) fgdCore {
-	return fgdCore{name: name, exact: exact, rng: rng, x: newFragIndex(w), types: map[reqKey]int{}}
+func newFGDCore(w Workload, rng Rand, name string, levels, gpuLevels int64, gpuExact bool) fgdCore {
+	return fgdCore{name: name, levels: levels, gpuLevels: gpuLevels, gpuExact: gpuExact, rng: rng, x: newFragIndex(w), types: map[reqKey]int{}}
 }
 
 // Name returns "fgd" or "gpufleet".
@@ -219,75 +226,103 @@ func (c *fgdCore) score(n *core.Node, s *nodeState, req *core.Request, share boo
 				after = c.b
 			}
 		}
-		d := s.frag - c.x.frag(s.groups, after, cpu)
-		if c.exact {
-			return c.tieBreak(d, n, req), -1
-		}
-		return c.quantize(d), -1
+		d := s.frag - c.x.frag(s.groups, after, cpu) - c.strandCost(n, req)
+		return c.withBalance(c.nodeScore(d), n, req), -1
 	}
 	// A share: try each GPU that can take it; GPUs with the same free
 	// share score the same, so each distinct value is evaluated once.
-	var seenVal [8]int64
-	var seenScore [8]int64
+	var seenVal, seenD [8]int64
 	seen := 0
-	best, bestGPU := int64(math.MinInt64), int32(-1)
+	bestD, bestQ, bestGPU := int64(0), int64(0), int32(-1)
 	for g := range n.GPUs {
 		if !GPUFits(n, g, req) {
 			continue
 		}
 		old := int64(n.GPUs[g].FreeMilli)
-		var sc int64
+		var d int64
 		found := false
 		for k := 0; k < seen; k++ {
 			if seenVal[k] == old {
-				sc, found = seenScore[k], true
+				d, found = seenD[k], true
 				break
 			}
 		}
 		if !found {
 			c.a = withChange(c.a, s.sorted, old, old-int64(req.MilliPerGPU))
-			d := s.frag - c.x.frag(s.groups, c.a, cpu)
-			if c.exact {
-				sc = d
-			} else {
-				sc = c.quantize(d)
-			}
+			d = s.frag - c.x.frag(s.groups, c.a, cpu)
 			if seen < len(seenVal) {
-				seenVal[seen], seenScore[seen] = old, sc
+				seenVal[seen], seenD[seen] = old, d
 				seen++
 			}
 		}
-		// FGD keeps the first GPU of the highest score; Gpufleet, among
-		// GPUs of the same exact change, the one with the least free share.
-		if bestGPU < 0 || sc > best || (c.exact && sc == best && n.GPUs[g].FreeMilli < n.GPUs[bestGPU].FreeMilli) {
-			best, bestGPU = sc, int32(g)
+		q := c.quantize(d, c.gpuLevels)
+		better := bestGPU < 0 || q > bestQ
+		if c.gpuExact && bestGPU >= 0 && q == bestQ {
+			// Among GPUs of the same score: the larger exact change, then
+			// the least free share.
+			better = d > bestD || (d == bestD && n.GPUs[g].FreeMilli < n.GPUs[bestGPU].FreeMilli)
+		}
+		if better {
+			bestD, bestQ, bestGPU = d, q, int32(g)
 		}
 	}
-	if c.exact {
-		return c.tieBreak(best, n, req), bestGPU
-	}
-	return best, bestGPU
+	return c.withBalance(c.nodeScore(bestD-c.strandCost(n, req)), n, req), bestGPU
 }
 
+// strandCost is how much more GPU share (milli × count) req would strand
+// on n for lack of CPU at the workload's CPU per GPU share.
+func (c *fgdCore) strandCost(n *core.Node, req *core.Request) int64 {
+	if c.balance < 3 || n.CPUMilli == 0 || c.x.gpuCPU == 0 {
+		return 0
+	}
+	strand := func(cpu, gpu int64) int64 {
+		return max(0, gpu-cpu*c.x.gpuMilli/c.x.gpuCPU)
+	}
+	cpu, gpu := n.FreeCPUMilli, freeMilli(n)
+	d := strand(cpu-req.CPUMilli, gpu-int64(req.GPUs)*int64(req.MilliPerGPU)) - strand(cpu, gpu)
+	switch c.balance {
+	case 3:
+		return d * c.x.total
+	case 4:
+		return d * c.x.total / 2
+	case 5:
+		return d * c.x.total * 2
+	}
+	return d * c.x.total / 4
+}
+
+// withBalance adds, under score q, the node's CPU surplus after the
+// placement: free CPU beyond what its free GPUs need at the workload's
+// CPU per GPU.
+func (c *fgdCore) withBalance(q int64, n *core.Node, req *core.Request) int64 {
+	if c.balance == 0 || c.balance >= 3 || (c.balance == 1 && req.GPUs > 0) || n.CPUMilli == 0 {
+		return q
+	}
+	cpu := n.FreeCPUMilli - req.CPUMilli
+	gpu := freeMilli(n) - int64(req.GPUs)*int64(req.MilliPerGPU)
+	sur := cpu
+	if c.x.gpuMilli > 0 {
+		sur -= gpu * c.x.gpuCPU / c.x.gpuMilli
+	}
+	return q<<32 + min(max(sur, -1<<30), 1<<30-1) + 1<<30
+}
+
+// nodeScore is the node score for a fragmentation change d.
+func (c *fgdCore) nodeScore(d int64) int64 { return c.quantize(d, c.levels) }
+
 // quantize is FGD's score for a fragmentation change d (milli × count):
-// int64(100 × sigmoid(Δ/1000)) with Δ = d / total count in milli-GPUs.
-func (c *fgdCore) quantize(d int64) int64 {
+// int64(levels × sigmoid(Δ/1000)) with Δ = d / total count in milli-GPUs;
+// levels 0 keeps d itself.
+func (c *fgdCore) quantize(d int64, levels int64) int64 {
+	if levels == 0 {
+		return d
+	}
 	delta := 0.0
 	if c.x.total > 0 {
 		delta = float64(d) / float64(c.x.total)
 	}
-	return int64(1 / (1 + math.Exp(-delta/1000)) * maxNodeScore)
+	return int64(1 / (1 + math.Exp(-delta/1000)) * float64(levels))
 }
 
-// tieBreak folds Gpufleet's tie-breakers under the exact change d: less
-// GPU share left free on the node after the placement, then less CPU.
-func (c *fgdCore) tieBreak(d int64, n *core.Node, req *core.Request) int64 {
-	gpuLeft := freeMilli(n) - int64(req.GPUs)*int64(req.MilliPerGPU)
-	cpuFrac := int64(0)
-	if n.CPUMilli > 0 {
-		cpuFrac = (n.FreeCPUMilli - req.CPUMilli) * 255 / n.CPUMilli
-	}
-	// d is bounded by total count × 64 GPUs × 1000; 2^20 leaves room for
-	// gpuLeft (< 2^12 per 4 GPUs… up to 64 GPUs: 2^16) and 8 bits of CPU.
-	return d<<24 - min(gpuLeft, 1<<16-1)<<8 - min(max(cpuFrac, 0), 255)
-}
+// GpufleetVariant selects an experimental variant (exploration only).
+var GpufleetVariant int

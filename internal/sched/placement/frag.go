@@ -26,9 +26,12 @@ import (
 // model, the GPU-using types the model can host, grouped by (share,
 // GPUs) with their counts cumulated by CPU.
 type fragIndex struct {
-	w       Workload
-	total   int64
-	byModel map[string]*modelGroups
+	w     Workload
+	total int64
+	// gpuCPU and gpuMilli sum the CPU and GPU share of the GPU types,
+	// weighted by count: the workload's CPU per GPU share.
+	gpuCPU, gpuMilli int64
+	byModel          map[string]*modelGroups
 }
 
 // modelGroups are the groups of GPU types one GPU model can host, by
@@ -49,7 +52,14 @@ type fragGroup struct {
 }
 
 func newFragIndex(w Workload) *fragIndex {
-	return &fragIndex{w: w, total: w.Total(), byModel: map[string]*modelGroups{}}
+	x := &fragIndex{w: w, total: w.Total(), byModel: map[string]*modelGroups{}}
+	for _, t := range w.Types {
+		if t.GPUs > 0 && t.MilliPerGPU > 0 {
+			x.gpuCPU += t.Count * t.CPUMilli
+			x.gpuMilli += t.Count * int64(t.GPUs) * int64(t.MilliPerGPU)
+		}
+	}
+	return x
 }
 
 // accessible reports whether a type allowing models may run on model (the

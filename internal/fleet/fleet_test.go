@@ -1,0 +1,134 @@
+package fleet
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/sched"
+)
+
+var now = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+
+func offers() []core.Offer {
+	hour, week := int64(3600), core.Week.Seconds()
+	return []core.Offer{
+		{ID: "a100-od", GPUModel: "A100", GPUs: 1, Plans: []core.PricePlan{
+			{Mode: core.OnDemand, Price: 4_000_000, Per: core.Hour, Granularity: hour},
+			{Mode: core.Spot, Price: 1_500_000, Per: core.Hour, Granularity: 1, Reclaim: &core.ReclaimModel{Bucket: ">20%", MonthlyRateBP: 2500, NoticeSeconds: 120}},
+			{Mode: core.Weekly, Price: 400_000_000, Per: core.Week, Granularity: week, Term: week},
+		}},
+		{ID: "v100-od", GPUModel: "V100", GPUs: 1, Plans: []core.PricePlan{{Mode: core.OnDemand, Price: 2_000_000, Per: core.Hour, Granularity: hour}}},
+	}
+}
+
+func demandFor(id string, tier core.Tier, est time.Duration, interruptible bool, models ...string) Demand {
+	j := &core.Job{ID: id, Team: "t", Tier: tier, EstDuration: est, Interruptible: interruptible, Request: core.Request{GPUs: 1, MilliPerGPU: core.WholeGPU, Models: models}}
+	return Demand{Unit: sched.Unit{Job: j}, Since: now.Add(-2 * time.Hour)}
+}
+
+func TestAcquireChoosesCheapestPerUsefulGPUHour(t *testing.T) {
+	tests := []struct {
+		name     string
+		d        Demand
+		budget   *Budget
+		offer    string
+		mode     core.BillingMode
+		acquired bool
+	}{
+		{"short A100 job: on-demand hour", demandFor("a", core.TierRegular, 2*time.Hour, false, "A100"), nil, "a100-od", core.OnDemand, true},
+		{"interruptible: spot, rework included", demandFor("b", core.TierRegular, 2*time.Hour, true, "A100"), nil, "a100-od", core.Spot, true},
+		{"a week of A100: the weekly term", demandFor("c", core.TierRegular, 7*24*time.Hour, false, "A100"), nil, "a100-od", core.Weekly, true},
+		{"any model: the cheaper V100", demandFor("d", core.TierRegular, 2*time.Hour, false), nil, "v100-od", core.OnDemand, true},
+		{"budget cap stops it", demandFor("e", core.TierRegular, 2*time.Hour, false, "A100"), &Budget{Limit: 10_000_000, Spent: 5_000_000}, "", "", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			budgets := map[string]Budget{}
+			if tc.budget != nil {
+				budgets["t"] = *tc.budget
+			}
+			acq := Acquire(now, []Demand{tc.d}, nil, offers(), budgets, 0, Config{})
+			if !tc.acquired {
+				if len(acq) != 0 {
+					t.Fatalf("acquired %+v past the budget", acq)
+				}
+				return
+			}
+			if len(acq) != 1 || acq[0].Offer.ID != tc.offer || acq[0].Mode != tc.mode || acq[0].Reason == "" {
+				t.Fatalf("acquired %+v, want one %s %s", acq, tc.offer, tc.mode)
+			}
+		})
+	}
+}
+
+func TestAcquireWaitsForTargetAndCountsProvisioning(t *testing.T) {
+	d := demandFor("a", core.TierOffline, time.Hour, false)
+	d.Since = now.Add(-10 * time.Minute) // offline target is an hour
+	if acq := Acquire(now, []Demand{d}, nil, offers(), nil, 0, Config{}); len(acq) != 0 {
+		t.Errorf("acquired before the offline wait target: %+v", acq)
+	}
+	if acq := Acquire(now, []Demand{d}, nil, offers(), nil, 9000, Config{}); len(acq) != 1 {
+		t.Errorf("utilization above scale-out did not acquire ahead of the target: %+v", acq)
+	}
+	o := offers()[1]
+	booting := Machine{Lease: &core.Lease{ID: "L1", Mode: core.OnDemand, State: core.LeaseProvisioning}, Offer: &o, Plan: &o.Plans[0]}
+	d.Since = now.Add(-2 * time.Hour)
+	if acq := Acquire(now, []Demand{d}, []Machine{booting}, offers(), nil, 0, Config{}); len(acq) != 0 {
+		t.Errorf("acquired again while a machine for it boots: %+v", acq)
+	}
+}
+
+func TestAcquireDeadlineRulesOutSlowProvisioning(t *testing.T) {
+	d := demandFor("a", core.TierCore, time.Hour, false, "A100")
+	d.Unit.Job.Deadline = now.Add(time.Hour + 2*time.Minute)
+	cfg := Config{ProvisioningDelay: map[string]time.Duration{"a100-od": 5 * time.Minute}}
+	if acq := Acquire(now, []Demand{d}, nil, offers(), nil, 0, cfg); len(acq) != 0 {
+		t.Errorf("acquired an offer that cannot start in time: %+v", acq)
+	}
+}
+
+func TestReleases(t *testing.T) {
+	o := offers()[0]
+	mk := func(id string, plan int, start time.Time) Machine {
+		return Machine{Lease: &core.Lease{ID: id, Mode: o.Plans[plan].Mode, Start: start, State: core.LeaseReady}, Offer: &o, Plan: &o.Plans[plan], ReadyAt: start, IdleSince: start.Add(10 * time.Minute)}
+	}
+	ms := []Machine{
+		mk("hourly-early", 0, now.Add(-20*time.Minute)), // paid until +40m: kept
+		mk("hourly-due", 0, now.Add(-59*time.Minute)),   // boundary in 1m: released
+		mk("weekly", 2, now.Add(-3*24*time.Hour)),       // inside its term: kept
+		mk("spot-idle", 1, now.Add(-time.Hour)),         // per-second, idle 50m: released
+		mk("spot-fresh", 1, now.Add(-12*time.Minute)),   // idle 2m: kept (hysteresis)
+	}
+	got := map[string]bool{}
+	for _, r := range Releases(now, ms, nil, Config{}) {
+		got[r.LeaseID] = !r.Keep
+		if r.Reason == "" {
+			t.Errorf("%s: no reason", r.LeaseID)
+		}
+		if r.LeaseID == "weekly" && !strings.Contains(r.Reason, "never released early") {
+			t.Errorf("weekly: %s", r.Reason)
+		}
+	}
+	want := map[string]bool{"hourly-early": false, "hourly-due": true, "weekly": false, "spot-idle": true, "spot-fresh": false}
+	for id, rel := range want {
+		if got[id] != rel {
+			t.Errorf("%s released=%v, want %v", id, got[id], rel)
+		}
+	}
+}
+
+func TestOnReclaimNoticeFallsBack(t *testing.T) {
+	rs := OnReclaimNotice(now, now.Add(2*time.Minute), []SpotUnit{
+		{Unit: "fresh", Reclaims: 0, Remaining: time.Hour},
+		{Unit: "unlucky", Reclaims: 2, Remaining: time.Hour},
+		{Unit: "late", Reclaims: 0, Remaining: 3 * time.Hour, Deadline: now.Add(4 * time.Hour)},
+	}, Config{})
+	want := map[string]bool{"fresh": false, "unlucky": true, "late": true}
+	for _, r := range rs {
+		if r.NoSpot != want[r.Unit] {
+			t.Errorf("%s NoSpot=%v: %s", r.Unit, r.NoSpot, r.Reason)
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package sched
+
+import (
+	"fmt"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+)
+
+// Move is a decision to checkpoint a running unit and restart it on
+// other GPUs, so that its machine empties and can be released.
+type Move struct {
+	Unit   Unit
+	From   int
+	To     []Part
+	Reason string
+}
+
+// Consolidate tries, for each node in drain (most promising first), to
+// move every unit running there onto the other nodes' free capacity, as
+// the state stands after the placements in d. Only interruptible units
+// past their minimum runtime move, and a node is drained whole or not at
+// all: the moves are tried hypothetically and rolled back unless all of
+// them fit. A node emptied this pass receives nothing, and a node that
+// received work is not drained after.
+func Consolidate(st *State, d Decisions, drain []int, cfg Config) []Move {
+	cfg = cfg.withDefaults()
+	pl := NewPlacer(st.Nodes, st.NodeCost, st.Pending, cfg.Scorer)
+	gone := map[string]bool{}
+	for _, p := range d.Preemptions {
+		gone[p.Victim.Key()] = true
+		pl.remove(&p.Victim.Unit, p.Victim.Parts)
+	}
+	for _, p := range d.Placements {
+		pl.place(&p.Unit, p.Parts)
+	}
+	onNode := map[int][]Allocation{}
+	for _, a := range st.Running {
+		if gone[a.Key()] || len(a.Parts) != 1 {
+			continue
+		}
+		onNode[a.Parts[0].Node] = append(onNode[a.Parts[0].Node], a)
+	}
+	// drained: nodes emptied (or being emptied) this pass — they take
+	// nothing; received: nodes that took moved work — they are no longer
+	// worth draining.
+	drained, received := map[int]bool{}, map[int]bool{}
+	var moves []Move
+	for _, n := range drain {
+		units := onNode[n]
+		if len(units) == 0 || received[n] {
+			continue
+		}
+		movable := true
+		for _, a := range units {
+			if !a.Job.Interruptible || a.Job.Tier == core.TierCore || st.Now.Sub(a.Start) < cfg.MinRuntime {
+				movable = false
+			}
+		}
+		if !movable {
+			continue
+		}
+		drained[n] = true
+		for _, a := range units {
+			pl.remove(&a.Unit, a.Parts)
+		}
+		var planned []Move
+		ok := true
+		for _, a := range units {
+			a := a
+			allowed := func(m int) bool {
+				return !drained[m] && (!pl.nodes[m].Spot || a.Job.Interruptible)
+			}
+			to, gpus, found := pl.find(&a.Job.Request, allowed)
+			if !found {
+				ok = false
+				break
+			}
+			parts := []Part{{Node: to, GPUs: gpus}}
+			pl.place(&a.Unit, parts)
+			planned = append(planned, Move{Unit: a.Unit, From: n, To: parts,
+				Reason: fmt.Sprintf("moved from %s to %s so that %s empties and is released (checkpoint and restart)", st.Nodes[n].LeaseID, st.Nodes[to].LeaseID, st.Nodes[n].LeaseID)})
+		}
+		if !ok {
+			// Roll back: undo the moves made, give the node its units back.
+			for _, m := range planned {
+				pl.remove(&m.Unit, m.To)
+			}
+			for _, a := range units {
+				pl.place(&a.Unit, a.Parts)
+			}
+			delete(drained, n)
+			continue
+		}
+		for _, m := range planned {
+			received[m.To[0].Node] = true
+		}
+		moves = append(moves, planned...)
+	}
+	return moves
+}
