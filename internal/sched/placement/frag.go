@@ -225,3 +225,17 @@ func withChange(dst, src []int64, old, new int64) []int64 {
 	}
 	return dst
 }
+
+// stranded is the free GPU share (milli) that a node with cpu milli-CPU
+// and gpu milli-GPU free cannot feed at the workload's CPU per GPU share;
+// 0 for a workload without GPU types.
+func (x *fragIndex) stranded(cpu, gpu int64) int64 {
+	if x.gpuCPU == 0 {
+		return 0
+	}
+	cpu = max(cpu, 0)
+	if cpu > math.MaxInt64/max(x.gpuMilli, 1) {
+		return 0
+	}
+	return max(0, gpu-cpu*x.gpuMilli/x.gpuCPU)
+}
