@@ -206,20 +206,21 @@ func (c *Cloud) Acquire(ctx context.Context, req provider.AcquireRequest) (provi
 	defer c.mu.Unlock()
 	c.advance(now)
 
-	what := fmt.Sprintf("acquire %s (%s), token %q", req.OfferID, req.Mode, req.ClientToken)
+	// what is the context every error names; a func, as most calls succeed.
+	what := func() string { return fmt.Sprintf("acquire %s (%s), token %q", req.OfferID, req.Mode, req.ClientToken) }
 	if req.ClientToken == "" {
-		return provider.Machine{}, fmt.Errorf("%s: %w", what, ErrEmptyToken)
+		return provider.Machine{}, fmt.Errorf("%s: %w", what(), ErrEmptyToken)
 	}
 	if m, ok := c.byToken[req.ClientToken]; ok {
 		if m.m.OfferID != req.OfferID || m.m.Mode != req.Mode {
-			return provider.Machine{}, fmt.Errorf("%s: the token rented %s (%s) as %s: %w", what, m.m.OfferID, m.m.Mode, m.m.ProviderID, ErrTokenConflict)
+			return provider.Machine{}, fmt.Errorf("%s: the token rented %s (%s) as %s: %w", what(), m.m.OfferID, m.m.Mode, m.m.ProviderID, ErrTokenConflict)
 		}
 		c.stats.Repeats++
 		return m.m, nil
 	}
 	off, ok := c.offers[req.OfferID]
 	if !ok {
-		return provider.Machine{}, fmt.Errorf("%s: the catalog has %d offers: %w", what, len(c.offers), ErrUnknownOffer)
+		return provider.Machine{}, fmt.Errorf("%s: the catalog has %d offers: %w", what(), len(c.offers), ErrUnknownOffer)
 	}
 	plan, ok := off.offer.Plan(req.Mode)
 	if !ok {
@@ -227,16 +228,16 @@ func (c *Cloud) Acquire(ctx context.Context, req provider.AcquireRequest) (provi
 		for _, m := range off.offer.Modes() {
 			modes = append(modes, string(m))
 		}
-		return provider.Machine{}, fmt.Errorf("%s: the offer has %s: %w", what, strings.Join(modes, ", "), ErrNoPlan)
+		return provider.Machine{}, fmt.Errorf("%s: the offer has %s: %w", what(), strings.Join(modes, ", "), ErrNoPlan)
 	}
 	if off.cfg.capacity > 0 && off.inUse >= off.cfg.capacity {
 		c.stats.CapacityErrors++
-		return provider.Machine{}, fmt.Errorf("%s: %d of %d machines in use: %w", what, off.inUse, off.cfg.capacity, provider.ErrCapacity)
+		return provider.Machine{}, fmt.Errorf("%s: %d of %d machines in use: %w", what(), off.inUse, off.cfg.capacity, provider.ErrCapacity)
 	}
 	spot := req.Mode == core.Spot
 	if spot && !off.available {
 		c.stats.CapacityErrors++
-		return provider.Machine{}, fmt.Errorf("%s: spot capacity withdrawn (availability series): %w", what, provider.ErrCapacity)
+		return provider.Machine{}, fmt.Errorf("%s: spot capacity withdrawn (availability series): %w", what(), provider.ErrCapacity)
 	}
 
 	n := uint64(len(c.machines) + 1)

@@ -457,3 +457,37 @@ func TestContextCancelled(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// BenchmarkMonth runs a fleet of 5,000 spot machines for a simulated
+// month, event to event, replacing every reclaimed machine, as the
+// discrete-event simulator drives the Cloud.
+func BenchmarkMonth(b *testing.B) {
+	offers := testOffers()
+	offers[0].Plans[1].Reclaim.MonthlyRateBP = 5000
+	for b.Loop() {
+		w := newWorld(b, 1, Config{Offers: offers, Default: Settings{Delay: LogNormal(2*time.Minute, 5*time.Minute)}})
+		ctx := context.Background()
+		next := 0
+		acquire := func() {
+			w.acquire("m"+itoa(next), gpuOffer, core.Spot)
+			next++
+		}
+		for range 5000 {
+			acquire()
+		}
+		end := t0.Add(core.Month.Duration())
+		for {
+			at, ok := w.cloud.NextEventAt()
+			if !ok || at.After(end) {
+				break
+			}
+			w.clk.Set(at)
+			evs, _ := w.cloud.Poll(ctx, at)
+			for _, e := range evs {
+				if e.Machine.State == provider.Reclaimed {
+					acquire()
+				}
+			}
+		}
+	}
+}

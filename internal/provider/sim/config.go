@@ -14,6 +14,13 @@ import (
 
 // Config is what a Cloud rents and how it behaves.
 //
+// A spot machine whose offer no availability series covers is reclaimed
+// at its plan's rate: its time from ready to reclaim notice is
+// exponential with rate -ln(1 - MonthlyRateBP/10000) per 730-hour month,
+// so that it gets a notice within a month of running with probability
+// MonthlyRateBP/10000, and it is reclaimed a notice lead time later. A
+// spot plan without a reclaim model is never reclaimed by rate.
+//
 // Settings are resolved per offer in three layers: ByOffer[offer.ID], then
 // ByProvider[offer.Provider], then Default; the first layer that sets a
 // field wins. Fields left unset everywhere mean: ready at once, no
@@ -166,15 +173,15 @@ func Uniform(min, max time.Duration) Delay { return Delay{kind: delayUniform, mi
 
 // LogNormal is a right-skewed delay with the given mean and 95th
 // percentile, the shape real provisioning times have: most machines near
-// the mean, a few much later. p95 must be at least mean and at most
-// MaxP95Ratio times it (beyond that no lognormal has both).
+// the mean, a few much later. p95 must be at least mean and at most about
+// 3.87 times it (exp(z²/2) for the 95th percentile's z: beyond that no
+// lognormal has both).
 func LogNormal(mean, p95 time.Duration) Delay {
 	return Delay{kind: delayLogNormal, mean: mean, p95: p95}
 }
 
-// MaxP95Ratio is the largest p95/mean a LogNormal delay can have:
-// exp(z²/2) for the 95th percentile's z.
-var MaxP95Ratio = math.Exp(z95 * z95 / 2)
+// maxP95Ratio is the largest p95/mean a LogNormal delay can have.
+var maxP95Ratio = math.Exp(z95 * z95 / 2)
 
 // IsZero reports whether d is unset.
 func (d Delay) IsZero() bool { return d.kind == delayUnset }
@@ -209,9 +216,9 @@ func (d Delay) validate() error {
 		if d.mean <= 0 {
 			return &core.FieldError{Field: "lognormal.mean", Value: d.mean.String(), Allowed: "a duration > 0"}
 		}
-		if r := float64(d.p95) / float64(d.mean); d.p95 < d.mean || r > MaxP95Ratio {
+		if r := float64(d.p95) / float64(d.mean); d.p95 < d.mean || r > maxP95Ratio {
 			return &core.FieldError{Field: "lognormal.p95", Value: d.p95.String(),
-				Allowed: fmt.Sprintf("mean..%.2f×mean (%s..%s)", MaxP95Ratio, d.mean, time.Duration(float64(d.mean)*MaxP95Ratio).Truncate(time.Second))}
+				Allowed: fmt.Sprintf("mean..%.2f×mean (%s..%s)", maxP95Ratio, d.mean, time.Duration(float64(d.mean)*maxP95Ratio).Truncate(time.Second))}
 		}
 	default:
 		return &core.FieldError{Field: "kind", Value: fmt.Sprint(d.kind), Allowed: "fixed, uniform or lognormal"}

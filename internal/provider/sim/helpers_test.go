@@ -4,7 +4,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/clock"
@@ -41,17 +40,23 @@ func testOffers() []core.Offer {
 	}
 }
 
+// tester is what the helpers need of *testing.T and *rapid.T.
+type tester interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
 // world is a Cloud on a manual clock, with helpers that fail the test on
 // unexpected errors.
 type world struct {
-	t     testing.TB
+	t     tester
 	clk   *clock.Manual
 	cloud *Cloud
 }
 
 // newWorld builds a Cloud from cfg, filling in the test catalog, a seeded
 // source and a manual clock at t0 where cfg leaves them empty.
-func newWorld(t testing.TB, seed uint64, cfg Config) *world {
+func newWorld(t tester, seed uint64, cfg Config) *world {
 	t.Helper()
 	clk := clock.NewManual(t0)
 	if cfg.Offers == nil {
