@@ -15,7 +15,8 @@ import (
 type Config struct {
 	Sched sched.Config
 	Fleet fleet.Config
-	// NoAcquire and NoRelease turn the fleet manager off (static fleets).
+	// NoAcquire stops renting for demand (the reserved base is still
+	// kept) and NoRelease stops releasing: a static fleet.
 	NoAcquire, NoRelease bool
 }
 
@@ -231,12 +232,12 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 		}
 		machines = append(machines, fleet.Machine{Lease: &l.Lease, Offer: l.Offer, Plan: l.Plan, ReadyAt: l.ReadyAt, AllocMilli: alloc[l.ID], IdleSince: idle, ReclaimAt: l.ReclaimAt})
 	}
+	d.Acquire = append(d.Acquire, fleet.ReservedBase(now, machines, st.Offers, cfg.Fleet)...)
 	if !cfg.NoAcquire {
-		d.Acquire = append(d.Acquire, fleet.ReservedBase(now, machines, st.Offers, cfg.Fleet)...)
 		d.Acquire = append(d.Acquire, fleet.Acquire(now, demand(v, sd.Waiting, now), machines, st.Offers, budgets(st), d.UtilBP, cfg.Fleet)...)
-		for _, a := range d.Acquire {
-			event("acquire", a.Offer.ID, a.Reason)
-		}
+	}
+	for _, a := range d.Acquire {
+		event("acquire", a.Offer.ID, a.Reason)
 	}
 	if !cfg.NoRelease {
 		for _, r := range fleet.Releases(now, machines, nil, cfg.Fleet) {

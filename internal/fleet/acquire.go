@@ -100,7 +100,7 @@ func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.O
 		if now.Sub(d.Since) < cfg.WaitTarget[j.Tier] && fleetUtilBP <= cfg.ScaleOutBP {
 			continue
 		}
-		if packInto(plan, d) {
+		if !cfg.NoPacking && packInto(plan, d) {
 			continue
 		}
 		opt, ok := bestOption(now, d, offers, cfg)
@@ -218,13 +218,23 @@ func bestOption(now time.Time, d Demand, offers []core.Offer, cfg Config) (optio
 		dur = cfg.DefaultDuration
 	}
 	useful := int64(j.Request.GPUs) * int64(j.Request.MilliPerGPU) * int64(dur/time.Second) // milli-GPU-seconds
+	// A gang spans machines only when no admissible machine holds it
+	// whole — the scheduler's rule, so what is rented can be used.
+	largest := 0
+	for i := range offers {
+		for _, p := range offers[i].Plans {
+			if admissible(&offers[i], p.Mode, d) {
+				largest = max(largest, offers[i].GPUs)
+			}
+		}
+	}
 	var best option
 	found := false
 	for i := range offers {
 		o := &offers[i]
 		for pi := range o.Plans {
 			p := &o.Plans[pi]
-			if !admissible(o, p.Mode, d) {
+			if !admissible(o, p.Mode, d) || o.GPUs < min(j.Request.GPUs, largest) {
 				continue
 			}
 			delay := cfg.delay(o.ID)

@@ -59,6 +59,12 @@ type Config struct {
 	MoveOverhead time.Duration
 	// NoConsolidation turns moving work off sparse machines off.
 	NoConsolidation bool
+	// IgnoreBoundary releases an idle machine after MinIdle whatever its
+	// billing boundary: the cluster-autoscaler baseline, not our policy.
+	IgnoreBoundary bool
+	// NoPacking rents one machine per waiting unit (the autostop
+	// baseline), instead of packing units into machines being rented.
+	NoPacking bool
 }
 
 // IdleAction is what the idle ladder's last rung does.

@@ -54,7 +54,7 @@ func Releases(now time.Time, machines []Machine, pendingFits func(m *Machine) bo
 			keep(paid, "idle, but waiting work fits it")
 		case now.Sub(l.Start) < cfg.MinHold:
 			keep(l.Start.Add(cfg.MinHold), fmt.Sprintf("acquired %s ago, held at least %s", now.Sub(l.Start).Round(time.Second), cfg.MinHold))
-		case m.Plan.Granularity < 3600 && !m.Plan.Committed():
+		case m.Plan.Granularity < 3600 && !m.Plan.Committed() || cfg.IgnoreBoundary && !m.Plan.Committed():
 			// Per-second or per-minute billing: the boundary is always
 			// near, so hysteresis decides.
 			if idle >= cfg.MinIdle {

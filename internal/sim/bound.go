@@ -1,0 +1,58 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+)
+
+// PriceBound is the simplest lower bound on any policy's cost: every
+// GPU-second of work at the cheapest price per GPU-second any admissible
+// offer and mode could give it — a committed term as if used fully, spot
+// for interruptible work, the lowest time-of-use multiplier — with no
+// idle time, no rounding and no provisioning. No policy pays less.
+func PriceBound(w *Workload, offers []core.Offer, tou *core.TimeOfUse) (core.Micros, error) {
+	minMult := int64(10000)
+	if tou != nil {
+		for _, win := range tou.Windows {
+			minMult = min(minMult, win.MultiplierBP)
+		}
+	}
+	var total core.U128
+	const den = uint64(10000) * 1000 // per milli-GPU-second at price in micros per GPU-second ×1e4
+	for _, j := range w.Jobs {
+		best := int64(-1) // micros per GPU-hour ×1e4 (with multiplier)
+		for i := range offers {
+			o := &offers[i]
+			if !allowed(j, o.GPUModel) || o.GPUs == 0 {
+				continue
+			}
+			for _, p := range o.Plans {
+				if p.Mode == core.Spot && !j.Interruptible {
+					continue
+				}
+				// Price per GPU-hour, exact to the micro.
+				perHour := core.MulDivHalfEven(int64(p.Price), 3600, p.Per.Seconds()*int64(o.GPUs))
+				mult := int64(10000)
+				if p.TimeOfUse != nil {
+					for _, win := range p.TimeOfUse.Windows {
+						mult = min(mult, win.MultiplierBP)
+					}
+				}
+				if j.Deferrable || j.Tier == core.TierOffline {
+					mult = min(mult, minMult)
+				}
+				if v := perHour * mult; best < 0 || v < best {
+					best = v
+				}
+			}
+		}
+		if best < 0 {
+			return 0, fmt.Errorf("job %s: no admissible offer", j.ID)
+		}
+		milliSec := uint64(j.Request.GPUs) * uint64(j.Request.MilliPerGPU) * uint64(max(j.Shards, 1)) * uint64(w.Actual[j.ID]/time.Second)
+		total = total.Add(core.Mul64(uint64(best), milliSec))
+	}
+	return core.Micros(core.DivHalfEven(total, den*3600, false)), nil
+}

@@ -1,0 +1,161 @@
+package sim
+
+import (
+	"sort"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/billing"
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/engine"
+)
+
+// Waits summarises waiting times (first start − submit) in seconds.
+type Waits struct {
+	Count int   `json:"count"`
+	Mean  int64 `json:"mean_s"`
+	P50   int64 `json:"p50_s"`
+	P95   int64 `json:"p95_s"`
+	P99   int64 `json:"p99_s"`
+	Max   int64 `json:"max_s"`
+}
+
+// Sample is the fleet at one instant, for the report's time series.
+type Sample struct {
+	At time.Time `json:"at"`
+	// GPUsByMode counts the GPUs of live leases per billing mode.
+	GPUsByMode map[core.BillingMode]int `json:"gpus_by_mode"`
+	// AllocatedMilli is the GPU share allocated to running units.
+	AllocatedMilli int64 `json:"allocated_milli"`
+	Pending        int   `json:"pending"`
+}
+
+// Result is what one policy did on one workload.
+type Result struct {
+	Policy string `json:"policy"`
+	// Cost is the bill of every lease, exact; CostByMode splits it.
+	Cost       core.Micros                      `json:"-"`
+	CostByMode map[core.BillingMode]core.Micros `json:"-"`
+	// Idle cost: the bill's share of paid GPU-time nobody used.
+	IdleCost core.Micros `json:"-"`
+	// GPU-hours in milli-GPU-seconds, exact.
+	PaidMilliSec      int64 `json:"-"`
+	AllocatedMilliSec int64 `json:"-"`
+	LostMilliSec      int64 `json:"-"`
+	Waits             Waits
+	WaitsByTier       map[core.Tier]Waits
+	Jobs              int
+	Units             int
+	Unfinished        int
+	DeadlineMisses    int
+	Preemptions       int
+	Moves             int
+	Reclaims          int
+	AcquireFailures   int
+	Leases            int
+	Events            int
+	Steps             int
+	Series            []Sample
+	waits             map[core.Tier][]int64
+	lastSample        time.Time
+}
+
+func newResult(policy string) *Result {
+	return &Result{Policy: policy, CostByMode: map[core.BillingMode]core.Micros{}, waits: map[core.Tier][]int64{}, WaitsByTier: map[core.Tier]Waits{}}
+}
+
+// IdleShareBP is idle GPU-time over paid GPU-time, in basis points.
+func (r *Result) IdleShareBP() int64 {
+	if r.PaidMilliSec == 0 {
+		return 0
+	}
+	return (r.PaidMilliSec - r.AllocatedMilliSec) * 10000 / r.PaidMilliSec
+}
+
+func (r *Result) addAllocated(u *engine.Unit, from, to time.Time) {
+	if to.After(from) {
+		r.AllocatedMilliSec += int64(u.Milli()) * int64(to.Sub(from)/time.Second)
+	}
+}
+
+func (r *Result) addWait(u *engine.Unit, d time.Duration) {
+	r.waits[u.Job.Tier] = append(r.waits[u.Job.Tier], int64(d/time.Second))
+}
+
+// addLease prices a lease that has ended (or is cut at the end of the
+// run) and adds it to the bill.
+func (r *Result) addLease(l *engine.Lease) {
+	if l.Start.IsZero() {
+		return
+	}
+	b, err := billing.Cost(l.Plan, billing.Span{Start: l.Start, End: l.End, Reclaimed: l.State == core.LeaseReclaimed})
+	if err != nil {
+		return
+	}
+	r.Leases++
+	r.Cost += b.Amount
+	r.CostByMode[l.Mode] += b.Amount
+	r.PaidMilliSec += int64(l.Offer.GPUs) * int64(core.WholeGPU) * b.Billed
+}
+
+// sample records the fleet now, at most once a simulated minute.
+func (r *Result) sample(now time.Time, st *engine.State) {
+	if !r.lastSample.IsZero() && now.Sub(r.lastSample) < time.Minute {
+		return
+	}
+	r.lastSample = now
+	s := Sample{At: now, GPUsByMode: map[core.BillingMode]int{}}
+	for _, l := range st.Leases {
+		if !l.State.Final() && !l.Start.IsZero() {
+			s.GPUsByMode[l.Mode] += l.Offer.GPUs
+		}
+	}
+	for _, u := range st.Units {
+		switch u.State {
+		case core.JobRunning, core.JobCheckpointing:
+			s.AllocatedMilli += int64(u.Milli())
+		case core.JobPending, core.JobPreempted:
+			s.Pending++
+		}
+	}
+	r.Series = append(r.Series, s)
+}
+
+func summarize(ws []int64) Waits {
+	if len(ws) == 0 {
+		return Waits{}
+	}
+	sort.Slice(ws, func(i, j int) bool { return ws[i] < ws[j] })
+	var sum int64
+	for _, w := range ws {
+		sum += w
+	}
+	q := func(p int) int64 { return ws[min(len(ws)-1, (len(ws)*p+99)/100-1)] }
+	return Waits{Count: len(ws), Mean: sum / int64(len(ws)), P50: q(50), P95: q(95), P99: q(99), Max: ws[len(ws)-1]}
+}
+
+func (r *Result) finalize(units []*engine.Unit, w *Workload) {
+	var all []int64
+	for tier, ws := range r.waits {
+		r.WaitsByTier[tier] = summarize(append([]int64(nil), ws...))
+		all = append(all, ws...)
+	}
+	r.Waits = summarize(all)
+	jobs := map[string]bool{}
+	for _, u := range units {
+		jobs[u.Job.ID] = true
+		r.Units++
+		r.LostMilliSec += u.LostMilliSeconds
+		if u.State != core.JobSucceeded {
+			r.Unfinished++
+			continue
+		}
+		if !u.Job.Deadline.IsZero() && u.End.After(u.Job.Deadline) {
+			r.DeadlineMisses++
+		}
+	}
+	r.Jobs = len(jobs)
+	if r.PaidMilliSec > 0 {
+		idle := max(r.PaidMilliSec-r.AllocatedMilliSec, 0)
+		r.IdleCost = core.Micros(core.MulDivHalfEven(int64(r.Cost), idle, r.PaidMilliSec))
+	}
+}

@@ -1,0 +1,428 @@
+package sim
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/clock"
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/engine"
+	"github.com/gpufleet/gpufleet/internal/provider"
+	provsim "github.com/gpufleet/gpufleet/internal/provider/sim"
+	"github.com/gpufleet/gpufleet/internal/sched"
+)
+
+// Workload is what a simulation replays: jobs with their submit times
+// and estimates, and how long each really runs.
+type Workload struct {
+	Jobs []*core.Job
+	// Actual is each job's true running time (by job ID); the estimate in
+	// the job is what the scheduler sees.
+	Actual map[string]time.Duration
+	// Skipped counts jobs left out, with why, so nothing is dropped
+	// silently.
+	Skipped map[string]int
+}
+
+// Config is one simulation.
+type Config struct {
+	Workload *Workload
+	Offers   []core.Offer
+	Teams    []core.Team
+	// TimeOfUse is the tariff deferrable work may wait for.
+	TimeOfUse *core.TimeOfUse
+	// Provider sets provisioning delays, capacity and reclaims; its Offers,
+	// Source and Clock are filled in by Run.
+	Provider provsim.Config
+	Seed     uint64
+	// Recheck is how often waiting work is looked at again when nothing
+	// else happens (5 minutes).
+	Recheck time.Duration
+	// Progress, if set, is called with the fraction of jobs submitted.
+	Progress func(done, total int)
+	// Transcript, if set, receives every event, in order.
+	Transcript func(core.Event)
+}
+
+// Run replays cfg.Workload under policy p and measures it.
+func Run(cfg Config, p Policy) (*Result, error) {
+	w := cfg.Workload
+	if w == nil || len(w.Jobs) == 0 {
+		return nil, errors.New("sim: empty workload")
+	}
+	jobs := append([]*core.Job(nil), w.Jobs...)
+	sort.SliceStable(jobs, func(i, k int) bool { return jobs[i].Submit.Before(jobs[k].Submit) })
+	start := jobs[0].Submit
+	if cfg.Recheck == 0 {
+		cfg.Recheck = 5 * time.Minute
+	}
+	offers := restrict(cfg.Offers, p.Modes)
+	if len(offers) == 0 {
+		return nil, fmt.Errorf("sim: policy %s: the catalog has no offer in modes %v", p.Name, p.Modes)
+	}
+	ecfg := p.Engine
+	if p.Peak {
+		peak, err := peakFleet(w, offers, start)
+		if err != nil {
+			return nil, fmt.Errorf("sim: policy %s: %w", p.Name, err)
+		}
+		ecfg.Fleet.Reserved, ecfg.Fleet.ReservedMode = peak, core.Monthly
+	}
+	clk := clock.NewManual(start)
+	pc := cfg.Provider
+	pc.Offers, pc.Clock, pc.Source = offers, clk, rand.NewPCG(cfg.Seed, 0x5eed)
+	cloud, err := provsim.New(pc)
+	if err != nil {
+		return nil, fmt.Errorf("sim: provider: %w", err)
+	}
+	st := &engine.State{Offers: offers, Teams: cfg.Teams, Spent: map[string]core.Micros{}}
+	if p.TimeOfUse {
+		st.TimeOfUse = cfg.TimeOfUse
+	}
+	r := &run{cfg: cfg, p: p, ecfg: ecfg, st: st, cloud: cloud, clk: clk, res: newResult(p.Name), providerID: map[string]string{}, first: map[string]time.Time{}}
+	ctx := context.Background()
+	next := 0
+	for {
+		now, ok := r.nextTime(jobs, next)
+		if !ok {
+			break
+		}
+		clk.Set(now)
+		for ; next < len(jobs) && !jobs[next].Submit.After(now); next++ {
+			r.submit(jobs[next])
+			if cfg.Progress != nil && next%1000 == 0 {
+				cfg.Progress(next, len(jobs))
+			}
+		}
+		r.finish(now)
+		if err := r.providerEvents(ctx, now); err != nil {
+			return nil, err
+		}
+		if err := r.step(ctx, now); err != nil {
+			return nil, err
+		}
+		r.prune()
+		if next == len(jobs) && r.live == 0 && r.allIdleReleased() {
+			break
+		}
+	}
+	if cfg.Progress != nil {
+		cfg.Progress(len(jobs), len(jobs))
+	}
+	r.close(clk.Now())
+	return r.res, nil
+}
+
+// run is one simulation's mutable state.
+type run struct {
+	cfg        Config
+	p          Policy
+	ecfg       engine.Config
+	st         *engine.State
+	cloud      *provsim.Cloud
+	clk        *clock.Manual
+	res        *Result
+	providerID map[string]string
+	// first is each unit's first start, for waiting times.
+	first   map[string]time.Time
+	done    []*engine.Unit
+	wake    timeHeap
+	finishQ finishHeap
+	live    int
+}
+
+func (r *run) submit(j *core.Job) {
+	for s := 0; s < max(j.Shards, 1); s++ {
+		u := &engine.Unit{Unit: sched.Unit{Job: j, Shard: s}, State: core.JobPending, Since: j.Submit}
+		r.st.Units = append(r.st.Units, u)
+		r.live++
+	}
+}
+
+// nextTime is the earliest of: the next arrival, finish, provider event
+// and wake-up.
+func (r *run) nextTime(jobs []*core.Job, next int) (time.Time, bool) {
+	var t time.Time
+	ok := false
+	consider := func(x time.Time) {
+		if !ok || x.Before(t) {
+			t, ok = x, true
+		}
+	}
+	if next < len(jobs) {
+		consider(jobs[next].Submit)
+	}
+	if len(r.finishQ) > 0 {
+		consider(r.finishQ[0].at)
+	}
+	if at, has := r.cloud.NextEventAt(); has {
+		consider(at)
+	}
+	now := r.clk.Now()
+	for len(r.wake) > 0 && !r.wake[0].After(now) {
+		heap.Pop(&r.wake)
+	}
+	if len(r.wake) > 0 {
+		consider(r.wake[0])
+	}
+	if ok && t.Before(now) {
+		t = now
+	}
+	return t, ok
+}
+
+// finish completes every unit whose work is done by now.
+func (r *run) finish(now time.Time) {
+	for len(r.finishQ) > 0 && !r.finishQ[0].at.After(now) {
+		f := heap.Pop(&r.finishQ).(finishAt)
+		u := f.u
+		if u.State != core.JobRunning || !u.Start.Equal(f.start) {
+			continue // stopped or moved since: a stale entry
+		}
+		r.res.addAllocated(u, u.Start, f.at)
+		engine.Finish(r.st, u.Key(), f.at)
+	}
+}
+
+func (r *run) providerEvents(ctx context.Context, now time.Time) error {
+	evs, err := r.cloud.Poll(ctx, now)
+	if err != nil {
+		return fmt.Errorf("sim: poll: %w", err)
+	}
+	byProvider := map[string]string{}
+	for lease, pid := range r.providerID {
+		byProvider[pid] = lease
+	}
+	for _, e := range evs {
+		lease, ok := byProvider[e.Machine.ProviderID]
+		if !ok {
+			continue
+		}
+		switch e.Machine.State {
+		case provider.Ready:
+			engine.OnReady(r.st, lease, e.At)
+		case provider.Reclaiming:
+			r.res.Reclaims++
+			for _, u := range r.st.Units {
+				if u.State == core.JobRunning && runsOn(u, lease) {
+					r.res.addAllocated(u, u.Start, e.At)
+				}
+			}
+			for _, rc := range engine.OnReclaimNotice(r.st, lease, e.At, e.Machine.ReclaimAt, r.ecfg) {
+				r.event(core.Event{At: e.At, Kind: "reclaim-notice", Subject: rc.Unit, Reason: rc.Reason})
+			}
+			r.resumeFinishes(lease)
+		case provider.Reclaimed:
+			for _, u := range r.st.Units {
+				if (u.State == core.JobRunning || u.State == core.JobCheckpointing) && runsOn(u, lease) {
+					r.res.addAllocated(u, u.Start, e.At)
+				}
+			}
+			engine.OnReclaimed(r.st, lease, e.At)
+		case provider.Failed:
+			engine.OnFailed(r.st, lease, e.At)
+		}
+	}
+	return nil
+}
+
+// resumeFinishes re-queues the finish of units that checkpointed at a
+// notice: their run restarted from the checkpoint, on the same machine
+// until it goes.
+func (r *run) resumeFinishes(lease string) {
+	for _, u := range r.st.Units {
+		if u.State == core.JobCheckpointing && runsOn(u, lease) {
+			u.State = core.JobRunning
+			r.queueFinish(u)
+		}
+	}
+}
+
+func runsOn(u *engine.Unit, lease string) bool {
+	for _, p := range u.Parts {
+		if p.LeaseID == lease {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *run) queueFinish(u *engine.Unit) {
+	left := r.cfg.Workload.Actual[u.Job.ID] - u.Done
+	heap.Push(&r.finishQ, finishAt{at: u.Start.Add(max(left, 0)), start: u.Start, u: u})
+}
+
+func (r *run) event(e core.Event) {
+	r.res.Events++
+	if r.cfg.Transcript != nil {
+		r.cfg.Transcript(e)
+	}
+}
+
+func (r *run) step(ctx context.Context, now time.Time) error {
+	d := engine.Step(r.st, now, r.ecfg)
+	r.res.Steps++
+	units := map[string]*engine.Unit{}
+	for _, u := range r.st.Units {
+		units[u.Key()] = u
+	}
+	for _, p := range d.Preempt {
+		if u := units[p.Unit]; u != nil {
+			r.res.addAllocated(u, u.Start, now)
+		}
+	}
+	for _, m := range d.Move {
+		if u := units[m.Unit]; u != nil {
+			r.res.addAllocated(u, u.Start, now)
+		}
+	}
+	for _, e := range d.Events {
+		r.event(e)
+	}
+	r.res.Preemptions += len(d.Preempt)
+	r.res.Moves += len(d.Move)
+	created := engine.Apply(r.st, d)
+	for _, p := range d.Place {
+		u := units[p.Unit]
+		if _, seen := r.first[p.Unit]; !seen {
+			r.first[p.Unit] = now
+			r.res.addWait(u, now.Sub(u.Job.Submit))
+		}
+		r.queueFinish(u)
+	}
+	for _, m := range d.Move {
+		r.queueFinish(units[m.Unit])
+	}
+	for _, l := range created {
+		m, err := r.cloud.Acquire(ctx, provider.AcquireRequest{ClientToken: l.ClientToken, OfferID: l.OfferID, Mode: l.Mode})
+		if err != nil {
+			if errors.Is(err, provider.ErrCapacity) {
+				engine.OnFailed(r.st, l.ID, now)
+				r.res.AcquireFailures++
+				continue
+			}
+			return fmt.Errorf("sim: acquire %s: %w", l.OfferID, err)
+		}
+		r.providerID[l.ID] = m.ProviderID
+		engine.OnLaunched(r.st, l.ID, m.ProviderID, m.LaunchedAt)
+	}
+	for _, rel := range d.Release {
+		if pid, ok := r.providerID[rel.LeaseID]; ok {
+			if err := r.cloud.Release(ctx, pid); err != nil {
+				return fmt.Errorf("sim: release %s: %w", rel.LeaseID, err)
+			}
+		}
+	}
+	for _, k := range d.Kept {
+		if k.Until.After(now) {
+			heap.Push(&r.wake, k.Until)
+		}
+	}
+	for _, df := range d.Defer {
+		heap.Push(&r.wake, df.Until)
+	}
+	if len(d.Waiting) > 0 || len(d.Defer) > 0 {
+		heap.Push(&r.wake, now.Add(r.nextWaitCheck(d, now)))
+	}
+	r.res.sample(now, r.st)
+	return nil
+}
+
+// nextWaitCheck is when waiting work should be looked at again: when the
+// first unit passes its tier's waiting target, or after Recheck.
+func (r *run) nextWaitCheck(d engine.Decisions, now time.Time) time.Duration {
+	targets := r.ecfg.Fleet.Defaults().WaitTarget
+	best := r.cfg.Recheck
+	for _, w := range d.Waiting {
+		j := w.Unit.Job
+		if due := j.Submit.Add(targets[j.Tier]).Sub(now); due > 0 && due < best {
+			best = due
+		}
+	}
+	return max(best, time.Second)
+}
+
+// prune moves finished units out of the engine's state so each step
+// costs what is live, not what ever ran.
+func (r *run) prune() {
+	kept := r.st.Units[:0]
+	for _, u := range r.st.Units {
+		if u.State.Final() {
+			r.done = append(r.done, u)
+			r.live--
+			continue
+		}
+		kept = append(kept, u)
+	}
+	r.st.Units = kept
+	leases := r.st.Leases[:0]
+	for _, l := range r.st.Leases {
+		if l.State.Final() {
+			r.res.addLease(l)
+			continue
+		}
+		leases = append(leases, l)
+	}
+	r.st.Leases = leases
+}
+
+// allIdleReleased: nothing left but committed machines inside their term.
+func (r *run) allIdleReleased() bool {
+	for _, l := range r.st.Leases {
+		if !l.Plan.Committed() {
+			return false
+		}
+	}
+	return true
+}
+
+// close prices what is still open at the end and computes the figures.
+func (r *run) close(end time.Time) {
+	for _, l := range r.st.Leases {
+		if l.Start.IsZero() {
+			continue
+		}
+		l.End = end
+		r.res.addLease(l)
+	}
+	for _, u := range r.st.Units {
+		r.done = append(r.done, u)
+	}
+	r.res.finalize(r.done, r.cfg.Workload)
+}
+
+type timeHeap []time.Time
+
+func (h timeHeap) Len() int           { return len(h) }
+func (h timeHeap) Less(i, j int) bool { return h[i].Before(h[j]) }
+func (h timeHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *timeHeap) Push(x any)        { *h = append(*h, x.(time.Time)) }
+func (h *timeHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+type finishAt struct {
+	at, start time.Time
+	u         *engine.Unit
+}
+
+type finishHeap []finishAt
+
+func (h finishHeap) Len() int           { return len(h) }
+func (h finishHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h finishHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *finishHeap) Push(x any)        { *h = append(*h, x.(finishAt)) }
+func (h *finishHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

@@ -1,0 +1,106 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+	provsim "github.com/gpufleet/gpufleet/internal/provider/sim"
+)
+
+var t0 = time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+
+func testOffers() []core.Offer {
+	hour, month := int64(3600), core.Month.Seconds()
+	return []core.Offer{
+		{ID: "a100x8", Provider: "cloud", GPUModel: "A100", GPUs: 8, GPUMemMiB: 40960, Currency: "USD", Plans: []core.PricePlan{
+			{Mode: core.OnDemand, Price: 24_000_000, Per: core.Hour, Granularity: 1, MinCharge: 60},
+			{Mode: core.Spot, Price: 9_000_000, Per: core.Hour, Granularity: 1, MinCharge: 60, Reclaim: &core.ReclaimModel{Bucket: "5-10%", MonthlyRateBP: 750, NoticeSeconds: 120}},
+			{Mode: core.Monthly, Price: 10_000_000_000, Per: core.Month, Granularity: month, Term: month},
+		}},
+		{ID: "a100x1", Provider: "cloud", GPUModel: "A100", GPUs: 1, GPUMemMiB: 40960, Currency: "USD", Plans: []core.PricePlan{
+			{Mode: core.OnDemand, Price: 3_200_000, Per: core.Hour, Granularity: hour},
+			{Mode: core.Monthly, Price: 1_400_000_000, Per: core.Month, Granularity: month, Term: month},
+		}},
+	}
+}
+
+// burstyWorkload: a steady trickle plus a daily burst, mixed tiers and
+// sizes, three days.
+func burstyWorkload(seed uint64) *Workload {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	w := &Workload{Actual: map[string]time.Duration{}}
+	tiers := []core.Tier{core.TierCore, core.TierRegular, core.TierOffline}
+	for i := 0; i < 300; i++ {
+		day := rng.IntN(3)
+		at := t0.Add(time.Duration(day)*24*time.Hour + time.Duration(rng.IntN(24*60))*time.Minute)
+		if rng.IntN(3) == 0 {
+			at = t0.Add(time.Duration(day)*24*time.Hour + 14*time.Hour + time.Duration(rng.IntN(60))*time.Minute)
+		}
+		d := time.Duration(10+rng.IntN(300)) * time.Minute
+		j := &core.Job{ID: fmt.Sprintf("j%03d", i), Team: fmt.Sprintf("team%d", rng.IntN(3)), Tier: tiers[rng.IntN(3)], Submit: at, EstDuration: d,
+			Request: core.Request{GPUs: []int{1, 1, 1, 2, 4, 8}[rng.IntN(6)], MilliPerGPU: core.WholeGPU}, Interruptible: rng.IntN(2) == 0, CheckpointInterval: 15 * time.Minute}
+		if j.Request.GPUs == 1 && rng.IntN(3) == 0 {
+			j.Request.MilliPerGPU = core.Milli(250 * (1 + rng.IntN(3)))
+		}
+		w.Jobs = append(w.Jobs, j)
+		w.Actual[j.ID] = d
+	}
+	return w
+}
+
+func testConfig(w *Workload) Config {
+	return Config{Workload: w, Offers: testOffers(), Seed: 7, Provider: provsim.Config{Default: provsim.Settings{Delay: provsim.Fixed(2 * time.Minute)}}}
+}
+
+func TestPoliciesSideBySide(t *testing.T) {
+	w := burstyWorkload(1)
+	bound, err := PriceBound(w, testOffers(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := map[string]*Result{}
+	for _, name := range PolicyNames {
+		p, _ := NewPolicy(name)
+		r, err := Run(testConfig(w), p)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		results[name] = r
+		t.Logf("%-12s cost %12s  paid %8.1f GPU-h  alloc %8.1f GPU-h  idle %5.1f%%  wait p95 %6ds  core p95 %6ds  preempt %d  reclaims %d  lost %.1f GPU-h  leases %d  steps %d",
+			name, r.Cost, float64(r.PaidMilliSec)/3.6e6, float64(r.AllocatedMilliSec)/3.6e6, float64(r.IdleShareBP())/100, r.Waits.P95, r.WaitsByTier[core.TierCore].P95, r.Preemptions, r.Reclaims, float64(r.LostMilliSec)/3.6e6, r.Leases, r.Steps)
+		if r.Unfinished != 0 {
+			t.Errorf("%s: %d units unfinished", name, r.Unfinished)
+		}
+		if r.Cost < bound {
+			t.Errorf("%s: cost %s below the lower bound %s", name, r.Cost, bound)
+		}
+		if r.AllocatedMilliSec > r.PaidMilliSec {
+			t.Errorf("%s: allocated %d > paid %d milli-GPU-seconds", name, r.AllocatedMilliSec, r.PaidMilliSec)
+		}
+	}
+	t.Logf("price lower bound %s", bound)
+	g := results["gpufleet"]
+	for _, name := range []string{"static-peak", "reactive", "autostop"} {
+		if g.Cost >= results[name].Cost {
+			t.Errorf("gpufleet cost %s not below %s's %s", g.Cost, name, results[name].Cost)
+		}
+	}
+}
+
+func TestDeterministicPerSeed(t *testing.T) {
+	w := burstyWorkload(2)
+	p, _ := NewPolicy("gpufleet")
+	a, err := Run(testConfig(w), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Run(testConfig(w), p)
+	a.waits, b.waits = nil, nil
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("two runs with seed 7 differ: cost %s vs %s", a.Cost, b.Cost)
+	}
+}
