@@ -364,8 +364,8 @@ func jobReason(p JobPlan, deadline int64) string {
 		}
 	}
 	if more != nil {
-		fmt.Fprintf(&b, "; %d GPUs would finish in %s but pay %s for %s of GPU time, %s of it idle", more.GPUs, FormatSpan(more.DurationSeconds),
-			more.Cost, FormatSpan(more.PaidGPUSeconds/int64(max(1, more.GPUsRented)))+" × "+fmt.Sprint(more.GPUsRented)+" GPUs", pct(more.IdleShareBP))
+		fmt.Fprintf(&b, "; %d GPUs would finish in %s but pay %s for %d GPUs × %s, %s of it idle", more.GPUs, FormatSpan(more.DurationSeconds),
+			more.Cost, more.GPUsRented, FormatSpan(more.Term.PaidSeconds), pct(more.IdleShareBP))
 		if d := more.Cost - rec.Cost; d > 0 {
 			fmt.Fprintf(&b, " (+%s)", d)
 		}

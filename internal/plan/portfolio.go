@@ -217,9 +217,11 @@ type Portfolio struct {
 	OnDemandGPUHours, SpotGPUHours int64
 }
 
-// MaxLPHours is the longest series [SolverLP] takes: its dense tableau
-// grows with the square of the hours.
-const MaxLPHours = 168
+// MaxLPHours is the longest series [SolverLP] takes: gonum's dense
+// simplex re-factors a basis of about four rows per hour at every step,
+// so its time grows about tenfold per doubling of hours (48 hours take
+// under a second, 96 several).
+const MaxLPHours = 72
 
 // ErrOverflow is returned when a cost does not fit in int64 micro-units.
 var ErrOverflow = errors.New("plan: cost overflows")
@@ -703,6 +705,17 @@ func (in *classInput) evaluate(r int64, detail bool) (classSolution, error) {
 			}
 		} else {
 			slots = in.slots(slots[:0], r, w0, w1)
+			// Idle reserved GPUs cost nothing: when they take all the
+			// work, only their order (home first, then by hour) matters.
+			var freeN int64
+			for _, sl := range slots {
+				if sl.price == 0 {
+					freeN += sl.n
+				}
+			}
+			if freeN >= D {
+				slots = slices.DeleteFunc(slots, func(sl slot) bool { return sl.price != 0 })
+			}
 			slices.SortFunc(slots, func(a, b slot) int {
 				switch {
 				case a.price != b.price:
@@ -877,20 +890,24 @@ func (in *classInput) reason(c ClassPlan) string {
 	default:
 		fmt.Fprintf(&b, "reserve %d GPU(s) on %s at %s each", c.Reserved, in.base.Describe(), in.base.Total)
 		if c.BreakEvenHours > 0 {
-			fmt.Fprintf(&b, ": a committed GPU pays for itself when busy %d h or more at the on-demand %s per hour", c.BreakEvenHours, core.Micros(in.odList))
-			busy := func(k int64) int64 {
-				var n int64
-				for t := range in.hours {
-					if in.firm[t]+in.intr[t]+in.dfr[t] >= k {
-						n++
-					}
+			fmt.Fprintf(&b, " (at the list on-demand %s per hour a GPU busy %d h or more is cheaper committed)", core.Micros(in.odList), c.BreakEvenHours)
+		}
+		// The k-th GPU of the plan is busy in the hours whose load on
+		// reserved and on-demand GPUs is at least k; on demand those
+		// hours would cost S_k.
+		busy := func(k int64) (hours, cost int64) {
+			for t, h := range c.Hours {
+				if h.Reserved+h.OnDemand >= k {
+					hours++
+					cost, _ = mulAdd(cost, 1, in.od[t])
 				}
-				return n
 			}
-			fmt.Fprintf(&b, "; GPU %d is busy %d h", c.Reserved, busy(c.Reserved))
-			if c.Reserved < c.Peak {
-				fmt.Fprintf(&b, ", GPU %d only %d h", c.Reserved+1, busy(c.Reserved+1))
-			}
+			return hours, cost
+		}
+		h, s := busy(c.Reserved)
+		fmt.Fprintf(&b, "; GPU %d is busy %d h, %s on demand", c.Reserved, h, core.Micros(s))
+		if h, s := busy(c.Reserved + 1); h > 0 {
+			fmt.Fprintf(&b, ", GPU %d only %d h, %s on demand", c.Reserved+1, h, core.Micros(s))
 		}
 	}
 	if c.OnDemandGPUHours > 0 {
