@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -160,7 +161,7 @@ func run(t *rapid.T, sc scenario) []string {
 			if m.ClientToken != token {
 				t.Fatalf("Acquire(%s) returned %s's machine", token, m.ClientToken)
 			}
-			if len(acquired) == 0 || !contains(acquired, m.ProviderID) {
+			if !slices.Contains(acquired, m.ProviderID) {
 				acquired = append(acquired, m.ProviderID)
 			}
 			log = append(log, fmt.Sprintf("acquire %s -> %s %s", token, m.ProviderID, m.State))
@@ -232,15 +233,6 @@ func run(t *rapid.T, sc scenario) []string {
 		check()
 	}
 	return log
-}
-
-func contains(s []string, x string) bool {
-	for _, y := range s {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 // TestPropertyInvariants: capacity is never exceeded, no machine is
