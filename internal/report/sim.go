@@ -1,0 +1,209 @@
+package report
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"html"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/sim"
+)
+
+// Number renders micros or milli-values exactly as a JSON number.
+func Number(v int64, scale int64) json.Number {
+	m := core.Micros(core.MulDivHalfEven(v, int64(core.MicrosPerUnit), scale))
+	s := strings.TrimRight(m.String(), "0")
+	return json.Number(strings.TrimSuffix(s, "."))
+}
+
+// PolicyView is the JSON of one policy's result.
+type PolicyView struct {
+	Policy            string                 `json:"policy"`
+	Cost              json.Number            `json:"cost"`
+	CostByMode        map[string]json.Number `json:"cost_by_mode"`
+	IdleCost          json.Number            `json:"idle_cost"`
+	PaidGPUHours      json.Number            `json:"paid_gpu_hours"`
+	AllocatedGPUHours json.Number            `json:"allocated_gpu_hours"`
+	IdleShare         json.Number            `json:"idle_share"`
+	WaitP50           int64                  `json:"wait_p50_s"`
+	WaitP95           int64                  `json:"wait_p95_s"`
+	WaitP99           int64                  `json:"wait_p99_s"`
+	WaitsByTier       map[string]sim.Waits   `json:"waits_by_tier"`
+	DeadlineMisses    int                    `json:"deadline_misses"`
+	Preemptions       int                    `json:"preemptions"`
+	Moves             int                    `json:"moves"`
+	Reclaims          int                    `json:"reclaims"`
+	LostGPUHours      json.Number            `json:"lost_gpu_hours"`
+	Leases            int                    `json:"leases"`
+	Jobs              int                    `json:"jobs"`
+	Unfinished        int                    `json:"unfinished"`
+	Events            int                    `json:"events"`
+	// VsBound is cost / lower bound.
+	VsBound json.Number `json:"vs_lower_bound"`
+}
+
+// SimView is the JSON of a what-if comparison.
+type SimView struct {
+	Trace      string       `json:"trace"`
+	Currency   string       `json:"currency"`
+	Profile    string       `json:"profile,omitempty"`
+	Seed       uint64       `json:"seed"`
+	Policies   []PolicyView `json:"policies"`
+	LowerBound struct {
+		Cost   json.Number `json:"cost"`
+		Method string      `json:"method"`
+	} `json:"lower_bound"`
+	Skipped map[string]int `json:"skipped,omitempty"`
+}
+
+// NewSimView renders results against a lower bound.
+func NewSimView(traceName string, cur core.Currency, seed uint64, profile string, results []*sim.Result, bound core.Micros, skipped map[string]int) SimView {
+	v := SimView{Trace: traceName, Currency: string(cur), Seed: seed, Profile: profile, Skipped: skipped}
+	v.LowerBound.Cost = Number(int64(bound), int64(core.MicrosPerUnit))
+	v.LowerBound.Method = "price bound: every GPU-second of work at the cheapest admissible price per GPU-second, no idle time"
+	for _, r := range results {
+		pv := PolicyView{Policy: r.Policy, Cost: Number(int64(r.Cost), int64(core.MicrosPerUnit)), CostByMode: map[string]json.Number{},
+			IdleCost:     Number(int64(r.IdleCost), int64(core.MicrosPerUnit)),
+			PaidGPUHours: Number(r.PaidMilliSec, 3_600_000), AllocatedGPUHours: Number(r.AllocatedMilliSec, 3_600_000),
+			IdleShare: Number(r.IdleShareBP(), 10000),
+			WaitP50:   r.Waits.P50, WaitP95: r.Waits.P95, WaitP99: r.Waits.P99, WaitsByTier: map[string]sim.Waits{},
+			DeadlineMisses: r.DeadlineMisses, Preemptions: r.Preemptions, Moves: r.Moves, Reclaims: r.Reclaims,
+			LostGPUHours: Number(r.LostMilliSec, 3_600_000), Leases: r.Leases, Jobs: r.Jobs, Unfinished: r.Unfinished, Events: r.Events}
+		for m, c := range r.CostByMode {
+			pv.CostByMode[string(m)] = Number(int64(c), int64(core.MicrosPerUnit))
+		}
+		for t, w := range r.WaitsByTier {
+			pv.WaitsByTier[string(t)] = w
+		}
+		if bound > 0 {
+			pv.VsBound = Number(core.MulDivHalfEven(int64(r.Cost), 10000, int64(bound)), 10000)
+		}
+		v.Policies = append(v.Policies, pv)
+	}
+	return v
+}
+
+var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"}
+
+// WriteSimHTML writes a self-contained report: the policy table against
+// the bound, the cost breakdown, fleet size by billing mode and paid vs
+// allocated GPUs over time, and the waiting-time CDF per tier.
+func WriteSimHTML(w io.Writer, v SimView, results []*sim.Result) error {
+	var b strings.Builder
+	b.WriteString(`<!doctype html><html><head><meta charset="utf-8"><title>gpufleet what-if</title><style>
+body{font-family:system-ui,sans-serif;margin:2em;max-width:1000px;color:#222}table{border-collapse:collapse;margin:1em 0}
+td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
+pre{background:#f8f8f8;padding:1em;white-space:pre-wrap}@media print{body{margin:0}}</style></head><body>`)
+	fmt.Fprintf(&b, "<h1>What-if: %s</h1><p>Seed %d. Lower bound: <b>%s %s</b> (%s).</p>", html.EscapeString(v.Trace), v.Seed, v.LowerBound.Cost, html.EscapeString(v.Currency), html.EscapeString(v.LowerBound.Method))
+	b.WriteString("<table><tr><th>policy</th><th>cost</th><th>× bound</th><th>idle share</th><th>paid GPU-h</th><th>allocated GPU-h</th><th>wait p50 s</th><th>p95 s</th><th>p99 s</th><th>core p95 s</th><th>deadline misses</th><th>preemptions</th><th>lost GPU-h</th></tr>")
+	for _, p := range v.Policies {
+		fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%s</td></tr>",
+			html.EscapeString(p.Policy), p.Cost, p.VsBound, p.IdleShare, p.PaidGPUHours, p.AllocatedGPUHours, p.WaitP50, p.WaitP95, p.WaitP99, p.WaitsByTier["core"].P95, p.DeadlineMisses, p.Preemptions, p.LostGPUHours)
+	}
+	b.WriteString("</table>")
+	// Cost breakdown.
+	keys := []string{"monthly", "weekly", "daily", "on-demand", "spot"}
+	var rows []string
+	var vals [][]float64
+	for _, r := range results {
+		rows = append(rows, r.Policy)
+		var row []float64
+		for _, k := range keys {
+			row = append(row, r.CostByMode[core.BillingMode(k)].Float())
+		}
+		vals = append(vals, row)
+	}
+	b.WriteString(barChart("Cost by billing mode", rows, keys, palette, vals, v.Currency))
+	idleRows := make([][]float64, len(results))
+	for i, r := range results {
+		idleRows[i] = []float64{(r.Cost - r.IdleCost).Float(), r.IdleCost.Float()}
+	}
+	b.WriteString(barChart("Useful vs idle spend", rows, []string{"used", "idle"}, []string{"#2ca02c", "#d62728"}, idleRows, v.Currency))
+	for _, r := range results {
+		if len(r.Series) == 0 {
+			continue
+		}
+		t0 := r.Series[0].At
+		hours := func(t time.Time) float64 { return t.Sub(t0).Hours() }
+		modes := map[core.BillingMode]bool{}
+		for _, s := range r.Series {
+			for m := range s.GPUsByMode {
+				modes[m] = true
+			}
+		}
+		var ms []string
+		for m := range modes {
+			ms = append(ms, string(m))
+		}
+		sort.Strings(ms)
+		var ss []series
+		for i, m := range ms {
+			sr := series{Name: m, Color: palette[i%len(palette)], Step: true}
+			for _, s := range r.Series {
+				sr.Points = append(sr.Points, [2]float64{hours(s.At), float64(s.GPUsByMode[core.BillingMode(m)])})
+			}
+			ss = append(ss, sr)
+		}
+		fmt.Fprintf(&b, "<h2>%s</h2>", html.EscapeString(r.Policy))
+		b.WriteString(lineChart("Fleet GPUs by billing mode", "hours", "GPUs", ss))
+		paid := series{Name: "paid GPUs", Color: "#1f77b4", Step: true}
+		alloc := series{Name: "allocated GPUs", Color: "#2ca02c", Step: true}
+		for _, s := range r.Series {
+			total := 0
+			for _, n := range s.GPUsByMode {
+				total += n
+			}
+			paid.Points = append(paid.Points, [2]float64{hours(s.At), float64(total)})
+			alloc.Points = append(alloc.Points, [2]float64{hours(s.At), float64(s.AllocatedMilli) / 1000})
+		}
+		b.WriteString(lineChart("Paid vs allocated GPUs", "hours", "GPUs", []series{paid, alloc}))
+	}
+	// Waiting CDF per tier from the summaries (quantile points).
+	var cdf []series
+	for i, r := range results {
+		w := r.Waits
+		cdf = append(cdf, series{Name: r.Policy, Color: palette[i%len(palette)], Points: [][2]float64{{0, 0}, {float64(w.P50), 0.5}, {float64(w.P95), 0.95}, {float64(w.P99), 0.99}, {float64(w.Max), 1}}})
+	}
+	b.WriteString(lineChart("Waiting time (quantiles: p50, p95, p99, max)", "seconds", "share of units", cdf))
+	if v.Profile != "" {
+		fmt.Fprintf(&b, "<h2>Workload profile</h2><pre>%s</pre>", html.EscapeString(v.Profile))
+	}
+	b.WriteString("</body></html>\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteSimCSV writes each policy's time series: policy, hours since start,
+// GPUs per mode, allocated GPUs, pending units.
+func WriteSimCSV(w io.Writer, results []*sim.Result) error {
+	cw := csv.NewWriter(w)
+	modes := []core.BillingMode{core.OnDemand, core.Spot, core.Daily, core.Weekly, core.Monthly}
+	header := []string{"policy", "at"}
+	for _, m := range modes {
+		header = append(header, "gpus_"+strings.ReplaceAll(string(m), "-", "_"))
+	}
+	header = append(header, "allocated_gpus", "pending_units")
+	if err := cw.Write(header); err != nil {
+		return err
+	}
+	for _, r := range results {
+		for _, s := range r.Series {
+			row := []string{r.Policy, s.At.UTC().Format(time.RFC3339)}
+			for _, m := range modes {
+				row = append(row, strconv.Itoa(s.GPUsByMode[m]))
+			}
+			row = append(row, string(Number(s.AllocatedMilli, 1000)), strconv.Itoa(s.Pending))
+			if err := cw.Write(row); err != nil {
+				return err
+			}
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
