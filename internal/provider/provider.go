@@ -79,7 +79,10 @@ type Provider interface {
 	// Release gives a machine back; releasing a released machine is fine.
 	Release(ctx context.Context, providerID string) error
 	// List returns every machine the provider holds for us, in any state
-	// but released, so that a restarted server can reconcile.
+	// but released, so that a restarted server can reconcile. A reclaimed
+	// or failed machine stays listed until it is released: the Release is
+	// the caller's acknowledgement, so an end missed across a restart is
+	// still seen.
 	List(ctx context.Context) ([]Machine, error)
 	// Poll returns the events due by now, in time order, and forgets
 	// them.
