@@ -317,7 +317,7 @@ func TestPlanPortfolioJSON(t *testing.T) {
 				"on-demand peak 35", "spot share 0.2486", "cost 3320.047724", "idle 0",
 				"all on demand 3984, all monthly 31500, peak sized 8000",
 				"saving vs all monthly 0.8946",
-				"demand +20%: 3978.049336, base kept 3988.049336",
+				"demand +20%: 3978.049336, base kept 3978.049336",
 				"demand -20%: 2662.046112, base kept 2663.97162",
 			},
 		},

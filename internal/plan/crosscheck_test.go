@@ -177,3 +177,33 @@ func bestHour(in *classInput, t int, r, y int64) int64 {
 	}
 	return best
 }
+
+// TestFixedBaseAgrees: with a least base kept (the sensitivity's "base
+// kept" cost), every solver finds the same least cost.
+func TestFixedBaseAgrees(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		req := genRequest(t, 12, 4, true, true)
+		in, err := newClassInput(req, req.Demand.Classes[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		fixed := rapid.Int64Range(0, 6).Draw(t, "fixed")
+		dec, _, err := solveClass(in, SolverDecomposed, &fixed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lps, _, err := solveClass(in, SolverLP, &fixed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dec.cost != lps.cost || dec.r < fixed && in.rMax > 0 {
+			t.Fatalf("decomposed %d (r %d), lp %d (r %d), fixed %d", dec.cost, dec.r, lps.cost, lps.r, fixed)
+		}
+		if !in.shifting() && !in.spotting() {
+			ldc, _, err := solveClass(in, SolverLDC, &fixed)
+			if err != nil || ldc.cost != dec.cost {
+				t.Fatalf("ldc %d, decomposed %d: %v", ldc.cost, dec.cost, err)
+			}
+		}
+	})
+}

@@ -30,7 +30,7 @@ type lpRow struct {
 //	spot_t:    i_t <= a_t + s_t             (interruptible work is served)
 //	a_t <= i_t, y_t <= peak - f_t - i_t     (placement caps)
 //	window_w:  Σ_{t in w} y_t = D_w         (deferrable work stays in its window)
-//	r <= peak                               (or r = the fixed base)
+//	r <= peak                               (or r >= the least base kept)
 //
 // minimising base × r + Σ od_t o_t + Σ spot_t s_t.
 type lpModel struct {
@@ -133,7 +133,7 @@ func newLPModel(in *classInput, fixed *int64) *lpModel {
 	}
 	if fixed != nil {
 		m.rows = append(m.rows,
-			lpRow{idx: []int{0}, coef: []float64{1}, rhs: float64(*fixed)},
+			lpRow{idx: []int{0}, coef: []float64{1}, rhs: float64(max(*fixed, in.rMax))},
 			lpRow{idx: []int{0}, coef: []float64{-1}, rhs: -float64(*fixed)})
 	} else {
 		m.rows = append(m.rows, lpRow{idx: []int{0}, coef: []float64{1}, rhs: float64(in.rMax)})

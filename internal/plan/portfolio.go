@@ -182,8 +182,10 @@ type Scenario struct {
 	Cost         core.Micros
 	OnDemandPeak int64
 	SpotShareBP  int64
-	// FixedBaseCost keeps the unscaled plan's reservations and re-plans
-	// only on-demand, spot and shifting for the scaled demand.
+	// FixedBaseCost keeps at least the unscaled plan's reservations
+	// (commitments made cannot be undone) and re-plans the rest for the
+	// scaled demand: more reserved GPUs if they pay, on demand, spot and
+	// shifting.
 	FixedBaseCost core.Micros
 }
 
@@ -318,7 +320,7 @@ func PlanPortfolio(r PortfolioRequest) (Portfolio, error) {
 }
 
 // solveAll solves every class and sums the portfolio. fixed, when set,
-// holds each class's base.
+// holds each class's least base.
 func solveAll(inputs []*classInput, solver Solver, fixed []int64) (Portfolio, []classSolution, error) {
 	var p Portfolio
 	method := solver
@@ -592,9 +594,7 @@ func solveLDC(in *classInput, fixed *int64) (classSolution, error) {
 		return classSolution{}, fmt.Errorf("%w: the load-duration curve takes no spot and no shifting", ErrNotApplicable)
 	}
 	var r int64
-	if fixed != nil {
-		r = *fixed
-	} else if in.rMax > 0 {
+	if in.rMax > 0 {
 		// bucket[k] = Σ od_t over hours whose demand is exactly k.
 		bucket := make([]int64, in.peak+2)
 		for t := range in.hours {
@@ -618,6 +618,11 @@ func solveLDC(in *classInput, fixed *int64) (classSolution, error) {
 			}
 		}
 	}
+	if fixed != nil {
+		// cost(r) is convex and least at the LDC's r, so the best base
+		// of at least *fixed is the larger of the two.
+		r = max(r, *fixed)
+	}
 	return in.evaluate(r, true)
 }
 
@@ -630,9 +635,6 @@ func solveLDC(in *classInput, fixed *int64) (classSolution, error) {
 // cost(r) is convex (the partial minimum of a jointly convex cost), so a
 // binary search on cost(r+1) - cost(r) finds its largest minimiser.
 func solveDecomposed(in *classInput, fixed *int64) (classSolution, error) {
-	if fixed != nil {
-		return in.evaluate(*fixed, true)
-	}
 	memo := map[int64]int64{}
 	cost := func(r int64) (int64, error) {
 		if c, ok := memo[r]; ok {
@@ -646,6 +648,9 @@ func solveDecomposed(in *classInput, fixed *int64) (classSolution, error) {
 		return s.cost, nil
 	}
 	lo, hi := int64(0), in.rMax
+	if fixed != nil {
+		lo, hi = *fixed, max(*fixed, in.rMax)
+	}
 	for lo < hi {
 		mid := lo + (hi-lo)/2
 		a, err := cost(mid)
