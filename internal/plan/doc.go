@@ -6,8 +6,23 @@
 // hourly, daily, weekly, monthly or any committed term — that covers it,
 // found exactly by a covering knapsack over the prices' common time unit,
 // and set against every single-period plan ("all hourly", "all monthly") so
-// the choice can be checked. Portfolio optimisation across offers and
-// demand estimated from benchmarks will join it here.
+// the choice can be checked.
+//
+// [PlanJob] sizes a job from a short benchmark: for each benched GPU model
+// and count, the modelled throughput (linear, an efficiency per doubling,
+// or Amdahl), the duration, the cheapest lease mix on whole machines, the
+// idle share, and the cheapest option that meets the deadline.
+//
+// [PlanPortfolio] plans renting for an hourly demand series per GPU class:
+// a committed base per class, on-demand burst, spot for interruptible work
+// (priced with the expected reclaim overhead) and deferrable work shifted
+// within its window, with baselines (all on demand, all monthly, peak
+// sized) and ±20% sensitivity. Three solvers find the same least cost: the
+// load-duration curve (exact, no spot or shifting), a decomposed solver
+// (exact for the whole model at any size: convex search over the base,
+// greedy placement per window) and an LP with branch and bound on gonum's
+// simplex (the reference, for small series). [ParseDemandCSV] reads the
+// demand; docs/planner.md describes the methods and the format.
 //
 // Like the other decision packages, plan is pure: prices, lengths and
 // counts come in as arguments, a decision with its reason comes out. It

@@ -139,4 +139,3 @@ func TestPlanJobValidation(t *testing.T) {
 		t.Fatalf("plan %+v, %v", p, err)
 	}
 }
-
