@@ -56,7 +56,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newCatalogCmd(), newQuoteCmd(), newPlanCmd(), newServeCmd())
+	root.AddCommand(newCatalogCmd(), newQuoteCmd(), newPlanCmd(), newServeCmd(), newSimCmd())
 	return root
 }
 

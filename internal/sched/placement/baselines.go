@@ -46,8 +46,17 @@ type Random struct {
 	buf      gpuBuf
 }
 
-// NewRandom returns the Random baseline drawing from rng.
+// NewRandom returns the Random baseline drawing from rng. With a nil rng
+// it takes the first node and GPU that fit.
 func NewRandom(rng Rand) *Random { return &Random{rng: rng} }
+
+// draw is a uniform index below n, or 0 without a random source.
+func (p *Random) draw(n int) int {
+	if p.rng == nil {
+		return 0
+	}
+	return p.rng.Intn(n)
+}
 
 // Name returns "random".
 func (p *Random) Name() string { return "random" }
@@ -63,14 +72,14 @@ func (p *Random) Place(nodes []core.Node, req *core.Request) (Fit, bool) {
 	if len(p.feasible) == 0 {
 		return Fit{}, false
 	}
-	i := p.feasible[p.rng.Intn(len(p.feasible))]
+	i := p.feasible[p.draw(len(p.feasible))]
 	n := &nodes[i]
 	if req.GPUs == 1 && !IsWhole(req) {
 		pick, seen := -1, 0
 		for g := range n.GPUs {
 			if GPUFits(n, g, req) {
 				seen++
-				if p.rng.Intn(seen) == 0 {
+				if p.draw(seen) == 0 && (p.rng != nil || pick < 0) {
 					pick = g
 				}
 			}
@@ -91,7 +100,9 @@ type DotProd struct {
 	buf gpuBuf
 }
 
-// NewDotProd returns the DotProd baseline breaking ties with rng.
+// NewDotProd returns the DotProd baseline. Ties go to a node drawn with
+// rng, or, when rng is nil, to the first node offered (the FGD artifact's
+// scheduler: the first in its seeded node order).
 func NewDotProd(rng Rand) *DotProd { return &DotProd{rng: rng} }
 
 // Name returns "dotprod".
@@ -134,7 +145,9 @@ type BestFit struct {
 	buf gpuBuf
 }
 
-// NewBestFit returns the BestFit baseline breaking ties with rng.
+// NewBestFit returns the BestFit baseline. Ties go to a node drawn with
+// rng, or, when rng is nil, to the first node offered (the FGD artifact's
+// scheduler: the first in its seeded node order).
 func NewBestFit(rng Rand) *BestFit { return &BestFit{rng: rng} }
 
 // Name returns "bestfit".
@@ -182,7 +195,9 @@ type GpuPacking struct {
 	idx []int
 }
 
-// NewGpuPacking returns the GpuPacking baseline breaking ties with rng.
+// NewGpuPacking returns the GpuPacking baseline. Ties go to a node drawn with
+// rng, or, when rng is nil, to the first node offered (the FGD artifact's
+// scheduler: the first in its seeded node order).
 func NewGpuPacking(rng Rand) *GpuPacking { return &GpuPacking{rng: rng} }
 
 // Name returns "gpupacking".
@@ -268,8 +283,9 @@ type kindCount struct {
 	kind, count int
 }
 
-// NewGpuClustering returns the GpuClustering baseline breaking ties with
-// rng.
+// NewGpuClustering returns the GpuClustering baseline. Ties go to a node
+// drawn with rng, or, when rng is nil, to the first node offered (the FGD
+// artifact's scheduler: the first in its seeded node order).
 func NewGpuClustering(rng Rand) *GpuClustering { return &GpuClustering{rng: rng} }
 
 // Name returns "gpuclustering".

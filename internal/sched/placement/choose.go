@@ -6,9 +6,10 @@ import (
 	"github.com/gpufleet/gpufleet/internal/core"
 )
 
-// picker keeps the best-scoring node seen so far, breaking ties uniformly
-// at random by reservoir sampling — what the Kubernetes scheduler's
-// selectHost does with the nodes of the highest score.
+// picker keeps the best-scoring node seen so far. Ties go to the first
+// node offered when it has no random source — what the FGD artifact's
+// scheduler does over its seeded node order — and otherwise to one drawn
+// uniformly by reservoir sampling, as stock Kubernetes' selectHost does.
 type picker struct {
 	rng   Rand
 	best  int64

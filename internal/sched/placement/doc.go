@@ -22,9 +22,10 @@
 // Scores are int64. Where a baseline is defined in floating point by the
 // simulator (BestFit, DotProd, FGD's sigmoid) it is evaluated the same way
 // and truncated to an integer exactly where the simulator truncates,
-// because the truncation decides which nodes tie; ties are broken
-// uniformly at random, as the Kubernetes scheduler does, with a
-// caller-supplied, seeded [Rand].
+// because the truncation decides which nodes tie. A tie goes to the first
+// node offered — the artifact's scheduler does that over a seeded shuffle
+// of the nodes, and it matters: it packs — or, given a seeded [Rand], to
+// one drawn uniformly, as stock Kubernetes does.
 //
 // Like the rest of internal/sched this package is pure: no os, net, io/fs,
 // database/sql, log, no wall clock and no global randomness — state and a

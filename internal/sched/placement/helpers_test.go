@@ -1,6 +1,8 @@
 package placement
 
 import (
+	"slices"
+
 	"github.com/gpufleet/gpufleet/internal/core"
 	"pgregory.net/rapid"
 )
@@ -44,4 +46,19 @@ func genRequest(t *rapid.T) core.Request {
 		r.Models = []string{rapid.SampledFrom([]string{"A", "B"}).Draw(t, "reqmodel")}
 	}
 	return r
+}
+
+// cycleRand draws 0, 1, 2, … modulo n: deterministic but not always the
+// first.
+type cycleRand struct{ k int }
+
+func (c *cycleRand) Intn(n int) int {
+	c.k++
+	return c.k % n
+}
+
+// cloneNode is a deep copy of n.
+func cloneNode(n core.Node) core.Node {
+	n.GPUs = slices.Clone(n.GPUs)
+	return n
 }
