@@ -536,6 +536,7 @@ type portfolioFlags struct {
 	checkpoint, restart            string
 	solver                         string
 	json, hourly, noSensitivity    bool
+	burstLeases                    bool
 }
 
 // traceFormats are the trace formats --format names; their readers are
@@ -575,6 +576,7 @@ gpus and optionally interruptible and deferrable shares (docs/planner.md).`,
 	fl.BoolVar(&f.json, "json", false, "print the plan as JSON")
 	fl.BoolVar(&f.hourly, "hourly", false, "with --json: include each class's hour-by-hour plan")
 	fl.BoolVar(&f.noSensitivity, "no-sensitivity", false, "skip the ±20% demand scenarios")
+	fl.BoolVar(&f.burstLeases, "burst-leases", true, "cover bursts with short committed terms (a week, a day) where cheaper than on demand")
 	return cmd
 }
 
@@ -635,7 +637,7 @@ func runPlanPortfolio(cmd *cobra.Command, f portfolioFlags) error {
 		return fmt.Errorf("plan portfolio: %w", err)
 	}
 	p, err := plan.PlanPortfolio(plan.PortfolioRequest{
-		Demand: s, Prices: classes, ShiftWindow: f.shiftWindow, Solver: solver, NoSensitivity: f.noSensitivity,
+		Demand: s, Prices: classes, ShiftWindow: f.shiftWindow, Solver: solver, NoSensitivity: f.noSensitivity, BurstLeases: f.burstLeases,
 		Spot: plan.SpotModel{CheckpointSeconds: ckpt, RestartSeconds: restart},
 	})
 	if err != nil {
@@ -668,11 +670,13 @@ type portfolioJSON struct {
 	Hours            int            `json:"hours"`
 	Method           string         `json:"method"`
 	Reserved         []reservedJSON `json:"reserved"`
+	BurstLeases      []burstJSON    `json:"burst_leases"`
 	OnDemandPeak     int64          `json:"on_demand_peak"`
 	SpotShare        json.Number    `json:"spot_share"`
 	ExpectedCost     json.Number    `json:"expected_cost"`
 	ReservedCost     json.Number    `json:"reserved_cost"`
 	OnDemandCost     json.Number    `json:"on_demand_cost"`
+	BurstLeaseCost   json.Number    `json:"burst_lease_cost"`
 	SpotCost         json.Number    `json:"spot_cost"`
 	SpotOverhead     json.Number    `json:"spot_reclaim_overhead"`
 	IdleShare        json.Number    `json:"idle_share"`
@@ -715,6 +719,9 @@ type classJSON struct {
 	Cost             json.Number   `json:"cost"`
 	ReservedCost     json.Number   `json:"reserved_cost"`
 	OnDemandCost     json.Number   `json:"on_demand_cost"`
+	BurstLeaseCost   json.Number   `json:"burst_lease_cost"`
+	BurstLeases      []burstJSON   `json:"burst_leases"`
+	LeasedGPUHours   int64         `json:"leased_gpu_hours"`
 	SpotCost         json.Number   `json:"spot_cost"`
 	SpotOverhead     json.Number   `json:"spot_reclaim_overhead"`
 	IdleShare        json.Number   `json:"idle_share"`
@@ -724,12 +731,25 @@ type classJSON struct {
 	Hourly           []hourJSON    `json:"hourly,omitempty"`
 }
 
+// burstJSON is a burst lease: count GPUs on term from start_hour.
+type burstJSON struct {
+	GPUModel  string      `json:"gpu_model"`
+	Count     int64       `json:"count"`
+	Term      string      `json:"term"`
+	StartHour int         `json:"start_hour"`
+	Hours     int64       `json:"hours"`
+	PaidHours int64       `json:"paid_hours"`
+	PerGPU    json.Number `json:"per_gpu"`
+	Cost      json.Number `json:"cost"`
+}
+
 type hourJSON struct {
 	Hour     int   `json:"hour"`
 	Reserved int64 `json:"reserved"`
 	OnDemand int64 `json:"on_demand"`
 	Spot     int64 `json:"spot"`
 	Deferred int64 `json:"deferred"`
+	Leased   int64 `json:"leased"`
 }
 
 type scenarioJSON struct {
@@ -768,6 +788,7 @@ func portfolioOutput(p plan.Portfolio, cur core.Currency, hourly bool) portfolio
 		Currency: cur, Start: p.Start.UTC(), Hours: p.Hours, Method: string(p.Method),
 		Reserved: reservedOutput(p.Reserved), OnDemandPeak: p.OnDemandPeak, SpotShare: shareNumber(p.SpotShareBP),
 		ExpectedCost: amount(p.Cost), ReservedCost: amount(p.ReservedCost), OnDemandCost: amount(p.OnDemandCost),
+		BurstLeaseCost: amount(p.BurstLeaseCost), BurstLeases: []burstJSON{},
 		SpotCost: amount(p.SpotCost), SpotOverhead: amount(p.SpotOverhead), IdleShare: shareNumber(p.IdleShareBP),
 		DemandGPUHours: p.DemandGPUHours, PaidGPUHours: hoursNumber(p.PaidGPUSeconds),
 		OnDemandGPUHours: p.OnDemandGPUHours, SpotGPUHours: p.SpotGPUHours, ShiftedGPUHours: p.ShiftedGPUHours,
@@ -780,15 +801,22 @@ func portfolioOutput(p plan.Portfolio, cur core.Currency, hourly bool) portfolio
 			OnDemandPeak: c.OnDemandPeak, DemandGPUHours: c.DemandGPUHours, OnDemandGPUHours: c.OnDemandGPUHours,
 			SpotGPUHours: c.SpotGPUHours, ShiftedGPUHours: c.ShiftedGPUHours, Cost: amount(c.Cost),
 			ReservedCost: amount(c.ReservedCost), OnDemandCost: amount(c.OnDemandCost), SpotCost: amount(c.SpotCost),
+			BurstLeaseCost: amount(c.BurstLeaseCost), BurstLeases: []burstJSON{}, LeasedGPUHours: c.LeasedGPUHours,
 			SpotOverhead: amount(c.SpotOverhead), IdleShare: shareNumber(c.IdleShareBP), Reason: c.Reason,
 		}
 		if c.HasBase {
 			cj.Term = c.Base.Describe()
 		}
 		cj.Baselines, cj.Savings = baselinesOutput(c.Baselines)
+		for _, l := range c.BurstLeases {
+			b := burstJSON{GPUModel: c.GPUModel, Count: l.Count, Term: l.Term, StartHour: l.StartHour, Hours: l.Hours,
+				PaidHours: l.PaidHours, PerGPU: amount(l.PerGPU), Cost: amount(l.Cost)}
+			cj.BurstLeases = append(cj.BurstLeases, b)
+			out.BurstLeases = append(out.BurstLeases, b)
+		}
 		if hourly {
 			for h, hp := range c.Hours {
-				cj.Hourly = append(cj.Hourly, hourJSON{Hour: h, Reserved: hp.Reserved, OnDemand: hp.OnDemand, Spot: hp.Spot, Deferred: hp.Deferred})
+				cj.Hourly = append(cj.Hourly, hourJSON{Hour: h, Reserved: hp.Reserved, OnDemand: hp.OnDemand, Spot: hp.Spot, Deferred: hp.Deferred, Leased: hp.Leased})
 			}
 		}
 		out.Classes = append(out.Classes, cj)
@@ -813,20 +841,20 @@ func printPortfolio(cmd *cobra.Command, p plan.Portfolio, cur core.Currency) err
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "Demand: %d hours from %s, %d GPU-hours; costs in %s; method %s.\n\n", p.Hours, p.Start.UTC().Format(time.RFC3339), p.DemandGPUHours, cur, p.Method)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLASS\tRESERVED\tTERM PER GPU\tON-DEMAND PEAK\tON-DEMAND GPU-H\tSPOT GPU-H\tSHIFTED GPU-H\tCOST\tIDLE")
+	fmt.Fprintln(tw, "CLASS\tRESERVED\tTERM PER GPU\tON-DEMAND PEAK\tON-DEMAND GPU-H\tLEASED GPU-H\tSPOT GPU-H\tSHIFTED GPU-H\tCOST\tIDLE")
 	for _, c := range p.Classes {
 		term := "-"
 		if c.Reserved > 0 {
 			term = fmt.Sprintf("%s (%s)", c.Base.Describe(), c.Base.Total)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", c.GPUModel, c.Reserved, term, c.OnDemandPeak, c.OnDemandGPUHours,
-			c.SpotGPUHours, c.ShiftedGPUHours, c.Cost, percent(c.IdleShareBP))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", c.GPUModel, c.Reserved, term, c.OnDemandPeak, c.OnDemandGPUHours,
+			c.LeasedGPUHours, c.SpotGPUHours, c.ShiftedGPUHours, c.Cost, percent(c.IdleShareBP))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("plan portfolio: write table: %w", err)
 	}
-	fmt.Fprintf(w, "\nExpected cost %s %s (reserved %s, on demand %s, spot %s), on-demand peak %d GPUs, spot share %s, idle %s.\n",
-		p.Cost, cur, p.ReservedCost, p.OnDemandCost, p.SpotCost, p.OnDemandPeak, percent(p.SpotShareBP), percent(p.IdleShareBP))
+	fmt.Fprintf(w, "\nExpected cost %s %s (reserved %s, on demand %s, burst leases %s, spot %s), on-demand peak %d GPUs, spot share %s, idle %s.\n",
+		p.Cost, cur, p.ReservedCost, p.OnDemandCost, p.BurstLeaseCost, p.SpotCost, p.OnDemandPeak, percent(p.SpotShareBP), percent(p.IdleShareBP))
 	for _, b := range []struct {
 		name string
 		b    plan.Baseline

@@ -111,6 +111,7 @@ type DemandError struct {
 	Err error
 }
 
+// Error writes "file:line: field: invalid value \"v\": want allowed".
 func (e *DemandError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.File)
@@ -129,6 +130,7 @@ func (e *DemandError) Error() string {
 	return b.String()
 }
 
+// Unwrap returns the underlying error, if any.
 func (e *DemandError) Unwrap() error { return e.Err }
 
 // DemandCSVOptions says how to read a demand CSV.

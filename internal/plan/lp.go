@@ -246,7 +246,7 @@ func (m *lpModel) solution(x []float64) (classSolution, error) {
 		return int64(math.Round(x[j]))
 	}
 	H := in.hours
-	s := classSolution{r: val(0), od: make([]int64, H), spot: make([]int64, H), place: make([]int64, H), reserved: make([]int64, H)}
+	s := classSolution{r: val(0), od: make([]int64, H), spot: make([]int64, H), place: make([]int64, H), reserved: make([]int64, H), leased: make([]int64, H)}
 	total, ok := mulInt(s.r, in.baseCost)
 	if !ok {
 		return s, ErrOverflow

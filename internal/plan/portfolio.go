@@ -84,6 +84,11 @@ type PortfolioRequest struct {
 	Solver Solver
 	// NoSensitivity skips the ±20% scenarios.
 	NoSensitivity bool
+	// BurstLeases covers on-demand bursts with the class's committed
+	// terms (a weekly lease for a burst week) where that is cheaper, after
+	// the solver; see [BurstLease]. Off, the burst is on demand and every
+	// solver gives the same least cost.
+	BurstLeases bool
 }
 
 // Reservation is a committed base: Count GPUs of a class, each held for
@@ -131,6 +136,8 @@ type HourPlan struct {
 	// Deferred is deferrable work run this hour, in GPUs: it may differ
 	// from the demand's deferrable GPUs of the hour when work was shifted.
 	Deferred int64
+	// Leased is burst-lease GPUs busy this hour.
+	Leased int64
 }
 
 // ClassPlan is the plan for one GPU class.
@@ -164,11 +171,16 @@ type ClassPlan struct {
 	PaidGPUSeconds int64
 	// IdleShareBP is the paid time not used by demand, in basis points.
 	IdleShareBP int64
-	// Costs: ReservedCost + OnDemandCost + SpotCost = Cost. SpotOverhead
-	// is the part of SpotCost that pays for work lost to reclaims.
-	ReservedCost, OnDemandCost, SpotCost, SpotOverhead core.Micros
-	Cost                                               core.Micros
-	Baselines                                          Baselines
+	// BurstLeases cover part of the burst with committed terms;
+	// LeasedGPUHours is the demand they serve.
+	BurstLeases    []BurstLease
+	LeasedGPUHours int64
+	// Costs: ReservedCost + OnDemandCost + BurstLeaseCost + SpotCost =
+	// Cost. SpotOverhead is the part of SpotCost that pays for work lost
+	// to reclaims.
+	ReservedCost, OnDemandCost, BurstLeaseCost, SpotCost, SpotOverhead core.Micros
+	Cost                                                               core.Micros
+	Baselines                                                          Baselines
 	// Reason explains the base and the burst in a sentence or two.
 	Reason string
 }
@@ -215,6 +227,7 @@ type Portfolio struct {
 	Baselines                      Baselines
 	Sensitivity                    []Scenario
 	ReservedCost, OnDemandCost     core.Micros
+	BurstLeaseCost                 core.Micros
 	SpotCost, SpotOverhead         core.Micros
 	OnDemandGPUHours, SpotGPUHours int64
 }
@@ -246,6 +259,8 @@ type classInput struct {
 	monthPrice      int64
 	hasMonth        bool
 	hasTOU          bool
+	committed       []PeriodPrice // the class's fixed terms, for burst leases
+	burst           bool
 }
 
 // classSolution is how a class is served: the base and each hour's rented
@@ -254,6 +269,11 @@ type classSolution struct {
 	r                         int64
 	od, spot, place, reserved []int64
 	cost                      int64
+	// leased is burst-lease GPUs busy per hour; leases and leaseCost
+	// describe them (applyBurstLeases).
+	leased    []int64
+	leases    []BurstLease
+	leaseCost int64
 }
 
 // PlanPortfolio returns the cheapest portfolio for r.Demand: per GPU class
@@ -331,6 +351,9 @@ func solveAll(inputs []*classInput, solver Solver, fixed []int64) (Portfolio, []
 			rf = &fixed[i]
 		}
 		s, m, err := solveClass(in, solver, rf)
+		if err == nil && in.burst {
+			s, err = withBurstLeases(in, s, rf)
+		}
 		if err != nil {
 			return Portfolio{}, nil, fmt.Errorf("plan portfolio: %s: %w", in.model, err)
 		}
@@ -371,6 +394,7 @@ func (p *Portfolio) sum(inputs []*classInput, sols []classSolution) error {
 		p.Cost = core.Micros(add(int64(p.Cost), int64(c.Cost)))
 		p.ReservedCost = core.Micros(add(int64(p.ReservedCost), int64(c.ReservedCost)))
 		p.OnDemandCost = core.Micros(add(int64(p.OnDemandCost), int64(c.OnDemandCost)))
+		p.BurstLeaseCost = core.Micros(add(int64(p.BurstLeaseCost), int64(c.BurstLeaseCost)))
 		p.SpotCost = core.Micros(add(int64(p.SpotCost), int64(c.SpotCost)))
 		p.SpotOverhead = core.Micros(add(int64(p.SpotOverhead), int64(c.SpotOverhead)))
 		p.DemandGPUHours = add(p.DemandGPUHours, c.DemandGPUHours)
@@ -474,6 +498,7 @@ func newClassInput(r PortfolioRequest, d ClassDemand) (*classInput, error) {
 		}
 	}
 	in.hasOD = len(prices.OnDemand) > 0
+	in.committed, in.burst = prices.Committed(), r.BurstLeases
 	if !in.hasOD && !in.hasBase {
 		return nil, fmt.Errorf("plan portfolio: %s: the catalog has neither an on-demand plan nor a committed term for it", d.GPUModel)
 	}
@@ -687,6 +712,7 @@ func (in *classInput) evaluate(r int64, detail bool) (classSolution, error) {
 	s := classSolution{r: r}
 	if detail {
 		s.od, s.spot, s.place, s.reserved = make([]int64, in.hours), make([]int64, in.hours), make([]int64, in.hours), make([]int64, in.hours)
+		s.leased = make([]int64, in.hours)
 	}
 	total, ok := mulInt(r, in.baseCost)
 	if !ok {
@@ -842,6 +868,10 @@ func (in *classInput) classPlan(s classSolution) (ClassPlan, error) {
 		c.ShiftedGPUHours += max(0, in.dfr[t]-s.place[t])
 		c.OnDemandPeak = max(c.OnDemandPeak, s.od[t])
 		c.Hours[t] = HourPlan{Reserved: s.reserved[t], OnDemand: s.od[t], Spot: s.spot[t], Deferred: s.place[t]}
+		if s.leased != nil {
+			c.Hours[t].Leased = s.leased[t]
+			c.LeasedGPUHours += s.leased[t]
+		}
 		odCost = madd(odCost, s.od[t], in.od[t])
 		if in.sp != nil {
 			spCost = madd(spCost, s.spot[t], in.sp[t])
@@ -855,8 +885,14 @@ func (in *classInput) classPlan(s classSolution) (ClassPlan, error) {
 	resCost := madd(0, s.r, in.baseCost)
 	c.ReservedCost, c.OnDemandCost, c.SpotCost = core.Micros(resCost), core.Micros(odCost), core.Micros(spCost)
 	c.SpotOverhead = core.Micros(spCost - spRaw)
-	c.Cost = core.Micros(add(add(resCost, odCost), spCost))
-	c.PaidGPUSeconds = add(madd(0, s.r, in.base.PaidSeconds), madd(0, add(c.OnDemandGPUHours, c.SpotGPUHours), 3600))
+	var leaseCost, leasePaid int64
+	for _, l := range s.leases {
+		leaseCost = add(leaseCost, int64(l.Cost))
+		leasePaid = madd(leasePaid, l.Count, l.PaidHours*3600)
+	}
+	c.BurstLeases, c.BurstLeaseCost = s.leases, core.Micros(leaseCost)
+	c.Cost = core.Micros(add(add(add(resCost, odCost), spCost), leaseCost))
+	c.PaidGPUSeconds = add(add(madd(0, s.r, in.base.PaidSeconds), madd(0, add(c.OnDemandGPUHours, c.SpotGPUHours), 3600)), leasePaid)
 	c.IdleShareBP = shareBP(c.PaidGPUSeconds-c.DemandGPUHours*3600, c.PaidGPUSeconds)
 	c.Baselines.AllOnDemand = Baseline{Cost: core.Micros(aod), OK: in.hasOD}
 	if in.hasMonth {
@@ -886,7 +922,7 @@ func (in *classInput) reason(c ClassPlan) string {
 	var b strings.Builder
 	switch {
 	case !in.hasBase:
-		b.WriteString("no committed term covers the series, so nothing is reserved")
+		fmt.Fprintf(&b, "no committed term makes holding a GPU for %s cheaper than on demand, so nothing is reserved", FormatSpan(int64(in.hours)*3600))
 	case c.Reserved == 0:
 		fmt.Fprintf(&b, "nothing reserved: one GPU held for %s costs %s (%s)", FormatSpan(int64(in.hours)*3600), in.base.Total, in.base.Describe())
 		if c.BreakEvenHours > 0 {
@@ -917,6 +953,13 @@ func (in *classInput) reason(c ClassPlan) string {
 	}
 	if c.OnDemandGPUHours > 0 {
 		fmt.Fprintf(&b, "; the burst above it is %d GPU-hours on demand, at most %d GPUs at once, for %s", c.OnDemandGPUHours, c.OnDemandPeak, c.OnDemandCost)
+	}
+	if len(c.BurstLeases) > 0 {
+		var ls []string
+		for _, l := range c.BurstLeases {
+			ls = append(ls, l.String())
+		}
+		fmt.Fprintf(&b, "; %d GPU-hours of the burst on committed leases, cheaper than on demand (%s), for %s", c.LeasedGPUHours, strings.Join(ls, ", "), c.BurstLeaseCost)
 	}
 	if c.SpotGPUHours > 0 {
 		fmt.Fprintf(&b, "; %d interruptible GPU-hours on spot for %s (%s of it for work lost to reclaims)", c.SpotGPUHours, c.SpotCost, c.SpotOverhead)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
 
 	"github.com/gpufleet/gpufleet/internal/core"
 )
@@ -138,4 +139,53 @@ func TestPlanJobValidation(t *testing.T) {
 	if err != nil || p.Recommended < 0 || p.Options[p.Recommended].GPUs != 1 {
 		t.Fatalf("plan %+v, %v", p, err)
 	}
+}
+
+// TestBurstWeekOnWeeklyLeases is the seed's "4 monthly + 8 on demand for
+// one burst week" where the burst can be rented by the week, as the seed's
+// on-demand ("按需", by the hour, day or week) allows: 8 weekly leases at
+// 450 instead of 8 × 168 h × 10 on demand.
+func TestBurstWeekOnWeeklyLeases(t *testing.T) {
+	prices := mustClasses(offer("o", "G", 1).hourly("10").weekly("450").monthly("1800").build())
+	gpus := bump(flat(730, 4), 100, 268, 8)
+	for _, leases := range []bool{false, true} {
+		p, err := PlanPortfolio(PortfolioRequest{Demand: series("G", gpus), Prices: prices, BurstLeases: leases})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := p.Classes[0]
+		got := []any{c.Reserved, c.Base.Describe(), c.OnDemandGPUHours, c.LeasedGPUHours, c.BurstLeases, p.Cost.String(), p.Baselines.AllMonthly.SavingBP}
+		want := []any{int64(4), "1 month", int64(1344), int64(0), []BurstLease(nil), "20640.00", int64(444)}
+		if leases {
+			want = []any{int64(4), "1 month", int64(0), int64(1344),
+				[]BurstLease{{Term: "1 week", Count: 8, StartHour: 100, Hours: 168, PaidHours: 168, PerGPU: m("450"), Cost: m("3600")}},
+				"10800.00", int64(5000)}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("burst leases %v (-want +got):\n%s", leases, diff)
+		}
+	}
+}
+
+// TestBurstLeasesNeverCostMore: covering bursts with leases never raises
+// the cost, and every hour's demand is served exactly once.
+func TestBurstLeasesNeverCostMore(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		req := genRequest(t, 60, 6, true, true)
+		without := solveWith(t, req, SolverDecomposed)
+		req.BurstLeases = true
+		with := solveWith(t, req, SolverDecomposed)
+		if with.Cost > without.Cost {
+			t.Fatalf("with leases %s > without %s", with.Cost, without.Cost)
+		}
+		in, err := newClassInput(req, req.Demand.Classes[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for h, hp := range with.Classes[0].Hours {
+			if got, want := hp.Reserved+hp.OnDemand+hp.Leased+hp.Spot, in.firm[h]+in.intr[h]+hp.Deferred; got != want {
+				t.Fatalf("hour %d: served %d (%+v), demand %d", h, got, hp, want)
+			}
+		}
+	})
 }
