@@ -21,8 +21,10 @@
 // load-duration curve (exact, no spot or shifting), a decomposed solver
 // (exact for the whole model at any size: convex search over the base,
 // greedy placement per window) and an LP with branch and bound on gonum's
-// simplex (the reference, for small series). [ParseDemandCSV] reads the
-// demand; docs/planner.md describes the methods and the format.
+// simplex (the reference, for small series). Optionally the on-demand
+// burst is then covered with short committed terms where cheaper
+// ([BurstLease]). [ParseDemandCSV] reads the demand; docs/planner.md
+// describes the methods and the format.
 //
 // Like the other decision packages, plan is pure: prices, lengths and
 // counts come in as arguments, a decision with its reason comes out. It
