@@ -210,7 +210,7 @@ func PlanJob(r JobRequest) (JobPlan, error) {
 			}
 		}
 		if len(all) == 0 {
-			return JobPlan{}, fmt.Errorf("plan job: %s: no offer has an on-demand or committed price for it", m)
+			return JobPlan{}, fmt.Errorf("plan job: %s: no option: no offer has an on-demand or committed price for it, or every duration is over 10 years", m)
 		}
 		show := map[int]bool{}
 		for _, b := range benches {

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
@@ -345,23 +347,37 @@ func solveAll(inputs []*classInput, solver Solver, fixed []int64) (Portfolio, []
 	var p Portfolio
 	method := solver
 	sols := make([]classSolution, len(inputs))
+	methods := make([]Solver, len(inputs))
+	errs := make([]error, len(inputs))
+	// Classes are independent and their inputs read-only, so they are
+	// solved side by side; the results do not depend on the order.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	for i, in := range inputs {
 		var rf *int64
 		if fixed != nil {
 			rf = &fixed[i]
 		}
-		s, m, err := solveClass(in, solver, rf)
-		if err == nil && in.burst {
-			s, err = withBurstLeases(in, s, rf)
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			s, m, err := solveClass(in, solver, rf)
+			if err == nil && in.burst {
+				s, err = withBurstLeases(in, s, rf)
+			}
+			sols[i], methods[i], errs[i] = s, m, err
+		}()
+	}
+	wg.Wait()
+	for i, in := range inputs {
+		if errs[i] != nil {
+			return Portfolio{}, nil, fmt.Errorf("plan portfolio: %s: %w", in.model, errs[i])
 		}
-		if err != nil {
-			return Portfolio{}, nil, fmt.Errorf("plan portfolio: %s: %w", in.model, err)
+		if solver == SolverAuto && (method == SolverAuto || methods[i] == SolverDecomposed) {
+			method = methods[i]
 		}
-		if solver == SolverAuto && (method == SolverAuto || m == SolverDecomposed) {
-			method = m
-		}
-		sols[i] = s
-		cp, err := in.classPlan(s)
+		cp, err := in.classPlan(sols[i])
 		if err != nil {
 			return Portfolio{}, nil, fmt.Errorf("plan portfolio: %s: %w", in.model, err)
 		}
@@ -699,9 +715,11 @@ func solveDecomposed(in *classInput, fixed *int64) (classSolution, error) {
 // marginal price.
 type slot struct {
 	price int64
-	away  bool // beyond the work asked for at this hour
-	hour  int
-	n     int64
+	// ord breaks ties: home slots (the work asked for at this hour)
+	// first, then by hour.
+	ord  int64
+	hour int
+	n    int64
 }
 
 // evaluate serves the demand with base r at least cost: deferrable work
@@ -748,16 +766,10 @@ func (in *classInput) evaluate(r int64, detail bool) (classSolution, error) {
 				slots = slices.DeleteFunc(slots, func(sl slot) bool { return sl.price != 0 })
 			}
 			slices.SortFunc(slots, func(a, b slot) int {
-				switch {
-				case a.price != b.price:
+				if a.price != b.price {
 					return cmpInt(a.price, b.price)
-				case a.away != b.away:
-					if a.away {
-						return 1
-					}
-					return -1
 				}
-				return a.hour - b.hour
+				return cmpInt(a.ord, b.ord)
 			})
 			clear(y)
 			for _, sl := range slots {
@@ -829,12 +841,12 @@ func (in *classInput) slots(dst []slot, r int64, w0, w1 int) []slot {
 				continue
 			}
 			if h := min(home, n); h > 0 {
-				dst = append(dst, slot{price: seg.price, hour: t, n: h})
+				dst = append(dst, slot{price: seg.price, ord: int64(t), hour: t, n: h})
 				home -= h
 				n -= h
 			}
 			if n > 0 {
-				dst = append(dst, slot{price: seg.price, away: true, hour: t, n: n})
+				dst = append(dst, slot{price: seg.price, ord: 1<<32 + int64(t), hour: t, n: n})
 			}
 		}
 	}
