@@ -12,6 +12,7 @@ import (
 
 // Weighted is one value of a mix and its relative weight.
 type Weighted struct {
+	// Value is what is drawn; Weight its relative chance (>= 0).
 	Value  int64
 	Weight int64
 }
@@ -19,6 +20,7 @@ type Weighted struct {
 // TierMix gives the relative weights of the tiers in a synthetic trace;
 // all zero leaves every job's tier to the profile.
 type TierMix struct {
+	// Core, Regular and Offline are the weights (>= 0) of the tiers.
 	Core, Regular, Offline int64
 }
 

@@ -249,3 +249,20 @@ func FuzzReadHelios(f *testing.F) {
 		checkAccepted(t, tr)
 	})
 }
+
+func BenchmarkReadHelios(b *testing.B) {
+	data, err := os.ReadFile(heliosFile)
+	if err != nil {
+		b.Skipf("Helios excerpt not available: %v", err)
+	}
+	p := DefaultProfile()
+	for b.Loop() {
+		tr, err := ReadHelios(strings.NewReader(string(data)), "helios.csv")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := tr.Workload(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

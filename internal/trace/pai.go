@@ -77,7 +77,8 @@ type PAITask struct {
 	Job, Task string
 	// Instances is the number of instances (inst_num; 1 when empty).
 	Instances int64
-	Status    string
+	// Status is the task's status, as for jobs.
+	Status string
 	// Start and End are the task's launch and completion times, or
 	// NoTime.
 	Start, End int64

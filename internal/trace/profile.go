@@ -67,6 +67,7 @@ type Profile struct {
 // TierRule assigns Tier to the jobs that meet all of its conditions; a
 // condition left at its zero value does not constrain.
 type TierRule struct {
+	// Tier is the tier the rule gives.
 	Tier core.Tier
 	// Teams and Users match the job's team (after DefaultTeam) or user
 	// exactly; empty matches any.
@@ -231,7 +232,11 @@ func (t *Trace) Workload(p *Profile) (Workload, error) {
 	start := p.StartFor(t)
 	w := Workload{Start: start, Skipped: slices.Clone(t.Skipped)}
 	w.Jobs = make([]core.Job, 0, len(t.Jobs))
-	at := func(s int64) time.Time { return start.Add(time.Duration(s) * time.Second) }
+	// In whole seconds from start's: a derived deadline may lie further
+	// out than a time.Duration reaches.
+	at := func(s int64) time.Time {
+		return time.Unix(start.Unix()+s, int64(start.Nanosecond())).In(start.Location())
+	}
 	for i := range t.Jobs {
 		j := &t.Jobs[i]
 		if j.GPUs == 0 {
@@ -388,6 +393,7 @@ func (p *Profile) Validate() error {
 //
 //	profile.yaml:7: tier_rules[1].min_gpus: invalid value "-1": want a whole number 1..1024
 type ProfileError struct {
+	// File names the profile.
 	File string
 	// Line is 1-based; 0 when the error is about the whole file.
 	Line int

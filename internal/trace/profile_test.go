@@ -114,7 +114,7 @@ func TestParseProfileValues(t *testing.T) {
 			p.TimeZone, p.Location = "+08:00", time.FixedZone("+08:00", 8*3600)
 		}},
 		{"negative offset", "time_zone: \"-05:30\"", func(p *Profile) {
-			p.TimeZone, p.Location = "-05:30", time.FixedZone("-05:30", -(5*3600 + 30*60))
+			p.TimeZone, p.Location = "-05:30", time.FixedZone("-05:30", -(5*3600+30*60))
 		}},
 		{"start with its own offset, read in the zone", "start: 2024-03-01T00:00:00Z\ntime_zone: +01:00", func(p *Profile) {
 			p.TimeZone, p.Location = "+01:00", time.FixedZone("+01:00", 3600)
@@ -243,8 +243,8 @@ func TestWorkload(t *testing.T) {
 				Request:            core.Request{GPUs: 8, MilliPerGPU: 1000, MemPerGPUMiB: 16384, Models: []string{"A100"}, CPUMilli: 4000, MemMiB: 1024},
 				CheckpointInterval: 30 * time.Minute},
 			{ID: "long", Team: "nlp", User: "u2", Tier: core.TierOffline, State: core.JobPending, Submit: at(10), EstDuration: 5 * time.Hour,
-				Request:            core.Request{GPUs: 1, MilliPerGPU: 500, MemPerGPUMiB: 16384, Models: []string{"A100"}},
-				Interruptible:      true, Deferrable: true, Deadline: at(10 + 3*5*3600), CheckpointInterval: 30 * time.Minute},
+				Request:       core.Request{GPUs: 1, MilliPerGPU: 500, MemPerGPUMiB: 16384, Models: []string{"A100"}},
+				Interruptible: true, Deferrable: true, Deadline: at(10 + 3*5*3600), CheckpointInterval: 30 * time.Minute},
 			{ID: "said", Team: "default", Tier: core.TierOffline, State: core.JobPending, Submit: at(20), EstDuration: 100 * time.Second,
 				Request: core.Request{GPUs: 2, MilliPerGPU: 1000, MemPerGPUMiB: 8192, Models: []string{"T4"}},
 				Shards:  3, Deferrable: true, Deadline: at(1000), CheckpointInterval: 30 * time.Minute},
@@ -433,7 +433,9 @@ func TestDescribeRoundTrip(t *testing.T) {
 }
 
 func FuzzParseProfile(f *testing.F) {
-	f.Add([]byte(DefaultProfile().Describe()))
+	// Small seeds: the fuzzer minimizes every new input it finds, slowly
+	// on long ones (TestDescribeRoundTrip covers whole profiles).
+	f.Add([]byte("tiers:\n  core:\n    interruptible: 0%\n    deadline_slack: 0\n    deferrable: false\ndefault_gpu_model: [] # any\nseed: 0\n"))
 	f.Add([]byte("name: x\ntier_rules:\n  - tier: core\n    teams: [a, b]\n    min_gpus: 8\ntiers: {offline: {interruptible: 50%, deadline_slack: 2}}\n"))
 	f.Add([]byte("start: 2024-01-01T09:00:00\ntime_zone: UTC+8\ncheckpoint_interval: 0\n"))
 	f.Add([]byte("name: &n x\ndefault_team: *n\n"))
@@ -459,4 +461,24 @@ func FuzzParseProfile(f *testing.F) {
 			t.Fatalf("Describe round trip (-parsed +described):\n%s\n%s", diff, d)
 		}
 	})
+}
+
+// TestWorkloadFarDeadline: the longest job at the largest slack gets a
+// deadline past what a time.Duration can hold, exactly.
+func TestWorkloadFarDeadline(t *testing.T) {
+	p := DefaultProfile()
+	p.Rules = nil
+	p.Tiers[core.TierRegular] = TierPolicy{DeadlineSlackMilli: MaxSlackMilli}
+	tr := Trace{Jobs: []Job{job("a", MaxSeconds, MaxSeconds)}}
+	w, err := tr.Workload(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := p.StartFor(&tr)
+	if got, want := w.Jobs[0].Deadline.Unix()-start.Unix(), MaxSeconds+MaxSeconds*1000; got != want {
+		t.Errorf("deadline %d s after the start, want %d", got, want)
+	}
+	if !w.Jobs[0].Submit.Equal(start.Add(time.Duration(MaxSeconds) * time.Second)) {
+		t.Errorf("submit %v", w.Jobs[0].Submit)
+	}
 }
