@@ -56,7 +56,9 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newCatalogCmd(), newQuoteCmd(), newPlanCmd(), newServeCmd(), newSimCmd())
+	simCmd := newSimCmd()
+	attachReplay(simCmd)
+	root.AddCommand(newCatalogCmd(), newQuoteCmd(), newPlanCmd(), newServeCmd(), simCmd)
 	return root
 }
 

@@ -176,7 +176,7 @@ func markIdle(st *State, now time.Time) {
 
 // OnLaunched records the provider's launch (billing starts) of a lease.
 func OnLaunched(st *State, leaseID, providerID string, at time.Time) {
-	if l := newIndex(st).leases[leaseID]; l != nil && l.State == core.LeaseRequested {
+	if l := st.lease(leaseID); l != nil && l.State == core.LeaseRequested {
 		l.State, l.Start, l.ProviderID = core.LeaseProvisioning, at, providerID
 		if l.Plan.Committed() {
 			l.CommittedEnd = at.Add(time.Duration(l.Plan.Term) * time.Second)
@@ -186,14 +186,14 @@ func OnLaunched(st *State, leaseID, providerID string, at time.Time) {
 
 // OnReady records that a lease can take work.
 func OnReady(st *State, leaseID string, at time.Time) {
-	if l := newIndex(st).leases[leaseID]; l != nil && !l.State.Final() {
+	if l := st.lease(leaseID); l != nil && !l.State.Final() {
 		l.State, l.ReadyAt, l.IdleSince = core.LeaseReady, at, at
 	}
 }
 
 // OnFailed records a lease the provider could not deliver.
 func OnFailed(st *State, leaseID string, at time.Time) {
-	if l := newIndex(st).leases[leaseID]; l != nil && !l.State.Final() {
+	if l := st.lease(leaseID); l != nil && !l.State.Final() {
 		l.State, l.End = core.LeaseFailed, at
 	}
 }
@@ -242,7 +242,7 @@ func OnReclaimed(st *State, leaseID string, now time.Time) {
 
 // Finish marks a unit done.
 func Finish(st *State, key string, now time.Time) {
-	if u := newIndex(st).units[key]; u != nil && !u.State.Final() {
+	if u := st.unit(key); u != nil && !u.State.Final() {
 		u.Done += now.Sub(u.Start)
 		u.State, u.Parts, u.End = core.JobSucceeded, nil, now
 	}

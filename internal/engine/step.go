@@ -73,16 +73,24 @@ type view struct {
 // build turns ready leases into nodes, running units into allocations and
 // pending units (past any deferral) into the queue.
 func build(st *State, now time.Time) *view {
-	v := &view{nodeOf: map[string]int{}, unitByID: make(map[string]*Unit, len(st.Units))}
+	v := &view{nodeOf: make(map[string]int, len(st.Leases)), unitByID: make(map[string]*Unit, len(st.Units)),
+		nodes: make([]core.Node, 0, len(st.Leases)), leaseOf: make([]*Lease, 0, len(st.Leases)), cost: make([]core.Micros, 0, len(st.Leases))}
+	gpuTotal := 0
+	for _, l := range st.Leases {
+		gpuTotal += l.Offer.GPUs
+	}
+	gpus := make([]core.GPU, 0, gpuTotal) // one backing array for every node's GPUs
 	for _, l := range st.Leases {
 		if l.State.Final() || l.ReadyAt.IsZero() || !l.ReclaimAt.IsZero() {
 			continue
 		}
 		n := core.Node{LeaseID: l.ID, OfferID: l.Offer.ID, GPUModel: l.Offer.GPUModel, GPUMemMiB: l.Offer.GPUMemMiB,
 			Spot: l.Mode == core.Spot, Committed: l.Plan.Committed()}
+		first := len(gpus)
 		for g := 0; g < l.Offer.GPUs; g++ {
-			n.GPUs = append(n.GPUs, core.GPU{Index: g, FreeMilli: core.WholeGPU, FreeMemMiB: l.Offer.GPUMemMiB})
+			gpus = append(gpus, core.GPU{Index: g, FreeMilli: core.WholeGPU, FreeMemMiB: l.Offer.GPUMemMiB})
 		}
+		n.GPUs = gpus[first:len(gpus):len(gpus)]
 		v.nodeOf[l.ID] = len(v.nodes)
 		v.nodes = append(v.nodes, n)
 		v.leaseOf = append(v.leaseOf, l)

@@ -84,7 +84,7 @@ func Run(cfg Config, p Policy) (*Result, error) {
 	if p.TimeOfUse {
 		st.TimeOfUse = cfg.TimeOfUse
 	}
-	r := &run{cfg: cfg, p: p, ecfg: ecfg, st: st, cloud: cloud, clk: clk, res: newResult(p.Name), providerID: map[string]string{}, first: map[string]time.Time{}}
+	r := &run{cfg: cfg, p: p, ecfg: ecfg, st: st, cloud: cloud, clk: clk, res: newResult(p.Name), providerID: map[string]string{}, leaseOf: map[string]string{}, first: map[string]time.Time{}}
 	ctx := context.Background()
 	next := 0
 	for {
@@ -127,7 +127,8 @@ type run struct {
 	cloud      *provsim.Cloud
 	clk        *clock.Manual
 	res        *Result
-	providerID map[string]string
+	providerID map[string]string // lease → provider's machine
+	leaseOf    map[string]string // provider's machine → lease
 	// first is each unit's first start, for waiting times.
 	first   map[string]time.Time
 	done    []*engine.Unit
@@ -194,12 +195,8 @@ func (r *run) providerEvents(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("sim: poll: %w", err)
 	}
-	byProvider := map[string]string{}
-	for lease, pid := range r.providerID {
-		byProvider[pid] = lease
-	}
 	for _, e := range evs {
-		lease, ok := byProvider[e.Machine.ProviderID]
+		lease, ok := r.leaseOf[e.Machine.ProviderID]
 		if !ok {
 			continue
 		}
@@ -309,6 +306,7 @@ func (r *run) step(ctx context.Context, now time.Time) error {
 			return fmt.Errorf("sim: acquire %s: %w", l.OfferID, err)
 		}
 		r.providerID[l.ID] = m.ProviderID
+		r.leaseOf[m.ProviderID] = l.ID
 		engine.OnLaunched(r.st, l.ID, m.ProviderID, m.LaunchedAt)
 	}
 	for _, rel := range d.Release {

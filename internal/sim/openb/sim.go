@@ -127,7 +127,8 @@ func (s *Scenario) CapacityMilli() int64 { return s.capacity }
 // artifact's debug print), shuffle; then, while the total GPU request is
 // above inflation × capacity remove a random pod, or while it is below
 // append a random pod of the trace until the next one's per-GPU share
-// would pass it. Inflation <= 0 keeps the shuffled trace as it is.
+// would pass it. Inflation <= 0, or a trace that asks for no GPU, keeps
+// the shuffled trace as it is.
 func (s *Scenario) Arrivals(seed int64, inflation float64) ([]int, *rand.Rand) {
 	rng := rand.New(rand.NewSource(seed))
 	rng.Int()
@@ -136,7 +137,9 @@ func (s *Scenario) Arrivals(seed int64, inflation float64) ([]int, *rand.Rand) {
 		order[i] = i
 	}
 	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-	if inflation <= 0 {
+	if inflation <= 0 || s.total == 0 {
+		// Without a GPU request there is nothing to tune against (the
+		// artifact refuses such a trace).
 		return order, rng
 	}
 	target := inflation * float64(s.capacity)
@@ -166,6 +169,7 @@ func (s *Scenario) Arrivals(seed int64, inflation float64) ([]int, *rand.Rand) {
 
 // Result is the outcome of one replay.
 type Result struct {
+	// Policy, Seed and Inflation are what was run.
 	Policy    string  `json:"policy"`
 	Seed      int64   `json:"seed"`
 	Inflation float64 `json:"inflation"`

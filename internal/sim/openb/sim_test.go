@@ -219,3 +219,26 @@ func TestPublishedFigures(t *testing.T) {
 	}
 	t.Logf("gpufleet: %.2f%%", mean["gpufleet"])
 }
+
+func TestArrivalsWithoutGPUs(t *testing.T) {
+	s, err := NewScenario([]trace.OpenbNode{{Name: "n", CPUMilli: 8000, GPUs: 1, Model: "T4"}}, []trace.OpenbPod{pod("a", 1000, 0, 0), pod("b", 1000, 0, 0)}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if order, _ := s.Arrivals(1, 1.3); len(order) != 2 {
+		t.Errorf("a CPU-only trace is tuned: %v", order)
+	}
+	r, err := s.Run("gpufleet", 1, 1.3)
+	if err != nil || r.Placed != 2 || r.AllocationRatio != 0 {
+		t.Errorf("CPU-only trace: %+v, %v", r, err)
+	}
+	if _, err := NewScenario(nil, []trace.OpenbPod{pod("a", 1, 0, 0)}, 0); err == nil {
+		t.Error("no nodes: no error")
+	}
+	if _, err := NewScenario([]trace.OpenbNode{{Name: "n", CPUMilli: 1}}, []trace.OpenbPod{pod("a", 1, 0, 0)}, 0); err == nil {
+		t.Error("no GPUs: no error")
+	}
+	if _, err := NewScenario([]trace.OpenbNode{{Name: "n", CPUMilli: 1, GPUs: 1, Model: "T4"}}, nil, 0); err == nil {
+		t.Error("no pods: no error")
+	}
+}

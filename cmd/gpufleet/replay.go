@@ -1,0 +1,288 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+	provsim "github.com/gpufleet/gpufleet/internal/provider/sim"
+	"github.com/gpufleet/gpufleet/internal/report"
+	"github.com/gpufleet/gpufleet/internal/sim"
+	"github.com/gpufleet/gpufleet/internal/trace"
+	"github.com/spf13/cobra"
+)
+
+// replayFlags are the flags of "gpufleet sim --trace ...".
+type replayFlags struct {
+	tracePath, format, paiTasks, catalog, profile string
+	policies                                      string
+	seed                                          uint64
+	jsonOut, htmlOut, csvOut                      string
+	limit                                         int
+	delay                                         time.Duration
+	quiet                                         bool
+	cpuProfile                                    string
+}
+
+// attachReplay makes "gpufleet sim" itself replay a trace under the
+// policies side by side when --trace is given.
+func attachReplay(cmd *cobra.Command) {
+	var f replayFlags
+	fl := cmd.Flags()
+	fl.StringVar(&f.tracePath, "trace", "", "trace file to replay")
+	fl.StringVar(&f.format, "format", "csv", "trace format: helios, philly, pai, csv (generic)")
+	fl.StringVar(&f.paiTasks, "pai-tasks", "", "for --format pai: the task table (the --trace file is the job table)")
+	fl.StringVar(&f.catalog, "catalog", "", "catalog file; the embedded demo catalog if empty")
+	fl.StringVar(&f.profile, "profile", "", "workload profile (YAML); the documented defaults if empty")
+	fl.StringVar(&f.policies, "policy", strings.Join(sim.PolicyNames, ","), "comma-separated policies: "+strings.Join(sim.PolicyNames, ", "))
+	fl.Uint64Var(&f.seed, "seed", 1, "random seed (provider delays, reclaims)")
+	fl.StringVar(&f.jsonOut, "json", "", "write the JSON result to this file (- for stdout)")
+	fl.StringVar(&f.htmlOut, "html", "", "write the HTML report to this file")
+	fl.StringVar(&f.csvOut, "csv", "", "write the time series CSV to this file")
+	fl.IntVar(&f.limit, "limit", 0, "replay only the first N jobs (0: all)")
+	fl.DurationVar(&f.delay, "provisioning-delay", 2*time.Minute, "simulated provisioning delay of every offer")
+	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar on stderr")
+	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the replay to this file")
+	cmd.Example = `  gpufleet sim --trace ../shared/data/helios-venus-excerpt-dirlab/helios_data_training.csv --format helios \
+      --catalog examples/sim-catalog.yaml --json result.json --html report.html
+  gpufleet sim openb --policy all --seeds 42-51`
+	help := cmd.RunE
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if f.tracePath == "" {
+			return help(cmd, args)
+		}
+		return runReplay(cmd, f)
+	}
+}
+
+func loadTrace(f replayFlags) (trace.Trace, error) {
+	switch f.format {
+	case "helios", "philly":
+		return trace.LoadHelios(f.tracePath)
+	case "pai":
+		if f.paiTasks == "" {
+			return trace.Trace{}, usageError{errors.New("--format pai needs --pai-tasks FILE (the task table)")}
+		}
+		return trace.LoadPAI(f.tracePath, f.paiTasks)
+	case "csv", "generic":
+		return trace.LoadGeneric(f.tracePath)
+	case "openb":
+		return trace.Trace{}, usageError{errors.New(`--format openb: openb pods have no durations to replay through the fleet; use "gpufleet sim openb" for the placement experiment`)}
+	}
+	return trace.Trace{}, usageError{fmt.Errorf("--format: invalid value %q: want helios, philly, pai or csv", f.format)}
+}
+
+// toWorkload makes the simulator's workload, skipping (and counting)
+// jobs no offer can run.
+func toWorkload(tr trace.Trace, p *trace.Profile, offers []core.Offer, limit int) (*sim.Workload, error) {
+	tw, err := tr.Workload(p)
+	if err != nil {
+		return nil, err
+	}
+	w := &sim.Workload{Actual: map[string]time.Duration{}, Skipped: trace.SkipCounts(tw.Skipped)}
+	for i := range tw.Jobs {
+		if limit > 0 && len(w.Jobs) >= limit {
+			break
+		}
+		j := &tw.Jobs[i]
+		if !runnable(j, offers) {
+			w.Skipped["no offer can run it (GPU model or memory)"]++
+			continue
+		}
+		w.Jobs = append(w.Jobs, j)
+		w.Actual[j.ID] = j.EstDuration
+	}
+	if len(w.Jobs) == 0 {
+		return nil, fmt.Errorf("trace %s: no job to replay (skipped: %v)", tr.Name, w.Skipped)
+	}
+	return w, nil
+}
+
+func runnable(j *core.Job, offers []core.Offer) bool {
+	for i := range offers {
+		o := &offers[i]
+		ok := len(j.Request.Models) == 0
+		for _, m := range j.Request.Models {
+			ok = ok || m == o.GPUModel
+		}
+		if ok && (o.GPUMemMiB == 0 || j.Request.MemPerGPUMiB <= o.GPUMemMiB) {
+			return true
+		}
+	}
+	return false
+}
+
+func runReplay(cmd *cobra.Command, f replayFlags) error {
+	// Each step builds short-lived views of the fleet; the heap stays
+	// small, so trading memory for fewer collections is the right call.
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	if f.cpuProfile != "" {
+		fh, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer fh.Close()
+		if err := pprof.StartCPUProfile(fh); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	tr, err := loadTrace(f)
+	if err != nil {
+		return err
+	}
+	cat, err := loadCatalog(f.catalog)
+	if err != nil {
+		return err
+	}
+	prof := trace.DefaultProfile()
+	if f.profile != "" {
+		if prof, err = trace.LoadProfile(f.profile); err != nil {
+			return err
+		}
+	}
+	w, err := toWorkload(tr, prof, cat.Offers, f.limit)
+	if err != nil {
+		return err
+	}
+	var policies []sim.Policy
+	for _, name := range strings.Split(f.policies, ",") {
+		p, err := sim.NewPolicy(strings.TrimSpace(name))
+		if err != nil {
+			return usageError{fmt.Errorf("--policy: %w", err)}
+		}
+		policies = append(policies, p)
+	}
+	cfg := sim.Config{Workload: w, Offers: cat.Offers, TimeOfUse: siteTariff(cat.Offers), Seed: f.seed,
+		Provider: provsim.Config{Default: provsim.Settings{Delay: provsim.Fixed(f.delay)}}}
+	stderr := cmd.ErrOrStderr()
+	bar := !f.quiet && isTerminal(stderr)
+	// Policies are independent runs: side by side on the cores there are.
+	results := make([]*sim.Result, len(policies))
+	errs := make([]error, len(policies))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(runtime.GOMAXPROCS(0), 1))
+	progress := make([]int, len(policies))
+	total := len(w.Jobs)
+	for i, p := range policies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			c := cfg
+			if bar {
+				c.Progress = func(done, _ int) {
+					mu.Lock()
+					defer mu.Unlock()
+					progress[i] = done
+					sum := 0
+					for _, d := range progress {
+						sum += d
+					}
+					fmt.Fprintf(stderr, "\rsimulating %d policies %s %3d%%", len(policies), progressBar(sum, total*len(policies), 30), sum*100/max(total*len(policies), 1))
+				}
+			}
+			results[i], errs[i] = sim.Run(c, p)
+		}()
+	}
+	wg.Wait()
+	if bar {
+		fmt.Fprintln(stderr)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	bound, err := sim.PriceBound(w, cat.Offers, cfg.TimeOfUse)
+	if err != nil {
+		return err
+	}
+	v := report.NewSimView(tr.Name, cat.Currency, f.seed, prof.Describe(), results, bound, w.Skipped)
+	if f.jsonOut != "" {
+		if err := writeTo(cmd, f.jsonOut, func(out io.Writer) error {
+			enc := json.NewEncoder(out)
+			enc.SetIndent("", "  ")
+			return enc.Encode(v)
+		}); err != nil {
+			return err
+		}
+	}
+	if f.htmlOut != "" {
+		if err := writeTo(cmd, f.htmlOut, func(out io.Writer) error { return report.WriteSimHTML(out, v, results) }); err != nil {
+			return err
+		}
+	}
+	if f.csvOut != "" {
+		if err := writeTo(cmd, f.csvOut, func(out io.Writer) error { return report.WriteSimCSV(out, results) }); err != nil {
+			return err
+		}
+	}
+	if f.jsonOut == "-" {
+		return nil
+	}
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "policy\tcost %s\t× bound\tidle share\tpaid GPU-h\tallocated GPU-h\twait p95 s\tcore p95 s\tpreemptions\tlost GPU-h\t\n", cat.Currency)
+	for _, p := range v.Policies {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t\n", p.Policy, p.Cost, p.VsBound, p.IdleShare, p.PaidGPUHours, p.AllocatedGPUHours, p.WaitP95, p.WaitsByTier["core"].P95, p.Preemptions, p.LostGPUHours)
+	}
+	fmt.Fprintf(tw, "lower bound\t%s\t1\t\t\t\t\t\t\t\t\n", v.LowerBound.Cost)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%d jobs replayed from %s; skipped: %v\n", len(w.Jobs), tr.Name, w.Skipped)
+	return nil
+}
+
+// siteTariff is the first time-of-use tariff in the catalog: the off-peak
+// windows deferrable work may wait for.
+func siteTariff(offers []core.Offer) *core.TimeOfUse {
+	for _, o := range offers {
+		for _, p := range o.Plans {
+			if p.TimeOfUse != nil {
+				return p.TimeOfUse
+			}
+		}
+	}
+	return nil
+}
+
+// writeTo writes to path, or stdout for "-".
+func writeTo(cmd *cobra.Command, path string, write func(io.Writer) error) error {
+	if path == "-" {
+		return write(cmd.OutOrStdout())
+	}
+	fh, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(fh); err != nil {
+		fh.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return fh.Close()
+}
+
+func isTerminal(w io.Writer) bool {
+	fh, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := fh.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func progressBar(done, total, width int) string {
+	n := done * width / max(total, 1)
+	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSimReplayJSON(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "r.json")
+	html := filepath.Join(dir, "r.html")
+	code, stdout, stderr := runCLI(t, "sim", "--trace", "testdata/small-trace.csv", "--format", "csv", "--json", out, "--html", html, "--quiet")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "lower bound") || !strings.Contains(stdout, "gpufleet") {
+		t.Errorf("table: %s", stdout)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Policies []struct {
+			Policy            string      `json:"policy"`
+			Cost              json.Number `json:"cost"`
+			PaidGPUHours      json.Number `json:"paid_gpu_hours"`
+			AllocatedGPUHours json.Number `json:"allocated_gpu_hours"`
+			IdleShare         json.Number `json:"idle_share"`
+			Unfinished        int         `json:"unfinished"`
+		} `json:"policies"`
+		LowerBound struct {
+			Cost json.Number `json:"cost"`
+		} `json:"lower_bound"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Policies) != 4 {
+		t.Fatalf("%d policies", len(v.Policies))
+	}
+	bound, _ := v.LowerBound.Cost.Float64()
+	for _, p := range v.Policies {
+		cost, _ := p.Cost.Float64()
+		alloc, _ := p.AllocatedGPUHours.Float64()
+		if cost < bound || p.Unfinished != 0 {
+			t.Errorf("%s: cost %v below bound %v, or %d unfinished", p.Policy, cost, bound, p.Unfinished)
+		}
+		// The trace's work: 1 + 16 + 0.125 + 0.333 + 6 + 0.125 GPU-hours.
+		if alloc < 23.5 || alloc > 24 {
+			t.Errorf("%s: allocated %v GPU-hours, want the trace's 23.58", p.Policy, alloc)
+		}
+	}
+	page, _ := os.ReadFile(html)
+	if !strings.Contains(string(page), "<svg") {
+		t.Error("no HTML report")
+	}
+}
+
+func TestSimReplayErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--trace", "testdata/small-trace.csv", "--format", "parquet"}, 2, `--format: invalid value "parquet"`},
+		{[]string{"--trace", "testdata/small-trace.csv", "--policy", "magic"}, 2, `policy: invalid value "magic"`},
+		{[]string{"--trace", "testdata/nope.csv"}, 1, "nope.csv"},
+		{[]string{"--trace", "testdata/small-trace.csv", "--format", "pai"}, 2, "--pai-tasks"},
+	} {
+		code, _, stderr := runCLI(t, append([]string{"sim", "--quiet"}, tc.args...)...)
+		if code != tc.code || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, %q; want %d and %q", tc.args, code, stderr, tc.code, tc.want)
+		}
+	}
+}
