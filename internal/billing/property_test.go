@@ -179,8 +179,7 @@ func referenceCost(p *core.PricePlan, from, to time.Time) core.U128 {
 		}
 		mult := int64(bpOne)
 		if p.TimeOfUse != nil {
-			lt := t.In(p.TimeOfUse.Location)
-			mult = windowMultiplier(p.TimeOfUse.Windows, lt.Weekday(), lt.Hour())
+			mult = p.TimeOfUse.MultiplierAt(t)
 		}
 		acc = acc.Add(core.Mul64(uint64(price), uint64(mult)).MulU64(uint64(next.Sub(t) / time.Second)))
 		t = next

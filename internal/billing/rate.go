@@ -36,7 +36,7 @@ func newRater(p *core.PricePlan) rater {
 		var w [168]int64
 		for d := 0; d < 7; d++ {
 			for h := 0; h < 24; h++ {
-				w[d*24+h] = windowMultiplier(tou.Windows, time.Weekday(d), h)
+				w[d*24+h] = tou.MultiplierBP(time.Weekday(d), h)
 				r.weekSum += w[d*24+h]
 			}
 		}
@@ -65,35 +65,6 @@ func (r rater) priceAt(t int64) (core.Micros, int64) {
 		return r.p.Price, next
 	}
 	return s[i-1].Price, next
-}
-
-// windowMultiplier returns the multiplier of the first window containing
-// local weekday wd and hour h.
-func windowMultiplier(ws []core.Window, wd time.Weekday, h int) int64 {
-	prev := (wd + 6) % 7
-	for _, w := range ws {
-		if w.StartHour < w.EndHour {
-			if h >= w.StartHour && h < w.EndHour && hasDay(w.Weekdays, wd) {
-				return w.MultiplierBP
-			}
-			continue
-		}
-		// Wraps past midnight: the evening part belongs to wd, the
-		// morning part to the window that started the day before.
-		if h >= w.StartHour && hasDay(w.Weekdays, wd) || h < w.EndHour && hasDay(w.Weekdays, prev) {
-			return w.MultiplierBP
-		}
-	}
-	return bpOne
-}
-
-func hasDay(days []time.Weekday, d time.Weekday) bool {
-	for _, x := range days {
-		if x == d {
-			return true
-		}
-	}
-	return false
 }
 
 // integral returns Σ price×multiplier×seconds over [from, to), exactly.

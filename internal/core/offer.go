@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -77,6 +78,32 @@ type Window struct {
 type TimeOfUse struct {
 	Location *time.Location
 	Windows  []Window
+}
+
+// MultiplierBP returns the multiplier in basis points of the first window
+// containing local weekday wd and hour h, or 10000 (×1) outside every
+// window. A window that wraps past midnight belongs, in its morning part,
+// to the weekday it started on.
+func (t *TimeOfUse) MultiplierBP(wd time.Weekday, h int) int64 {
+	prev := (wd + 6) % 7
+	for _, w := range t.Windows {
+		if w.StartHour < w.EndHour {
+			if h >= w.StartHour && h < w.EndHour && slices.Contains(w.Weekdays, wd) {
+				return w.MultiplierBP
+			}
+			continue
+		}
+		if h >= w.StartHour && slices.Contains(w.Weekdays, wd) || h < w.EndHour && slices.Contains(w.Weekdays, prev) {
+			return w.MultiplierBP
+		}
+	}
+	return 10000
+}
+
+// MultiplierAt returns the multiplier in effect at instant at.
+func (t *TimeOfUse) MultiplierAt(at time.Time) int64 {
+	lt := at.In(t.Location)
+	return t.MultiplierBP(lt.Weekday(), lt.Hour())
 }
 
 // EarlyTermination is a committed plan's rule for leaving before the term

@@ -60,8 +60,7 @@ func (h HourlyRate) At(t time.Time) core.Micros {
 	}
 	mult := int64(bpOne)
 	if tou := p.TimeOfUse; tou != nil && tou.Location != nil && len(tou.Windows) > 0 {
-		lt := t.In(tou.Location)
-		mult = windowMultiplier(tou.Windows, lt.Weekday(), lt.Hour())
+		mult = tou.MultiplierAt(t)
 	}
 	// price × 3600/Per × mult/10000 / GPUs, rounded once. The catalog's
 	// bounds keep the product within 128 bits and the result within int64.
@@ -71,24 +70,6 @@ func (h HourlyRate) At(t time.Time) core.Micros {
 }
 
 const bpOne = 10_000
-
-// windowMultiplier mirrors the billing engine's rule (internal/billing):
-// the multiplier of the first window containing local weekday wd, hour h.
-func windowMultiplier(ws []core.Window, wd time.Weekday, h int) int64 {
-	prev := (wd + 6) % 7
-	for _, w := range ws {
-		if w.StartHour < w.EndHour {
-			if h >= w.StartHour && h < w.EndHour && slices.Contains(w.Weekdays, wd) {
-				return w.MultiplierBP
-			}
-			continue
-		}
-		if h >= w.StartHour && slices.Contains(w.Weekdays, wd) || h < w.EndHour && slices.Contains(w.Weekdays, prev) {
-			return w.MultiplierBP
-		}
-	}
-	return bpOne
-}
 
 // HasTimeOfUse reports whether any on-demand plan of the class has
 // time-of-use windows: only then can shifting work in time lower its price.
