@@ -1,0 +1,120 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/engine"
+	"github.com/gpufleet/gpufleet/internal/sched"
+)
+
+// UnitFromEngine returns what the store keeps of u.
+func UnitFromEngine(u *engine.Unit) Unit {
+	out := Unit{
+		JobID: u.Job.ID, Shard: u.Shard, State: u.State,
+		Start: u.Start, LastCheckpoint: u.LastCheckpoint, Done: u.Done, Since: u.Since,
+		DeferredUntil: u.DeferredUntil, Reclaims: u.Reclaims, Preemptions: u.Preemptions,
+		NoSpot: u.NoSpot, LostMilliSeconds: u.LostMilliSeconds, End: u.End,
+	}
+	if u.Parts != nil {
+		out.Parts = make([]Part, len(u.Parts))
+		for i, p := range u.Parts {
+			out.Parts[i] = Part{LeaseID: p.LeaseID, GPUs: slices.Clone(p.GPUs)}
+		}
+	}
+	return out
+}
+
+// Engine returns u as the engine tracks it, for job (which must be u's).
+func (u *Unit) Engine(job *core.Job) *engine.Unit {
+	out := &engine.Unit{
+		Unit:  sched.Unit{Job: job, Shard: u.Shard},
+		State: u.State, Start: u.Start, LastCheckpoint: u.LastCheckpoint, Done: u.Done, Since: u.Since,
+		DeferredUntil: u.DeferredUntil, Reclaims: u.Reclaims, Preemptions: u.Preemptions,
+		NoSpot: u.NoSpot, LostMilliSeconds: u.LostMilliSeconds, End: u.End,
+	}
+	if u.Parts != nil {
+		out.Parts = make([]engine.Assigned, len(u.Parts))
+		for i, p := range u.Parts {
+			out.Parts[i] = engine.Assigned{LeaseID: p.LeaseID, GPUs: slices.Clone(p.GPUs)}
+		}
+	}
+	return out
+}
+
+// LeaseFromEngine returns what the store keeps of l; Requested is left
+// for the caller (it is set once, by CreateLease, and never changes).
+func LeaseFromEngine(l *engine.Lease) Lease {
+	return Lease{Lease: l.Lease, ReadyAt: l.ReadyAt, ReclaimAt: l.ReclaimAt, IdleSince: l.IdleSince}
+}
+
+// Engine returns l as the engine tracks it, with its offer and plan found
+// by offer. An offer missing from the catalog, or one without the lease's
+// billing mode, is ErrNotFound: a restart must not silently drop a
+// machine that is still billed.
+func (l *Lease) Engine(offer func(id string) (*core.Offer, bool)) (*engine.Lease, error) {
+	o, ok := offer(l.OfferID)
+	if !ok {
+		return nil, fmt.Errorf("lease %q: %w", l.ID, NotFound("offer", l.OfferID))
+	}
+	p, ok := o.Plan(l.Mode)
+	if !ok {
+		return nil, fmt.Errorf("lease %q: offer %q has no %s plan: %w", l.ID, l.OfferID, l.Mode, ErrNotFound)
+	}
+	return &engine.Lease{Lease: l.Lease, Offer: o, Plan: p, ReadyAt: l.ReadyAt, ReclaimAt: l.ReclaimAt, IdleSince: l.IdleSince}, nil
+}
+
+// LoadEngineState reads what the loop needs to restart: live leases (with
+// offers and plans resolved through offer), live units with their jobs,
+// teams and the LoopState. Offers, time-of-use tariffs and GPU readings
+// come from the catalog and the agents, not from here. Run it inside a Tx
+// for one consistent snapshot.
+func LoadEngineState(ctx context.Context, a Aggregates, offer func(id string) (*core.Offer, bool)) (*engine.State, LoopState, error) {
+	st := &engine.State{}
+	leases, err := a.Leases().ListLiveLeases(ctx)
+	if err != nil {
+		return nil, LoopState{}, fmt.Errorf("load engine state: %w", err)
+	}
+	for i := range leases {
+		l, err := leases[i].Engine(offer)
+		if err != nil {
+			return nil, LoopState{}, fmt.Errorf("load engine state: %w", err)
+		}
+		st.Leases = append(st.Leases, l)
+	}
+	units, err := a.Units().ListLiveUnits(ctx)
+	if err != nil {
+		return nil, LoopState{}, fmt.Errorf("load engine state: %w", err)
+	}
+	jobs := map[string]*core.Job{}
+	for i := range units {
+		u := &units[i]
+		j, ok := jobs[u.JobID]
+		if !ok {
+			sj, err := a.Jobs().GetJob(ctx, u.JobID)
+			if err != nil {
+				return nil, LoopState{}, fmt.Errorf("load engine state: unit %s: %w", u.Key(2), err)
+			}
+			j = &sj.Job
+			jobs[u.JobID] = j
+		}
+		st.Units = append(st.Units, u.Engine(j))
+	}
+	if st.Teams, err = a.Teams().ListTeams(ctx); err != nil {
+		return nil, LoopState{}, fmt.Errorf("load engine state: %w", err)
+	}
+	ls, err := a.Loop().LoadLoop(ctx)
+	if err != nil {
+		return nil, LoopState{}, fmt.Errorf("load engine state: %w", err)
+	}
+	st.NextID, st.Spent, st.History, st.Ladder, st.BudgetAlerted = ls.NextID, ls.Spent, ls.History, ls.Ladder, ls.BudgetAlerted
+	return st, ls, nil
+}
+
+// LoopFromEngine returns the LoopState of st, to be saved with version
+// (the Version last loaded or saved).
+func LoopFromEngine(st *engine.State, version int64) LoopState {
+	return LoopState{NextID: st.NextID, Spent: st.Spent, History: st.History, Ladder: st.Ladder, BudgetAlerted: st.BudgetAlerted, Version: version}
+}

@@ -1,0 +1,191 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/store"
+)
+
+// AppendEvents implements store.Events.
+func (o *ops) AppendEvents(ctx context.Context, events ...core.Event) ([]int64, error) {
+	for i := range events {
+		if err := store.ValidateEvent(&events[i]); err != nil {
+			return nil, fmt.Errorf("append events: event %d: %w", i, err)
+		}
+	}
+	seqs := make([]int64, len(events))
+	err := o.atomic(ctx, func(q Querier) error {
+		// One statement per event: the order of RETURNING rows of a
+		// multi-row insert is not defined.
+		for i, e := range events {
+			if err := q.QueryRow(ctx, `INSERT INTO events (at, kind, subject, reason, attrs) VALUES ($1, $2, $3, $4, $5) RETURNING seq`,
+				o.t(e.At), e.Kind, e.Subject, e.Reason, marshal(e.Attrs)).Scan(&seqs[i]); err != nil {
+				return o.fail(err, "append event %d (%s)", i, e.Kind)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return seqs, nil
+}
+
+// ListEvents implements store.Events.
+func (o *ops) ListEvents(ctx context.Context, f store.EventFilter) (store.Page[core.Event], error) {
+	limit, err := store.PageLimit(f.Limit)
+	if err != nil {
+		return store.Page[core.Event]{}, fmt.Errorf("list events: %w", err)
+	}
+	after, ok, err := store.DecodeCursor("events", f.Cursor)
+	if err != nil {
+		return store.Page[core.Event]{}, fmt.Errorf("list events: %w", err)
+	}
+	var w where
+	if f.Subject != "" {
+		w.add("subject = " + w.p(f.Subject))
+	}
+	if f.Kind != "" {
+		w.add("kind = " + w.p(f.Kind))
+	}
+	if !f.From.IsZero() {
+		w.add("at >= " + w.p(o.t(f.From)))
+	}
+	if !f.To.IsZero() {
+		w.add("at < " + w.p(o.t(f.To)))
+	}
+	if ok {
+		w.add("seq > " + w.p(after))
+	}
+	rows, err := o.r().Query(ctx, `SELECT seq, at, kind, subject, reason, attrs FROM events`+w.String()+` ORDER BY seq LIMIT `+w.p(limit+1), w.vals...)
+	if err != nil {
+		return store.Page[core.Event]{}, o.fail(err, "list events")
+	}
+	defer rows.Close()
+	var page store.Page[core.Event]
+	for rows.Next() {
+		var e core.Event
+		var attrs string
+		if err := rows.Scan(&e.Seq, T(&e.At), &e.Kind, &e.Subject, &e.Reason, &attrs); err != nil {
+			return store.Page[core.Event]{}, fmt.Errorf("list events: %w", err)
+		}
+		if err := unmarshal(attrs, &e.Attrs); err != nil {
+			return store.Page[core.Event]{}, fmt.Errorf("list events: event %d: attrs: %w", e.Seq, err)
+		}
+		page.Items = append(page.Items, e)
+	}
+	if err := rows.Err(); err != nil {
+		return store.Page[core.Event]{}, o.fail(err, "list events")
+	}
+	if len(page.Items) > limit {
+		page.Items = page.Items[:limit]
+		page.Next = store.EncodeCursor("events", page.Items[limit-1].Seq)
+	}
+	return page, nil
+}
+
+// sampleBatch is how many samples one INSERT writes (8 parameters each).
+const sampleBatch = 500
+
+// InsertSamples implements store.Samples.
+func (o *ops) InsertSamples(ctx context.Context, samples ...core.Sample) error {
+	for i := range samples {
+		if err := store.ValidateSample(&samples[i]); err != nil {
+			return fmt.Errorf("insert samples: sample %d: %w", i, err)
+		}
+	}
+	if len(samples) == 0 {
+		return nil
+	}
+	return o.atomic(ctx, func(q Querier) error {
+		for lo := 0; lo < len(samples); lo += sampleBatch {
+			var a args
+			var vals []string
+			for _, s := range samples[lo:min(len(samples), lo+sampleBatch)] {
+				vals = append(vals, a.list(s.LeaseID, s.GPU, o.t(s.At), s.UtilPct, s.MemUsedMiB, s.MemTotalMiB, s.PowerW, s.TempC))
+			}
+			if _, err := q.Exec(ctx, `INSERT INTO samples (lease_id, gpu, at, util_pct, mem_used_mib, mem_total_mib, power_w, temp_c) VALUES `+
+				strings.Join(vals, ", ")+` ON CONFLICT (lease_id, gpu, at) DO NOTHING`, a.vals...); err != nil {
+				return o.fail(err, "insert samples")
+			}
+		}
+		return nil
+	})
+}
+
+const sampleCols = `lease_id, gpu, at, util_pct, mem_used_mib, mem_total_mib, power_w, temp_c`
+
+// QuerySamples implements store.Samples.
+func (o *ops) QuerySamples(ctx context.Context, f store.SampleFilter) ([]core.Sample, error) {
+	limit, err := store.SampleLimit(f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("query samples: %w", err)
+	}
+	var w where
+	if f.LeaseID != "" {
+		w.add("lease_id = " + w.p(f.LeaseID))
+	}
+	if f.GPU != nil {
+		w.add("gpu = " + w.p(*f.GPU))
+	}
+	if !f.From.IsZero() {
+		w.add("at >= " + w.p(o.t(f.From)))
+	}
+	if !f.To.IsZero() {
+		w.add("at < " + w.p(o.t(f.To)))
+	}
+	out, err := o.samples(ctx, `SELECT `+sampleCols+` FROM samples`+w.String()+` ORDER BY at, lease_id, gpu LIMIT `+w.p(limit), w.vals...)
+	if err != nil {
+		return nil, o.fail(err, "query samples")
+	}
+	return out, nil
+}
+
+// LatestSamples implements store.Samples.
+func (o *ops) LatestSamples(ctx context.Context, since time.Time) ([]core.Sample, error) {
+	out, err := o.samples(ctx, `SELECT `+sampleCols+` FROM samples s
+		JOIN (SELECT lease_id AS l, gpu AS g, MAX(at) AS m FROM samples WHERE at >= $1 GROUP BY lease_id, gpu) latest
+		ON s.lease_id = latest.l AND s.gpu = latest.g AND s.at = latest.m
+		ORDER BY lease_id, gpu`, o.t(since))
+	if err != nil {
+		return nil, o.fail(err, "latest samples")
+	}
+	return out, nil
+}
+
+func (o *ops) samples(ctx context.Context, sql string, a ...any) ([]core.Sample, error) {
+	rows, err := o.r().Query(ctx, sql, a...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []core.Sample
+	for rows.Next() {
+		var s core.Sample
+		if err := rows.Scan(&s.LeaseID, &s.GPU, T(&s.At), &s.UtilPct, &s.MemUsedMiB, &s.MemTotalMiB, &s.PowerW, &s.TempC); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// DeleteSamplesBefore implements store.Samples.
+func (o *ops) DeleteSamplesBefore(ctx context.Context, t time.Time) (int64, error) {
+	if t.IsZero() {
+		return 0, fmt.Errorf("delete samples: %w", &core.FieldError{Field: "before", Value: "", Allowed: "a non-zero time"})
+	}
+	var n int64
+	err := o.atomic(ctx, func(q Querier) error {
+		var err error
+		if n, err = q.Exec(ctx, `DELETE FROM samples WHERE at < $1`, o.t(t)); err != nil {
+			return o.fail(err, "delete samples")
+		}
+		return nil
+	})
+	return n, err
+}

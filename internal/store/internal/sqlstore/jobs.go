@@ -1,0 +1,269 @@
+package sqlstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/store"
+)
+
+// finalJobStates is the SQL list of final job states.
+const finalJobStates = `('succeeded', 'failed', 'cancelled')`
+
+const jobCols = `seq, id, team_id, user_name, tier, state, state_at, gpus, milli_per_gpu, mem_per_gpu_mib,
+	models, throughput, cpu_milli, mem_mib, shards, est_duration_ns, deadline, interruptible, may_defer,
+	checkpoint_interval_ns, command, image, submit_at, idem_key`
+
+// scanJob scans jobCols and then extra.
+func scanJob(r interface{ Scan(...any) error }, extra ...any) (store.Job, int64, error) {
+	var (
+		j                                       store.Job
+		seq, milli, est, ckpt                   int64
+		tier, state, models, tput, command, key string
+	)
+	dest := []any{&seq, &j.ID, &j.Team, &j.User, &tier, &state, T(&j.StateAt), &j.Request.GPUs, &milli, &j.Request.MemPerGPUMiB,
+		&models, &tput, &j.Request.CPUMilli, &j.Request.MemMiB, &j.Shards, &est, T(&j.Deadline), &j.Interruptible, &j.Deferrable,
+		&ckpt, &command, &j.Image, T(&j.Submit), S(&key)}
+	err := r.Scan(append(dest, extra...)...)
+	if err != nil {
+		return j, 0, err
+	}
+	j.Tier, j.State, j.IdempotencyKey = core.Tier(tier), core.JobState(state), key
+	j.Request.MilliPerGPU, j.EstDuration, j.CheckpointInterval = core.Milli(milli), time.Duration(est), time.Duration(ckpt)
+	if err := unmarshal(models, &j.Request.Models); err != nil {
+		return j, 0, fmt.Errorf("job %q: models: %w", j.ID, err)
+	}
+	if err := unmarshal(tput, &j.Request.Throughput); err != nil {
+		return j, 0, fmt.Errorf("job %q: throughput: %w", j.ID, err)
+	}
+	if err := unmarshal(command, &j.Command); err != nil {
+		return j, 0, fmt.Errorf("job %q: command: %w", j.ID, err)
+	}
+	return j, seq, nil
+}
+
+// marshal encodes plain data (slices, maps of strings and ints) as JSON;
+// nil stays null and empty stays empty, so values round-trip exactly.
+func marshal(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("sqlstore: marshal %T: %v", v, err)) // plain data always marshals
+	}
+	return string(b)
+}
+
+func unmarshal(s string, v any) error {
+	d := json.NewDecoder(strings.NewReader(s))
+	d.UseNumber()
+	return d.Decode(v)
+}
+
+// SubmitJob implements store.Jobs.
+func (o *ops) SubmitJob(ctx context.Context, j core.Job, key string) (store.Job, bool, error) {
+	if err := store.ValidateJob(&j); err != nil {
+		return store.Job{}, false, fmt.Errorf("submit job: %w", err)
+	}
+	if key != "" {
+		if err := store.CheckID("idempotency_key", key); err != nil {
+			return store.Job{}, false, fmt.Errorf("submit job: %w", err)
+		}
+	}
+	j.State = core.JobPending
+	j.Submit, j.Deadline = store.Micro(j.Submit), store.Micro(j.Deadline)
+	fp := store.JobFingerprint(&j)
+	out := store.Job{Job: j, StateAt: j.Submit, IdempotencyKey: key}
+	var created bool
+	err := o.atomic(ctx, func(q Querier) error {
+		r := j.Request
+		var seq int64
+		err := q.QueryRow(ctx, `INSERT INTO jobs (id, team_id, user_name, tier, state, state_at, gpus, milli_per_gpu, mem_per_gpu_mib,
+			models, throughput, cpu_milli, mem_mib, shards, est_duration_ns, deadline, interruptible, may_defer,
+			checkpoint_interval_ns, command, image, submit_at, idem_key, fingerprint)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)
+			ON CONFLICT (team_id, idem_key) DO NOTHING RETURNING seq`,
+			j.ID, j.Team, j.User, string(j.Tier), string(j.State), o.t(j.Submit), r.GPUs, int64(r.MilliPerGPU), r.MemPerGPUMiB,
+			marshal(r.Models), marshal(r.Throughput), r.CPUMilli, r.MemMiB, j.Shards, int64(j.EstDuration), o.t(j.Deadline),
+			j.Interruptible, j.Deferrable, int64(j.CheckpointInterval), marshal(j.Command), j.Image, o.t(j.Submit), nullStr(key), fpArg(key, fp)).Scan(&seq)
+		switch {
+		case errors.Is(err, ErrNoRows):
+			// The key was used before: the same request gets the first job.
+			first, firstFP, err := o.jobByKey(ctx, q, j.Team, key)
+			if err != nil {
+				return fmt.Errorf("submit job %q: idempotency key %q: %w", j.ID, key, err)
+			}
+			if !bytes.Equal(firstFP, fp[:]) {
+				return fmt.Errorf("submit job %q: %w", j.ID, store.Conflict("idempotency key %q was used for job %q with a different body", key, first.ID))
+			}
+			out = first
+			return nil
+		case err != nil:
+			if errors.Is(o.s.b.Classify(err), store.ErrNotFound) {
+				return fmt.Errorf("submit job %q: %w", j.ID, store.NotFound("team", j.Team))
+			}
+			return o.fail(err, "submit job %q", j.ID)
+		}
+		created = true
+		return o.insertUnits(ctx, q, &j)
+	})
+	if err != nil {
+		return store.Job{}, false, err
+	}
+	return out, created, nil
+}
+
+// fpArg is the fingerprint to store: only idempotent submissions need it.
+func fpArg(key string, fp [32]byte) any {
+	if key == "" {
+		return nil
+	}
+	return fp[:]
+}
+
+// unitBatch is how many units one INSERT writes (13 parameters each, far
+// below both backends' limits).
+const unitBatch = 500
+
+func (o *ops) insertUnits(ctx context.Context, q Querier, j *core.Job) error {
+	n := max(j.Shards, 1)
+	for lo := 0; lo < n; lo += unitBatch {
+		var a args
+		var vals []string
+		for s := lo; s < min(n, lo+unitBatch); s++ {
+			vals = append(vals, a.list(j.ID, s, string(core.JobPending), "null", nil, nil, 0, o.t(j.Submit), nil, 0, 0, false, 0))
+		}
+		if _, err := q.Exec(ctx, `INSERT INTO job_units (job_id, shard, state, parts, start_at, last_checkpoint_at, done_ns, since_at,
+			deferred_until, reclaims, preemptions, no_spot, lost_milli_seconds) VALUES `+strings.Join(vals, ", "), a.vals...); err != nil {
+			return o.fail(err, "submit job %q: units", j.ID)
+		}
+	}
+	return nil
+}
+
+func (o *ops) jobByKey(ctx context.Context, q Querier, team, key string) (store.Job, []byte, error) {
+	var fp []byte
+	j, _, err := scanJob(q.QueryRow(ctx, `SELECT `+jobCols+`, fingerprint FROM jobs WHERE team_id = $1 AND idem_key = $2`, team, key), &fp)
+	if err != nil {
+		return j, nil, one(err, "job with idempotency key", key)
+	}
+	return j, fp, nil
+}
+
+// GetJob implements store.Jobs.
+func (o *ops) GetJob(ctx context.Context, id string) (store.Job, error) {
+	if err := store.CheckID("id", id); err != nil {
+		return store.Job{}, fmt.Errorf("get job: %w", err)
+	}
+	return o.getJob(ctx, o.r(), id)
+}
+
+func (o *ops) getJob(ctx context.Context, q Querier, id string) (store.Job, error) {
+	j, _, err := scanJob(q.QueryRow(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = $1`, id))
+	if err != nil {
+		return store.Job{}, fmt.Errorf("get job: %w", one(err, "job", id))
+	}
+	return j, nil
+}
+
+// ListJobs implements store.Jobs.
+func (o *ops) ListJobs(ctx context.Context, f store.JobFilter) (store.Page[store.Job], error) {
+	limit, err := store.PageLimit(f.Limit)
+	if err != nil {
+		return store.Page[store.Job]{}, fmt.Errorf("list jobs: %w", err)
+	}
+	after, ok, err := store.DecodeCursor("jobs", f.Cursor)
+	if err != nil {
+		return store.Page[store.Job]{}, fmt.Errorf("list jobs: %w", err)
+	}
+	var w where
+	if f.Team != "" {
+		w.add("team_id = " + w.p(f.Team))
+	}
+	if f.Tier != "" {
+		if _, err := core.ParseTier(string(f.Tier)); err != nil {
+			return store.Page[store.Job]{}, fmt.Errorf("list jobs: %w", err)
+		}
+		w.add("tier = " + w.p(string(f.Tier)))
+	}
+	if len(f.States) > 0 {
+		vs := make([]any, len(f.States))
+		for i, s := range f.States {
+			if _, err := store.ParseJobState("state", string(s)); err != nil {
+				return store.Page[store.Job]{}, fmt.Errorf("list jobs: %w", err)
+			}
+			vs[i] = string(s)
+		}
+		w.add("state IN " + w.list(vs...))
+	}
+	if ok {
+		w.add("seq < " + w.p(after))
+	}
+	rows, err := o.r().Query(ctx, `SELECT `+jobCols+` FROM jobs`+w.String()+` ORDER BY seq DESC LIMIT `+w.p(limit+1), w.vals...)
+	if err != nil {
+		return store.Page[store.Job]{}, o.fail(err, "list jobs")
+	}
+	defer rows.Close()
+	var page store.Page[store.Job]
+	var seqs []int64
+	for rows.Next() {
+		j, seq, err := scanJob(rows)
+		if err != nil {
+			return store.Page[store.Job]{}, fmt.Errorf("list jobs: %w", err)
+		}
+		page.Items, seqs = append(page.Items, j), append(seqs, seq)
+	}
+	if err := rows.Err(); err != nil {
+		return store.Page[store.Job]{}, o.fail(err, "list jobs")
+	}
+	if len(page.Items) > limit {
+		page.Items = page.Items[:limit]
+		page.Next = store.EncodeCursor("jobs", seqs[limit-1])
+	}
+	return page, nil
+}
+
+// CancelJob implements store.Jobs.
+func (o *ops) CancelJob(ctx context.Context, id string, at time.Time) (store.Job, error) {
+	return o.moveJob(ctx, "cancel job", id, core.JobCancelled, at)
+}
+
+// TransitionJob implements store.Jobs.
+func (o *ops) TransitionJob(ctx context.Context, id string, state core.JobState, at time.Time) (store.Job, error) {
+	if _, err := store.ParseJobState("state", string(state)); err != nil {
+		return store.Job{}, fmt.Errorf("transition job %q: %w", id, err)
+	}
+	return o.moveJob(ctx, "transition job", id, state, at)
+}
+
+func (o *ops) moveJob(ctx context.Context, what, id string, state core.JobState, at time.Time) (store.Job, error) {
+	if err := store.CheckID("id", id); err != nil {
+		return store.Job{}, fmt.Errorf("%s: %w", what, err)
+	}
+	if at.IsZero() {
+		return store.Job{}, fmt.Errorf("%s %q: %w", what, id, &core.FieldError{Field: "at", Value: "", Allowed: "a non-zero time"})
+	}
+	var out store.Job
+	err := o.atomic(ctx, func(q Querier) error {
+		// One conditional statement, so that concurrent moves serialize
+		// on the row and a final state is never left.
+		if _, err := q.Exec(ctx, `UPDATE jobs SET state = $2, state_at = $3 WHERE id = $1 AND state <> $2 AND state NOT IN `+finalJobStates,
+			id, string(state), o.t(at)); err != nil {
+			return o.fail(err, "%s %q", what, id)
+		}
+		j, err := o.getJob(ctx, q, id)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if j.State != state {
+			return fmt.Errorf("%s: %w", what, store.CheckJobTransition(fmt.Sprintf("job %q", id), j.State, state))
+		}
+		out = j
+		return nil
+	})
+	return out, err
+}

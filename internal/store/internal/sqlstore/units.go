@@ -1,0 +1,128 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/store"
+)
+
+const unitCols = `u.job_id, u.shard, u.state, u.parts, u.start_at, u.last_checkpoint_at, u.done_ns, u.since_at,
+	u.deferred_until, u.reclaims, u.preemptions, u.no_spot, u.lost_milli_seconds, u.end_at`
+
+// partDoc is a Part as stored in the parts JSON column.
+type partDoc struct {
+	Lease string `json:"lease"`
+	GPUs  []int  `json:"gpus"`
+}
+
+func partsJSON(ps []store.Part) string {
+	if ps == nil {
+		return "null"
+	}
+	docs := make([]partDoc, len(ps))
+	for i, p := range ps {
+		docs[i] = partDoc{p.LeaseID, p.GPUs}
+	}
+	return marshal(docs)
+}
+
+func scanUnit(r interface{ Scan(...any) error }) (store.Unit, error) {
+	var (
+		u     store.Unit
+		state string
+		parts string
+		done  int64
+	)
+	if err := r.Scan(&u.JobID, &u.Shard, &state, &parts, T(&u.Start), T(&u.LastCheckpoint), &done, T(&u.Since),
+		T(&u.DeferredUntil), &u.Reclaims, &u.Preemptions, &u.NoSpot, &u.LostMilliSeconds, T(&u.End)); err != nil {
+		return u, err
+	}
+	u.State, u.Done = core.JobState(state), time.Duration(done)
+	var docs []partDoc
+	if err := unmarshal(parts, &docs); err != nil {
+		return u, fmt.Errorf("unit %s#%d: parts: %w", u.JobID, u.Shard, err)
+	}
+	if docs != nil {
+		u.Parts = make([]store.Part, len(docs))
+		for i, d := range docs {
+			u.Parts[i] = store.Part{LeaseID: d.Lease, GPUs: d.GPUs}
+		}
+	}
+	return u, nil
+}
+
+// SaveUnits implements store.Units.
+func (o *ops) SaveUnits(ctx context.Context, units ...store.Unit) error {
+	for i := range units {
+		if err := store.ValidateUnit(&units[i]); err != nil {
+			return fmt.Errorf("save units: %w", err)
+		}
+	}
+	return o.atomic(ctx, func(q Querier) error {
+		for i := range units {
+			u := &units[i]
+			n, err := q.Exec(ctx, `UPDATE job_units SET state = $3, parts = $4, start_at = $5, last_checkpoint_at = $6, done_ns = $7,
+				since_at = $8, deferred_until = $9, reclaims = $10, preemptions = $11, no_spot = $12, lost_milli_seconds = $13, end_at = $14
+				WHERE job_id = $1 AND shard = $2 AND (state = $3 OR state NOT IN `+finalJobStates+`)`,
+				u.JobID, u.Shard, string(u.State), partsJSON(u.Parts), o.t(u.Start), o.t(u.LastCheckpoint), int64(u.Done),
+				o.t(u.Since), o.t(u.DeferredUntil), u.Reclaims, u.Preemptions, u.NoSpot, u.LostMilliSeconds, o.t(u.End))
+			if err != nil {
+				return o.fail(err, "save unit %s#%d", u.JobID, u.Shard)
+			}
+			if n > 0 {
+				continue
+			}
+			var state string
+			if err := q.QueryRow(ctx, `SELECT state FROM job_units WHERE job_id = $1 AND shard = $2`, u.JobID, u.Shard).Scan(&state); err != nil {
+				return fmt.Errorf("save units: %w", one(err, "unit", fmt.Sprintf("%s#%d", u.JobID, u.Shard)))
+			}
+			return fmt.Errorf("save units: %w", store.CheckJobTransition(fmt.Sprintf("unit %s#%d", u.JobID, u.Shard), core.JobState(state), u.State))
+		}
+		return nil
+	})
+}
+
+// ListUnits implements store.Units.
+func (o *ops) ListUnits(ctx context.Context, jobID string) ([]store.Unit, error) {
+	if err := store.CheckID("job", jobID); err != nil {
+		return nil, fmt.Errorf("list units: %w", err)
+	}
+	us, err := o.units(ctx, `SELECT `+unitCols+` FROM job_units u WHERE u.job_id = $1 ORDER BY u.shard`, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("list units of job %q: %w", jobID, err)
+	}
+	if len(us) == 0 {
+		return nil, fmt.Errorf("list units: %w", store.NotFound("job", jobID))
+	}
+	return us, nil
+}
+
+// ListLiveUnits implements store.Units.
+func (o *ops) ListLiveUnits(ctx context.Context) ([]store.Unit, error) {
+	us, err := o.units(ctx, `SELECT `+unitCols+` FROM job_units u JOIN jobs j ON j.id = u.job_id
+		WHERE u.state NOT IN `+finalJobStates+` ORDER BY j.seq, u.shard`)
+	if err != nil {
+		return nil, fmt.Errorf("list live units: %w", err)
+	}
+	return us, nil
+}
+
+func (o *ops) units(ctx context.Context, sql string, a ...any) ([]store.Unit, error) {
+	rows, err := o.r().Query(ctx, sql, a...)
+	if err != nil {
+		return nil, o.s.b.Classify(err)
+	}
+	defer rows.Close()
+	var out []store.Unit
+	for rows.Next() {
+		u, err := scanUnit(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, o.s.b.Classify(rows.Err())
+}

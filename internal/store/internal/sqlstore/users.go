@@ -1,0 +1,191 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/store"
+)
+
+const userCols = `id, team_id, name, email, role, created_at, disabled_at`
+
+func scanUser(r interface{ Scan(...any) error }) (store.User, error) {
+	var u store.User
+	var role string
+	err := r.Scan(&u.ID, S(&u.Team), &u.Name, &u.Email, &role, T(&u.Created), T(&u.Disabled))
+	u.Role = store.Role(role)
+	return u, err
+}
+
+// CreateUser implements store.Users.
+func (o *ops) CreateUser(ctx context.Context, u store.User) error {
+	if err := store.ValidateNewUser(&u); err != nil {
+		return fmt.Errorf("create user: %w", err)
+	}
+	return o.atomic(ctx, func(q Querier) error {
+		_, err := q.Exec(ctx, `INSERT INTO users (`+userCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			u.ID, nullStr(u.Team), u.Name, u.Email, string(u.Role), o.t(u.Created), o.t(u.Disabled))
+		if err != nil {
+			return o.fail(err, "create user %q (team %q)", u.ID, u.Team)
+		}
+		return nil
+	})
+}
+
+// GetUser implements store.Users.
+func (o *ops) GetUser(ctx context.Context, id string) (store.User, error) {
+	if err := store.CheckID("id", id); err != nil {
+		return store.User{}, fmt.Errorf("get user: %w", err)
+	}
+	u, err := scanUser(o.r().QueryRow(ctx, `SELECT `+userCols+` FROM users WHERE id = $1`, id))
+	if err != nil {
+		return store.User{}, fmt.Errorf("get user: %w", one(err, "user", id))
+	}
+	return u, nil
+}
+
+// ListUsers implements store.Users.
+func (o *ops) ListUsers(ctx context.Context, team string) ([]store.User, error) {
+	var w where
+	if team != "" {
+		w.add("team_id = " + w.p(team))
+	}
+	rows, err := o.r().Query(ctx, `SELECT `+userCols+` FROM users`+w.String()+` ORDER BY id`, w.vals...)
+	if err != nil {
+		return nil, o.fail(err, "list users")
+	}
+	defer rows.Close()
+	var out []store.User
+	for rows.Next() {
+		u, err := scanUser(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list users: %w", err)
+		}
+		out = append(out, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, o.fail(err, "list users")
+	}
+	return out, nil
+}
+
+// UpdateUser implements store.Users.
+func (o *ops) UpdateUser(ctx context.Context, u store.User) error {
+	if err := store.ValidateUser(&u); err != nil {
+		return fmt.Errorf("update user: %w", err)
+	}
+	return o.atomic(ctx, func(q Querier) error {
+		n, err := q.Exec(ctx, `UPDATE users SET team_id = $2, name = $3, email = $4, role = $5, disabled_at = $6 WHERE id = $1`,
+			u.ID, nullStr(u.Team), u.Name, u.Email, string(u.Role), o.t(u.Disabled))
+		if err != nil {
+			return o.fail(err, "update user %q (team %q)", u.ID, u.Team)
+		}
+		if n == 0 {
+			return fmt.Errorf("update user: %w", store.NotFound("user", u.ID))
+		}
+		return nil
+	})
+}
+
+const tokenCols = `id, hash, user_id, team_id, role, name, created_at, expires_at, revoked_at, last_used_at`
+
+func scanToken(r interface{ Scan(...any) error }) (store.Token, error) {
+	var t store.Token
+	var role string
+	var hash []byte
+	err := r.Scan(&t.ID, &hash, S(&t.User), S(&t.Team), &role, &t.Name, T(&t.Created), T(&t.Expires), T(&t.Revoked), T(&t.LastUsed))
+	if err == nil && len(hash) != len(t.Hash) {
+		return t, fmt.Errorf("token %q: stored hash has %d bytes", t.ID, len(hash))
+	}
+	copy(t.Hash[:], hash)
+	t.Role = store.Role(role)
+	return t, err
+}
+
+// CreateToken implements store.Tokens.
+func (o *ops) CreateToken(ctx context.Context, t store.Token) error {
+	if err := store.ValidateToken(&t); err != nil {
+		return fmt.Errorf("create token: %w", err)
+	}
+	return o.atomic(ctx, func(q Querier) error {
+		_, err := q.Exec(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			t.ID, t.Hash[:], nullStr(t.User), nullStr(t.Team), string(t.Role), t.Name, o.t(t.Created), o.t(t.Expires), o.t(t.Revoked), o.t(t.LastUsed))
+		if err != nil {
+			return o.fail(err, "create token %q (user %q, team %q)", t.ID, t.User, t.Team)
+		}
+		return nil
+	})
+}
+
+// TokenByHash implements store.Tokens.
+func (o *ops) TokenByHash(ctx context.Context, hash store.TokenHash, now time.Time) (store.Token, error) {
+	t, err := scanToken(o.r().QueryRow(ctx, `SELECT `+tokenCols+` FROM tokens
+		WHERE hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2)`, hash[:], o.t(now)))
+	if err != nil {
+		return store.Token{}, fmt.Errorf("token by hash: %w", one(err, "token", "(by hash)"))
+	}
+	return t, nil
+}
+
+// ListTokens implements store.Tokens.
+func (o *ops) ListTokens(ctx context.Context, f store.TokenFilter) ([]store.Token, error) {
+	var w where
+	if f.User != "" {
+		w.add("user_id = " + w.p(f.User))
+	}
+	if f.Team != "" {
+		w.add("team_id = " + w.p(f.Team))
+	}
+	rows, err := o.r().Query(ctx, `SELECT `+tokenCols+` FROM tokens`+w.String()+` ORDER BY id`, w.vals...)
+	if err != nil {
+		return nil, o.fail(err, "list tokens")
+	}
+	defer rows.Close()
+	var out []store.Token
+	for rows.Next() {
+		t, err := scanToken(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list tokens: %w", err)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, o.fail(err, "list tokens")
+	}
+	return out, nil
+}
+
+// RevokeToken implements store.Tokens.
+func (o *ops) RevokeToken(ctx context.Context, id string, at time.Time) error {
+	return o.setTokenTime(ctx, "revoke token", `UPDATE tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL`, id, at)
+}
+
+// TouchToken implements store.Tokens.
+func (o *ops) TouchToken(ctx context.Context, id string, at time.Time) error {
+	return o.setTokenTime(ctx, "touch token", `UPDATE tokens SET last_used_at = $2 WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < $2)`, id, at)
+}
+
+func (o *ops) setTokenTime(ctx context.Context, what, sql, id string, at time.Time) error {
+	if err := store.CheckID("id", id); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if at.IsZero() {
+		return fmt.Errorf("%s %q: %w", what, id, &core.FieldError{Field: "at", Value: "", Allowed: "a non-zero time"})
+	}
+	return o.atomic(ctx, func(q Querier) error {
+		n, err := q.Exec(ctx, sql, id, o.t(at))
+		if err != nil {
+			return o.fail(err, "%s %q", what, id)
+		}
+		if n > 0 {
+			return nil
+		}
+		var x int
+		if err := q.QueryRow(ctx, `SELECT 1 FROM tokens WHERE id = $1`, id).Scan(&x); err != nil {
+			return fmt.Errorf("%s: %w", what, one(err, "token", id))
+		}
+		return nil
+	})
+}

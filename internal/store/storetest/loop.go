@@ -1,0 +1,165 @@
+package storetest
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/engine"
+	"github.com/gpufleet/gpufleet/internal/fleet"
+	"github.com/gpufleet/gpufleet/internal/sched"
+	"github.com/gpufleet/gpufleet/internal/store"
+)
+
+func testLoop(t *testing.T, open Opener) {
+	s := open(t)
+	c := ctx(t)
+	zero, err := s.Loop().LoadLoop(c)
+	ok(t, err, "load before any save")
+	diff(t, "initial loop state", store.LoopState{}, zero)
+
+	st := store.LoopState{
+		NextID:        17,
+		Spent:         map[string]core.Micros{"ml": 1_234_567, "web": 0},
+		History:       map[string]sched.Usage{"ml": {"H100": 3_600_000}, "web": {}},
+		Ladder:        map[string]fleet.LadderState{"L1/0": {LowSince: at(3), Rung: 2, Unit: "j1"}, "L1/1": {NoProcSince: at(4), Unit: "j1#2"}},
+		BudgetAlerted: map[string]bool{"ml": true},
+	}
+	v, err := s.Loop().SaveLoop(c, st)
+	ok(t, err, "first save")
+	if v != 1 {
+		t.Errorf("first save: version %d, want 1", v)
+	}
+	got, err := s.Loop().LoadLoop(c)
+	ok(t, err, "load")
+	st.Version = 1
+	diff(t, "loop state", st, got)
+
+	_, err = s.Loop().SaveLoop(c, store.LoopState{NextID: 99})
+	wantErr(t, err, store.ErrConflict, "a second first save")
+	st.NextID = 18
+	v, err = s.Loop().SaveLoop(c, st)
+	ok(t, err, "second save")
+	if v != 2 {
+		t.Errorf("second save: version %d, want 2", v)
+	}
+	_, err = s.Loop().SaveLoop(c, st) // still Version 1
+	wantErr(t, err, store.ErrConflict, "stale save")
+	got, err = s.Loop().LoadLoop(c)
+	ok(t, err, "load again")
+	if got.NextID != 18 || got.Version != 2 {
+		t.Errorf("after a stale save: next id %d version %d, want 18 and 2", got.NextID, got.Version)
+	}
+}
+
+// fill sets every field of the struct v points to a distinct non-zero
+// value, so that a field the store forgets shows up as a difference. A
+// field of a type it does not know fails the test: teach it, and the
+// store, about the new field.
+func fill(t *testing.T, v reflect.Value, path string, n *int) {
+	t.Helper()
+	*n++
+	i := *n
+	switch x := v.Addr().Interface().(type) {
+	case *time.Time:
+		*x = at(1000 + i)
+		return
+	case *time.Duration:
+		*x = time.Duration(i) * time.Second
+		return
+	case *core.JobState:
+		*x = core.JobRunning
+		return
+	case *core.LeaseState:
+		*x = core.LeaseReady
+		return
+	case *core.BillingMode:
+		*x = core.Spot
+		return
+	case **core.Job, **core.Offer, **core.PricePlan:
+		return // set by the caller
+	}
+	switch v.Kind() {
+	case reflect.Struct:
+		for f := range v.NumField() {
+			fill(t, v.Field(f), path+"."+v.Type().Field(f).Name, n)
+		}
+	case reflect.Int, reflect.Int64:
+		v.SetInt(int64(i))
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.String:
+		if v.Type() != reflect.TypeOf("") {
+			t.Fatalf("fill %s: a string type %s the suite does not know", path, v.Type())
+		}
+		v.SetString(fmt.Sprintf("v%d", i))
+	case reflect.Slice:
+		s := reflect.MakeSlice(v.Type(), 2, 2)
+		for k := range 2 {
+			fill(t, s.Index(k), fmt.Sprintf("%s[%d]", path, k), n)
+		}
+		v.Set(s)
+	default:
+		t.Fatalf("fill %s: a %s field the suite does not know: persist it and teach fill", path, v.Type())
+	}
+}
+
+// testEngineRoundTrip checks that an engine.Unit and an engine.Lease with
+// every field set come back from the store exactly, through a restart's
+// LoadEngineState.
+func testEngineRoundTrip(t *testing.T, open Opener) {
+	s := open(t)
+	c := ctx(t)
+	setupTeams(t, s, "ml")
+	j := job("j", "ml")
+	j.Shards = 4
+	sj := submit(t, s, j)
+
+	n := 0
+	var u engine.Unit
+	fill(t, reflect.ValueOf(&u).Elem(), "Unit", &n)
+	u.Job, u.Shard = &sj.Job, 2
+	ok(t, s.Units().SaveUnits(c, store.UnitFromEngine(&u)), "save unit")
+
+	offer := &core.Offer{ID: "aws/us-east-1/g6.xlarge", Provider: "aws", GPUModel: "L4", GPUs: 1, Plans: []core.PricePlan{
+		{Mode: core.OnDemand, Price: 800_000, Per: "hour", Granularity: 1},
+		{Mode: core.Spot, Price: 300_000, Per: "hour", Granularity: 1},
+	}}
+	var l engine.Lease
+	fill(t, reflect.ValueOf(&l).Elem(), "Lease", &n)
+	l.OfferID, l.Offer, l.Plan = offer.ID, offer, &offer.Plans[1]
+	in := store.LeaseFromEngine(&l)
+	in.State, in.Requested = core.LeaseRequested, at(1)
+	ok(t, s.Leases().CreateLease(c, in), "create lease")
+	ok(t, s.Leases().UpdateLease(c, store.LeaseFromEngine(&l)), "update lease")
+
+	// Another lease whose offer left the catalog: a restart must say so.
+	gone := intent("gone")
+	var st *engine.State
+	err := s.Tx(c, func(tx store.Tx) error {
+		var err error
+		st, _, err = store.LoadEngineState(c, tx, func(id string) (*core.Offer, bool) { return offer, id == offer.ID })
+		return err
+	})
+	ok(t, err, "load engine state")
+	diff(t, "leases", []*engine.Lease{&l}, st.Leases)
+	var unit *engine.Unit
+	for _, x := range st.Units {
+		if x.Shard == 2 {
+			unit = x
+		}
+	}
+	if len(st.Units) != 4 || unit == nil {
+		t.Fatalf("%d live units, want 4 with shard 2 among them", len(st.Units))
+	}
+	diff(t, "unit", &u, unit)
+	if st.Units[0].Job != st.Units[3].Job {
+		t.Error("units of one job do not share its *core.Job")
+	}
+
+	ok(t, s.Leases().CreateLease(c, gone), "create lease of a vanished offer")
+	_, _, err = store.LoadEngineState(c, s, func(id string) (*core.Offer, bool) { return offer, id == offer.ID })
+	wantErr(t, err, store.ErrNotFound, "restart with a lease whose offer is gone")
+}
