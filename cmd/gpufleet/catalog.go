@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,10 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpufleet/gpufleet/internal/api"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 )
@@ -210,9 +209,9 @@ and whose region is R (both ignoring case), as a table or as JSON.`,
 			}
 			offers := c.Filter(gpu, region)
 			if asJSON {
-				views := make([]offerJSON, 0, len(offers))
+				views := make([]api.OfferView, 0, len(offers))
 				for i := range offers {
-					views = append(views, newOfferJSON(&offers[i]))
+					views = append(views, api.NewOfferView(&offers[i]))
 				}
 				return writeJSON(cmd, views)
 			}
@@ -279,101 +278,4 @@ func spanText(sec int64) string {
 		}
 	}
 	return fmt.Sprintf("%ds", sec)
-}
-
-// offerJSON is an offer as "catalog list --json" prints it. Its keys
-// follow the API's offer view; money is an exact decimal number.
-type offerJSON struct {
-	ID           string        `json:"id"`
-	Provider     string        `json:"provider"`
-	Region       string        `json:"region"`
-	InstanceType string        `json:"instance_type"`
-	GPUModel     string        `json:"gpu_model"`
-	GPUs         int           `json:"gpus"`
-	GPUMemMiB    int64         `json:"gpu_memory_mib"`
-	VCPUs        int           `json:"vcpus"`
-	MemoryMiB    int64         `json:"memory_mib"`
-	Currency     core.Currency `json:"currency"`
-	Plans        []planJSON    `json:"plans"`
-}
-
-type planJSON struct {
-	Mode        core.BillingMode `json:"mode"`
-	Price       json.Number      `json:"price"`
-	Per         core.Period      `json:"per"`
-	Granularity int64            `json:"granularity_seconds"`
-	MinCharge   int64            `json:"min_charge_seconds,omitempty"`
-	Term        int64            `json:"term_seconds,omitempty"`
-	// HourlyEquivalent is the price per machine-hour.
-	HourlyEquivalent json.Number      `json:"hourly_equivalent"`
-	EarlyTermination *earlyTermJSON   `json:"early_termination,omitempty"`
-	Series           []pricePointJSON `json:"series,omitempty"`
-	ReclaimBucket    string           `json:"reclaim_bucket,omitempty"`
-	Reclaim          *reclaimJSON     `json:"reclaim,omitempty"`
-	TimeOfUse        bool             `json:"time_of_use,omitempty"`
-	TimeZone         string           `json:"time_zone,omitempty"`
-	Windows          []windowJSON     `json:"time_of_use_windows,omitempty"`
-}
-
-type earlyTermJSON struct {
-	Granularity int64       `json:"granularity_seconds"`
-	Fee         json.Number `json:"fee"`
-}
-
-type pricePointJSON struct {
-	At    time.Time   `json:"at"`
-	Price json.Number `json:"price"`
-}
-
-type reclaimJSON struct {
-	Bucket        string `json:"bucket,omitempty"`
-	MonthlyRateBP int64  `json:"monthly_rate_bp"`
-	NoticeSeconds int64  `json:"notice_seconds"`
-}
-
-type windowJSON struct {
-	Weekdays     []string `json:"weekdays"`
-	StartHour    int      `json:"start_hour"`
-	EndHour      int      `json:"end_hour"`
-	MultiplierBP int64    `json:"multiplier_bp"`
-}
-
-func newOfferJSON(o *core.Offer) offerJSON {
-	v := offerJSON{ID: o.ID, Provider: o.Provider, Region: o.Region, InstanceType: o.InstanceType, GPUModel: o.GPUModel,
-		GPUs: o.GPUs, GPUMemMiB: o.GPUMemMiB, VCPUs: o.VCPUs, MemoryMiB: o.MemoryMiB, Currency: o.Currency, Plans: []planJSON{}}
-	for _, p := range o.Plans {
-		pv := planJSON{Mode: p.Mode, Price: exactAmount(p.Price), Per: p.Per, Granularity: p.Granularity, MinCharge: p.MinCharge, Term: p.Term,
-			HourlyEquivalent: exactAmount(core.Micros(core.MulDivHalfEven(int64(p.Price), 3600, p.Per.Seconds())))}
-		if et := p.EarlyTermination; et != nil {
-			pv.EarlyTermination = &earlyTermJSON{Granularity: et.Granularity, Fee: exactAmount(et.Fee)}
-		}
-		for _, pt := range p.Series {
-			pv.Series = append(pv.Series, pricePointJSON{At: pt.At.UTC(), Price: exactAmount(pt.Price)})
-		}
-		if r := p.Reclaim; r != nil {
-			pv.ReclaimBucket = r.Bucket
-			pv.Reclaim = &reclaimJSON{Bucket: r.Bucket, MonthlyRateBP: r.MonthlyRateBP, NoticeSeconds: r.NoticeSeconds}
-		}
-		if t := p.TimeOfUse; t != nil {
-			pv.TimeOfUse, pv.TimeZone = true, t.Location.String()
-			for _, w := range t.Windows {
-				days := make([]string, len(w.Weekdays))
-				for i, d := range w.Weekdays {
-					days[i] = strings.ToLower(d.String()[:3])
-				}
-				pv.Windows = append(pv.Windows, windowJSON{Weekdays: days, StartHour: w.StartHour, EndHour: w.EndHour, MultiplierBP: w.MultiplierBP})
-			}
-		}
-		v.Plans = append(v.Plans, pv)
-	}
-	return v
-}
-
-// exactAmount renders micros as an exact JSON number: 900, 21.957642.
-func exactAmount(m core.Micros) json.Number {
-	s := m.String()
-	if strings.Contains(s, ".") {
-		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	}
-	return json.Number(s)
 }

@@ -136,13 +136,13 @@ func TestPlanTermJSON(t *testing.T) {
 }
 
 // TestPlanTermJSONExact checks that amounts are written from micro-units,
-// never through a float.
+// never through a float (which would print 0.30000000000000004).
 func TestPlanTermJSONExact(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "plan", "term", "--json", "--hours", "3", "--hourly", "0.1", "--currency", "CNY")
 	if code != 0 {
 		t.Fatalf("exit %d, stderr: %s", code, stderr)
 	}
-	for _, want := range []string{`"total": 0.30,`, `"currency": "CNY"`, `"cost": 0.30`} {
+	for _, want := range []string{`"total": 0.3,`, `"currency": "CNY"`, `"cost": 0.3`} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %s:\n%s", want, stdout)
 		}

@@ -2,7 +2,7 @@ package api
 
 import (
 	"encoding/json"
-	"sort"
+	"strings"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/billing"
@@ -11,17 +11,7 @@ import (
 
 // Amount renders micros as an exact JSON number in currency units: 900,
 // 21.958 — never a float's 899.9999.
-func Amount(m core.Micros) json.Number {
-	s := m.String()
-	// Trim the two-decimal display padding: "900.00" → "900".
-	for len(s) > 0 && s[len(s)-1] == '0' {
-		s = s[:len(s)-1]
-	}
-	if s[len(s)-1] == '.' {
-		s = s[:len(s)-1]
-	}
-	return json.Number(s)
-}
+func Amount(m core.Micros) json.Number { return json.Number(m.Decimal()) }
 
 // QuoteView is the JSON form of a quote.
 type QuoteView struct {
@@ -73,21 +63,8 @@ func scaled(n, unit int64) json.Number {
 	return Amount(core.Micros(core.MulDivHalfEven(n, int64(core.MicrosPerUnit), unit)))
 }
 
-// PlanView is the JSON form of one price plan.
-type PlanView struct {
-	Mode        core.BillingMode `json:"mode"`
-	Price       json.Number      `json:"price"`
-	Per         core.Period      `json:"per"`
-	Granularity int64            `json:"granularity_seconds"`
-	MinCharge   int64            `json:"min_charge_seconds,omitempty"`
-	Term        int64            `json:"term_seconds,omitempty"`
-	// HourlyEquivalent is the plan's price per GPU-machine-hour.
-	HourlyEquivalent json.Number `json:"hourly_equivalent"`
-	ReclaimBucket    string      `json:"reclaim_bucket,omitempty"`
-	TimeOfUse        bool        `json:"time_of_use,omitempty"`
-}
-
-// OfferView is the JSON form of an offer.
+// OfferView is the JSON form of an offer, as the API serves it and
+// "catalog list --json" prints it; money is an exact decimal number.
 type OfferView struct {
 	ID           string        `json:"id"`
 	Provider     string        `json:"provider"`
@@ -102,27 +79,74 @@ type OfferView struct {
 	Plans        []PlanView    `json:"plans"`
 }
 
-// NewOfferView renders o.
+type PlanView struct {
+	Mode        core.BillingMode `json:"mode"`
+	Price       json.Number      `json:"price"`
+	Per         core.Period      `json:"per"`
+	Granularity int64            `json:"granularity_seconds"`
+	MinCharge   int64            `json:"min_charge_seconds,omitempty"`
+	Term        int64            `json:"term_seconds,omitempty"`
+	// HourlyEquivalent is the price per machine-hour.
+	HourlyEquivalent json.Number           `json:"hourly_equivalent"`
+	EarlyTermination *EarlyTerminationView `json:"early_termination,omitempty"`
+	Series           []PricePointView      `json:"series,omitempty"`
+	ReclaimBucket    string                `json:"reclaim_bucket,omitempty"`
+	Reclaim          *ReclaimView          `json:"reclaim,omitempty"`
+	TimeOfUse        bool                  `json:"time_of_use,omitempty"`
+	TimeZone         string                `json:"time_zone,omitempty"`
+	Windows          []WindowView          `json:"time_of_use_windows,omitempty"`
+}
+
+type EarlyTerminationView struct {
+	Granularity int64       `json:"granularity_seconds"`
+	Fee         json.Number `json:"fee"`
+}
+
+type PricePointView struct {
+	At    time.Time   `json:"at"`
+	Price json.Number `json:"price"`
+}
+
+type ReclaimView struct {
+	Bucket        string `json:"bucket,omitempty"`
+	MonthlyRateBP int64  `json:"monthly_rate_bp"`
+	NoticeSeconds int64  `json:"notice_seconds"`
+}
+
+type WindowView struct {
+	Weekdays     []string `json:"weekdays"`
+	StartHour    int      `json:"start_hour"`
+	EndHour      int      `json:"end_hour"`
+	MultiplierBP int64    `json:"multiplier_bp"`
+}
+
 func NewOfferView(o *core.Offer) OfferView {
 	v := OfferView{ID: o.ID, Provider: o.Provider, Region: o.Region, InstanceType: o.InstanceType, GPUModel: o.GPUModel,
 		GPUs: o.GPUs, GPUMemMiB: o.GPUMemMiB, VCPUs: o.VCPUs, MemoryMiB: o.MemoryMiB, Currency: o.Currency, Plans: []PlanView{}}
 	for _, p := range o.Plans {
 		pv := PlanView{Mode: p.Mode, Price: Amount(p.Price), Per: p.Per, Granularity: p.Granularity, MinCharge: p.MinCharge, Term: p.Term,
-			HourlyEquivalent: Amount(core.Micros(core.MulDivHalfEven(int64(p.Price), 3600, p.Per.Seconds()))), TimeOfUse: p.TimeOfUse != nil}
-		if p.Reclaim != nil {
-			pv.ReclaimBucket = p.Reclaim.Bucket
+			HourlyEquivalent: Amount(core.Micros(core.MulDivHalfEven(int64(p.Price), 3600, p.Per.Seconds())))}
+		if et := p.EarlyTermination; et != nil {
+			pv.EarlyTermination = &EarlyTerminationView{Granularity: et.Granularity, Fee: Amount(et.Fee)}
+		}
+		for _, pt := range p.Series {
+			pv.Series = append(pv.Series, PricePointView{At: pt.At.UTC(), Price: Amount(pt.Price)})
+		}
+		if r := p.Reclaim; r != nil {
+			pv.ReclaimBucket = r.Bucket
+			pv.Reclaim = &ReclaimView{Bucket: r.Bucket, MonthlyRateBP: r.MonthlyRateBP, NoticeSeconds: r.NoticeSeconds}
+		}
+		if t := p.TimeOfUse; t != nil {
+			pv.TimeOfUse, pv.TimeZone = true, t.Location.String()
+			for _, w := range t.Windows {
+				days := make([]string, len(w.Weekdays))
+				for i, d := range w.Weekdays {
+					days[i] = strings.ToLower(d.String()[:3])
+				}
+				pv.Windows = append(pv.Windows, WindowView{Weekdays: days, StartHour: w.StartHour, EndHour: w.EndHour, MultiplierBP: w.MultiplierBP})
+			}
 		}
 		v.Plans = append(v.Plans, pv)
 	}
-	sort.SliceStable(v.Plans, func(i, j int) bool { return modeRank(v.Plans[i].Mode) < modeRank(v.Plans[j].Mode) })
 	return v
-}
-
-func modeRank(m core.BillingMode) int {
-	for i, x := range core.BillingModes {
-		if x == m {
-			return i
-		}
-	}
-	return len(core.BillingModes)
 }

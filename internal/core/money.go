@@ -136,6 +136,15 @@ func (m Micros) String() string {
 	return fmt.Sprintf("%s%d.%s", sign, whole, f)
 }
 
+// Decimal formats m as the shortest exact decimal: "900", "21.957642",
+// "-3.5". JSON outputs use it so that a number is never a float's
+// 899.9999.
+func (m Micros) Decimal() string {
+	s := m.String()
+	s = strings.TrimRight(s, "0")
+	return strings.TrimSuffix(s, ".")
+}
+
 // Float returns m in currency units, for JSON outputs and charts only.
 func (m Micros) Float() float64 { return float64(m) / float64(MicrosPerUnit) }
 

@@ -17,9 +17,7 @@ import (
 
 // Number renders micros or milli-values exactly as a JSON number.
 func Number(v int64, scale int64) json.Number {
-	m := core.Micros(core.MulDivHalfEven(v, int64(core.MicrosPerUnit), scale))
-	s := strings.TrimRight(m.String(), "0")
-	return json.Number(strings.TrimSuffix(s, "."))
+	return json.Number(core.Micros(core.MulDivHalfEven(v, int64(core.MicrosPerUnit), scale)).Decimal())
 }
 
 // PolicyView is the JSON of one policy's result.
