@@ -387,55 +387,8 @@ func (p *Profile) Validate() error {
 	return nil
 }
 
-// ProfileError is an error in a profile file: where (File, Line), which
-// field (a key path such as tier_rules[1].min_gpus), the value found and
-// what is allowed. It prints as
-//
-//	profile.yaml:7: tier_rules[1].min_gpus: invalid value "-1": want a whole number 1..1024
-type ProfileError struct {
-	// File names the profile.
-	File string
-	// Line is 1-based; 0 when the error is about the whole file.
-	Line int
-	// Field is the key path; empty for the whole document.
-	Field string
-	// Value is the text found, as written.
-	Value string
-	// Problem says what is wrong; empty means "invalid value".
-	Problem string
-	// Allowed says what is allowed instead.
-	Allowed string
-	// Err is the underlying error, if any.
-	Err error
-}
-
-// Error formats e as "file:line: field: problem "value": want allowed".
-func (e *ProfileError) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d", e.Line)
-	}
-	b.WriteString(": ")
-	if e.Field != "" {
-		b.WriteString(e.Field + ": ")
-	}
-	problem := e.Problem
-	if problem == "" {
-		problem = "invalid value"
-	}
-	b.WriteString(problem)
-	if e.Value != "" || e.Problem == "" {
-		fmt.Fprintf(&b, " %q", e.Value)
-	}
-	if e.Allowed != "" {
-		b.WriteString(": want " + e.Allowed)
-	}
-	return b.String()
-}
-
-// Unwrap returns the underlying error.
-func (e *ProfileError) Unwrap() error { return e.Err }
+// ProfileError is an error in a workload profile; see core.ParseError.
+type ProfileError = core.ParseError
 
 // LoadProfile reads a profile file.
 func LoadProfile(path string) (*Profile, error) {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/gpufleet/gpufleet/internal/core"
 )
 
 // Availability is a spot availability series: from each step's time on,
@@ -41,59 +43,9 @@ type Step struct {
 // AllOffers is the Offer of a step that applies to every offer.
 const AllOffers = "*"
 
-// SeriesError is an error in an availability series: the file, line and
-// column (1-based; 0 when the error is about the whole file or row), the
-// column's name, the value found and what is allowed. It prints as
-//
-//	avail.csv:7: column 3 (available): invalid value "2": want 0 or 1
-type SeriesError struct {
-	File   string
-	Line   int
-	Column int
-	Field  string
-	Value  string
-	// Problem says what is wrong; empty means "invalid value".
-	Problem string
-	Allowed string
-	Err     error
-}
-
-// Error formats e as "file:line: column n (field): problem "value": want
-// allowed".
-func (e *SeriesError) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d", e.Line)
-	}
-	b.WriteString(": ")
-	switch {
-	case e.Column > 0 && e.Field != "":
-		fmt.Fprintf(&b, "column %d (%s): ", e.Column, e.Field)
-	case e.Column > 0:
-		fmt.Fprintf(&b, "column %d: ", e.Column)
-	case e.Field != "":
-		b.WriteString(e.Field + ": ")
-	}
-	problem := e.Problem
-	if problem == "" {
-		problem = "invalid value"
-	}
-	b.WriteString(problem)
-	if e.Value != "" || e.Problem == "" {
-		fmt.Fprintf(&b, " %q", e.Value)
-	}
-	if e.Allowed != "" {
-		b.WriteString(": want " + e.Allowed)
-	}
-	if e.Err != nil {
-		b.WriteString(" (" + e.Err.Error() + ")")
-	}
-	return b.String()
-}
-
-// Unwrap returns the underlying error.
-func (e *SeriesError) Unwrap() error { return e.Err }
+// SeriesError is an error in an availability series; see
+// core.ParseError.
+type SeriesError = core.ParseError
 
 // Limits that keep a malformed or hostile series from exhausting memory or
 // overflowing time arithmetic.
