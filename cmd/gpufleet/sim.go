@@ -55,6 +55,7 @@ type openbFlags struct {
 	inflation   float64
 	popularity  int
 	workers     int
+	ties        string
 	curve       bool
 	json        bool
 }
@@ -89,6 +90,7 @@ Policies: ` + strings.Join(openb.Policies, ", ") + `, or all.`,
 	fl.Float64Var(&f.inflation, "inflation", openb.DefaultInflation, "total GPU request of the arrivals as a multiple of the cluster's GPU capacity (0: the trace as it is)")
 	fl.IntVar(&f.popularity, "popularity", 95, "percent of the pods the typical pod types (FGD's target workload) must cover")
 	fl.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "replays run at once")
+	fl.StringVar(&f.ties, "ties", "first", "ties between equally scored nodes: first (of the seeded node order, as the artifact's scheduler) or random (as stock Kubernetes)")
 	fl.BoolVar(&f.curve, "curve", false, "with --json: include the allocation and fragmentation after each 1% of capacity arrived")
 	fl.BoolVar(&f.json, "json", false, "print the results as JSON")
 	return cmd
@@ -102,6 +104,7 @@ type openbReport struct {
 	PodCount     int            `json:"pod_count"`
 	CapacityGPUs float64        `json:"capacity_gpus"`
 	Inflation    float64        `json:"inflation"`
+	Ties         string         `json:"ties"`
 	Seeds        []int64        `json:"seeds"`
 	Policies     []policyReport `json:"policies"`
 }
@@ -145,11 +148,14 @@ func (f openbFlags) request() (policies []string, seeds []int64, err error) {
 			return nil, nil, bad("seeds", f.seeds, err.Error())
 		}
 	}
-	if math.IsNaN(f.inflation) || f.inflation < 0 || f.inflation > 100 {
-		return nil, nil, bad("inflation", strconv.FormatFloat(f.inflation, 'g', -1, 64), "a ratio 0..100 (0: no tuning)")
+	if math.IsNaN(f.inflation) || f.inflation < 0 || f.inflation > 10 {
+		return nil, nil, bad("inflation", strconv.FormatFloat(f.inflation, 'g', -1, 64), "a ratio 0..10 (0: no tuning)")
 	}
 	if f.popularity < 1 || f.popularity > 100 {
 		return nil, nil, bad("popularity", strconv.Itoa(f.popularity), "a percentage 1..100")
+	}
+	if f.ties != "first" && f.ties != "random" {
+		return nil, nil, bad("ties", f.ties, "first or random")
 	}
 	if f.workers < 1 {
 		return nil, nil, bad("workers", strconv.Itoa(f.workers), "at least 1")
@@ -216,14 +222,18 @@ func runSimOpenb(cmd *cobra.Command, f openbFlags) error {
 	if err != nil {
 		return fmt.Errorf("sim openb: %w", err)
 	}
-	results, err := runOpenb(cmd.Context(), sc, policies, seeds, f.inflation, f.workers)
+	var opts []openb.Option
+	if f.ties == "random" {
+		opts = append(opts, openb.RandomTies())
+	}
+	results, err := runOpenb(cmd.Context(), sc, policies, seeds, f.inflation, f.workers, opts...)
 	if err != nil {
 		return fmt.Errorf("sim openb: %w", err)
 	}
 	rep := openbReport{
 		Nodes: f.nodes, Pods: f.pods, NodeCount: len(nodes), PodCount: len(pods),
 		CapacityGPUs: float64(sc.CapacityMilli()) / float64(core.WholeGPU),
-		Inflation:    f.inflation, Seeds: seeds,
+		Inflation:    f.inflation, Ties: f.ties, Seeds: seeds,
 	}
 	for i, p := range policies {
 		pr := summarize(p, results[i])
@@ -242,7 +252,7 @@ func runSimOpenb(cmd *cobra.Command, f openbFlags) error {
 
 // runOpenb replays every (policy, seed) on workers goroutines; results are
 // by policy, then seed, in the order given.
-func runOpenb(ctx context.Context, sc *openb.Scenario, policies []string, seeds []int64, inflation float64, workers int) ([][]openb.Result, error) {
+func runOpenb(ctx context.Context, sc *openb.Scenario, policies []string, seeds []int64, inflation float64, workers int, opts ...openb.Option) ([][]openb.Result, error) {
 	results := make([][]openb.Result, len(policies))
 	for i := range results {
 		results[i] = make([]openb.Result, len(seeds))
@@ -259,7 +269,7 @@ func runOpenb(ctx context.Context, sc *openb.Scenario, policies []string, seeds 
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				r, err := sc.Run(policies[j.p], seeds[j.s], inflation)
+				r, err := sc.Run(policies[j.p], seeds[j.s], inflation, opts...)
 				mu.Lock()
 				if err != nil && first == nil {
 					first = err
@@ -310,8 +320,12 @@ func summarize(policy string, runs []openb.Result) policyReport {
 
 func writeOpenbTable(cmd *cobra.Command, rep openbReport) error {
 	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "openb: %d nodes, %.0f GPUs (%s); %d pods (%s); arrivals to %.0f%% of capacity; %s\n\n",
-		rep.NodeCount, rep.CapacityGPUs, filepath.Base(rep.Nodes), rep.PodCount, filepath.Base(rep.Pods), 100*rep.Inflation, seedList(rep.Seeds))
+	ties := ""
+	if rep.Ties == "random" {
+		ties = "; random ties"
+	}
+	fmt.Fprintf(out, "openb: %d nodes, %.0f GPUs (%s); %d pods (%s); arrivals to %.0f%% of capacity; %s%s\n\n",
+		rep.NodeCount, rep.CapacityGPUs, filepath.Base(rep.Nodes), rep.PodCount, filepath.Base(rep.Pods), 100*rep.Inflation, seedList(rep.Seeds), ties)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "policy\tallocation\tunallocated GPUs\tfrag GPUs\tplaced\tfailed\tper seed\t")
 	for _, p := range rep.Policies {

@@ -136,6 +136,10 @@ func TestSimOpenbTable(t *testing.T) {
 	if strings.Contains(out, "gpufleet") {
 		t.Errorf("output has a policy not asked for:\n%s", out)
 	}
+	code, out, errs = simCLI(t, "sim", "openb", "--nodes", nodes, "--pods", pods, "--policy", "fgd", "--ties", "random")
+	if code != 0 || !strings.Contains(out, "; random ties") {
+		t.Errorf("--ties random: exit %d, %s%s", code, out, errs)
+	}
 }
 
 func TestSimOpenbErrors(t *testing.T) {
@@ -152,8 +156,9 @@ func TestSimOpenbErrors(t *testing.T) {
 		{"reversed range", []string{"--seeds", "9-3"}, 2, `--seeds: invalid value "9-3"`},
 		{"not a seed", []string{"--seeds", "x"}, 2, `--seeds: invalid value "x"`},
 		{"too many seeds", []string{"--seeds", "0-5000"}, 2, "at most 1000"},
-		{"negative inflation", []string{"--inflation", "-1"}, 2, `--inflation: invalid value "-1"`},
+		{"negative inflation", []string{"--inflation", "-1"}, 2, `--inflation: invalid value "-1": want a ratio 0..10`},
 		{"popularity", []string{"--popularity", "0"}, 2, `--popularity: invalid value "0"`},
+		{"ties", []string{"--ties", "last"}, 2, `--ties: invalid value "last": want first or random`},
 		{"not a flag value", []string{"--seed", "x"}, 2, "invalid argument"},
 		{"argument", []string{"extra"}, 2, `unexpected argument "extra"`},
 		{"missing file", []string{"--pods", filepath.Join(t.TempDir(), "none.csv")}, 1, "sim openb: open pod list:"},

@@ -210,16 +210,34 @@ type Point struct {
 	FragGPUs float64 `json:"frag_gpus"`
 }
 
+// Option changes how Run replays.
+type Option func(*runConfig)
+
+type runConfig struct {
+	randomTies bool
+}
+
+// RandomTies breaks ties between equally scored nodes uniformly at random,
+// as stock Kubernetes does, instead of giving them to the first node of
+// the seeded node order as the artifact's scheduler does.
+func RandomTies() Option { return func(c *runConfig) { c.randomTies = true } }
+
 // Run replays the scenario under the named policy with seed and
 // inflation (see Arrivals).
-func (s *Scenario) Run(policy string, seed int64, inflation float64) (Result, error) {
+//
+// The artifact names each node with a random prefix (rand.Perm after the
+// tuning) and its scheduler — a fork of Kubernetes 1.20 — gives a tie to
+// the first node in name order; so the nodes take a seeded random order
+// here and ties go to the first, unless the RandomTies option is given.
+func (s *Scenario) Run(policy string, seed int64, inflation float64, opts ...Option) (Result, error) {
+	var cfg runConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	order, rng := s.Arrivals(seed, inflation)
-	// The artifact names each node with a random prefix (rand.Perm after
-	// the tuning) and its scheduler gives a tie to the first node in name
-	// order: nodes take a seeded random order, ties go to the first.
 	perm := rng.Perm(len(s.nodes))
 	var tie placement.Rand
-	if policy == "random" {
+	if policy == "random" || cfg.randomTies {
 		tie = rng
 	}
 	p, err := NewPolicy(policy, s.workload, tie)

@@ -242,3 +242,17 @@ func TestArrivalsWithoutGPUs(t *testing.T) {
 		t.Error("no pods: no error")
 	}
 }
+
+func TestRandomTies(t *testing.T) {
+	s := smallScenario(t)
+	for _, p := range Policies {
+		a, err := s.Run(p, 3, 2, RandomTies())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := s.Run(p, 3, 2, RandomTies())
+		if diff := cmp.Diff(a, b); diff != "" {
+			t.Errorf("%s: random ties are not seeded:\n%s", p, diff)
+		}
+	}
+}
