@@ -18,6 +18,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/api"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/plan"
+	"github.com/gpufleet/gpufleet/internal/trace"
 )
 
 // newPlanCmd returns "gpufleet plan", offline planning. Each planner of
@@ -532,6 +533,7 @@ func printJob(cmd *cobra.Command, p plan.JobPlan, r plan.JobRequest, cur core.Cu
 // portfolioFlags are the flags of "gpufleet plan portfolio".
 type portfolioFlags struct {
 	demand, trace, format, catalog string
+	paiTasks, profile, gpuModel    string
 	start                          string
 	shiftWindow                    int
 	checkpoint, restart            string
@@ -540,8 +542,7 @@ type portfolioFlags struct {
 	burstLeases                    bool
 }
 
-// traceFormats are the trace formats --format names; their readers are
-// not wired to the planner yet.
+// traceFormats are the trace formats --format names.
 var traceFormats = []string{"helios", "philly", "openb", "pai", "csv"}
 
 func newPlanPortfolioCmd() *cobra.Command {
@@ -560,7 +561,8 @@ fleet on the cheapest terms; the plan is re-run with demand 20% higher
 and lower. The demand CSV has the columns hour or timestamp, gpu_model,
 gpus and optionally interruptible and deferrable shares (docs/planner.md).`,
 		Example: `  gpufleet plan portfolio --demand internal/plan/testdata/v100-peak.csv --catalog internal/plan/testdata/v100-cny.yaml
-  gpufleet plan portfolio --demand internal/plan/testdata/a100-week.csv --json`,
+  gpufleet plan portfolio --demand internal/plan/testdata/a100-week.csv --json
+  gpufleet plan portfolio --trace ../shared/data/helios-venus-excerpt-dirlab/helios_data_training.csv --format helios --gpu-model "NVIDIA A100"`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runPlanPortfolio(cmd, f) },
 	}
@@ -568,6 +570,9 @@ gpus and optionally interruptible and deferrable shares (docs/planner.md).`,
 	fl.StringVar(&f.demand, "demand", "", "hourly demand CSV: hour|timestamp, gpu_model, gpus[, interruptible, deferrable]")
 	fl.StringVar(&f.trace, "trace", "", "a cluster trace to derive demand from (with --format)")
 	fl.StringVar(&f.format, "format", "", "trace format: "+strings.Join(traceFormats, ", "))
+	fl.StringVar(&f.paiTasks, "pai-tasks", "", "with --format pai: the task table (--trace is the job table)")
+	fl.StringVar(&f.profile, "profile", "", "with --trace: the workload profile (YAML; default: the documented defaults)")
+	fl.StringVar(&f.gpuModel, "gpu-model", "", "with --trace: the GPU class of jobs that name none, as the catalog spells it")
 	fl.StringVar(&f.catalog, "catalog", "", "price catalog (.yaml or .csv; default: the embedded demo catalog)")
 	fl.StringVar(&f.start, "start", "2026-01-01T00:00:00Z", "when hour 0 starts, for a CSV that numbers its hours (RFC 3339)")
 	fl.IntVar(&f.shiftWindow, "shift-window", 24, "hours deferrable work may move within (blocks from hour 0; 1: no shifting)")
@@ -594,7 +599,6 @@ func runPlanPortfolio(cmd *cobra.Command, f portfolioFlags) error {
 		if !slices.Contains(traceFormats, f.format) {
 			return bad("format", f.format, "one of "+strings.Join(traceFormats, ", ")+" with --trace")
 		}
-		return fmt.Errorf("plan portfolio: --trace %s --format %s: not yet supported: the trace readers are not wired to the planner yet; write the hourly demand as a CSV and pass it with --demand", f.trace, f.format)
 	case f.format != "":
 		return bad("format", f.format, "no --format with --demand (it is for --trace)")
 	}
@@ -629,13 +633,19 @@ func runPlanPortfolio(cmd *cobra.Command, f portfolioFlags) error {
 	for i, c := range classes {
 		names[i] = c.GPUModel
 	}
-	data, err := os.ReadFile(f.demand)
-	if err != nil {
-		return fmt.Errorf("plan portfolio: read demand: %w", err)
-	}
-	s, err := plan.ParseDemandCSV(f.demand, bytes.NewReader(data), plan.DemandCSVOptions{Start: start, Classes: names})
-	if err != nil {
-		return fmt.Errorf("plan portfolio: %w", err)
+	var s plan.Series
+	if f.trace != "" {
+		if s, err = traceDemand(f); err != nil {
+			return fmt.Errorf("plan portfolio: %w", err)
+		}
+	} else {
+		data, err := os.ReadFile(f.demand)
+		if err != nil {
+			return fmt.Errorf("plan portfolio: read demand: %w", err)
+		}
+		if s, err = plan.ParseDemandCSV(f.demand, bytes.NewReader(data), plan.DemandCSVOptions{Start: start, Classes: names}); err != nil {
+			return fmt.Errorf("plan portfolio: %w", err)
+		}
 	}
 	p, err := plan.PlanPortfolio(plan.PortfolioRequest{
 		Demand: s, Prices: classes, ShiftWindow: f.shiftWindow, Solver: solver, NoSensitivity: f.noSensitivity, BurstLeases: f.burstLeases,
@@ -648,6 +658,29 @@ func runPlanPortfolio(cmd *cobra.Command, f portfolioFlags) error {
 		return writeJSON(cmd, portfolioOutput(p, cat.Currency, f.hourly))
 	}
 	return printPortfolio(cmd, p, cat.Currency)
+}
+
+// traceDemand reads a trace and turns its jobs into hourly demand per GPU
+// class; jobs that name no GPU model count as --gpu-model.
+func traceDemand(f portfolioFlags) (plan.Series, error) {
+	if f.format == "openb" {
+		return plan.Series{}, usageError{errors.New("--format openb: openb pods have no run times to turn into hourly demand")}
+	}
+	tr, err := loadTrace(replayFlags{tracePath: f.trace, format: f.format, paiTasks: f.paiTasks})
+	if err != nil {
+		return plan.Series{}, err
+	}
+	prof := trace.DefaultProfile()
+	if f.profile != "" {
+		if prof, err = trace.LoadProfile(f.profile); err != nil {
+			return plan.Series{}, err
+		}
+	}
+	w, err := tr.Workload(prof)
+	if err != nil {
+		return plan.Series{}, err
+	}
+	return plan.DemandFromJobs(w.Jobs, f.gpuModel)
 }
 
 // parseSpanFlag reads a length of time that may be zero.

@@ -402,7 +402,7 @@ func TestPlanPortfolioErrors(t *testing.T) {
 	}{
 		{"no input", []string{}, 2, `--demand: invalid value "": want a demand CSV (--demand FILE) or a trace (--trace FILE --format F)`},
 		{"both inputs", []string{"--demand", v100Peak, "--trace", "x.csv", "--format", "csv"}, 2, "either --demand or --trace, not both"},
-		{"trace not yet", []string{"--trace", "helios.csv", "--format", "helios"}, 1, "--trace helios.csv --format helios: not yet supported"},
+		{"missing trace", []string{"--trace", "helios.csv", "--format", "helios"}, 1, "open helios.csv"},
 		{"bad format", []string{"--trace", "t", "--format", "slurm"}, 2, `--format: invalid value "slurm"`},
 		{"missing file", []string{"--demand", filepath.Join(dir, "nope.csv"), "--catalog", v100Catalog}, 1, "read demand: open " + filepath.Join(dir, "nope.csv")},
 		{"negative", []string{"--demand", negative, "--catalog", v100Catalog}, 1, negative + `:3: gpus: invalid value "-3": want a whole number of GPUs 0..1000000`},

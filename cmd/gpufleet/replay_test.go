@@ -77,3 +77,27 @@ func TestSimReplayErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestPlanPortfolioFromTrace(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "plan", "portfolio", "--trace", "testdata/small-trace.csv", "--format", "csv", "--gpu-model", "NVIDIA A100", "--json", "--no-sensitivity")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var v struct {
+		ExpectedCost json.Number `json:"expected_cost"`
+		Baselines    struct {
+			AllOnDemand json.Number `json:"all_on_demand"`
+		} `json:"baselines"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &v); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	cost, _ := v.ExpectedCost.Float64()
+	od, _ := v.Baselines.AllOnDemand.Float64()
+	if cost <= 0 || cost > od {
+		t.Errorf("expected cost %v, all on demand %v", cost, od)
+	}
+	if code, _, stderr := runCLI(t, "plan", "portfolio", "--trace", "testdata/small-trace.csv", "--format", "csv"); code == 0 || !strings.Contains(stderr, "gpu_model") {
+		t.Errorf("a trace without GPU models and no --gpu-model: exit %d, %s", code, stderr)
+	}
+}
