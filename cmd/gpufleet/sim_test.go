@@ -162,7 +162,7 @@ func TestSimOpenbErrors(t *testing.T) {
 		{"not a flag value", []string{"--seed", "x"}, 2, "invalid argument"},
 		{"argument", []string{"extra"}, 2, `unexpected argument "extra"`},
 		{"missing file", []string{"--pods", filepath.Join(t.TempDir(), "none.csv")}, 1, "sim openb: open pod list:"},
-		{"bad file", []string{"--pods", bad}, 1, `bad.csv:2: column "gpu_milli": invalid value "2000": want an integer 0..1000`},
+		{"bad file", []string{"--pods", bad}, 1, `bad.csv:2: gpu_milli: invalid value "2000": want an integer 0..1000`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

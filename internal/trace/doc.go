@@ -1,7 +1,11 @@
-// Package trace reads the workload traces gpufleet's simulator replays:
-// for now the Alibaba openb GPU-sharing trace (cluster-trace-gpu-v2023,
-// the FGD paper's data) — its node inventory and its pod list. Helios,
-// Philly, Alibaba PAI and a generic CSV will join it here.
+// Package trace reads the workload traces gpufleet's simulator replays
+// and its planner sizes from: Helios and Philly (the DIR-LAB interval form
+// and HeliosData's cluster log), Alibaba PAI 2020 job and task tables,
+// Alibaba openb (cluster-trace-gpu-v2023, the FGD paper's data: node
+// inventory and pods), and a generic CSV; it also generates synthetic
+// traces of any size and holds the workload profile — the assumptions a
+// trace lacks (tiers, interruptible share, deadlines, checkpoints, start
+// and time zone) — that turns a trace into jobs.
 //
 // A reader turns a file into plain records and nothing more: it does not
 // decide what a record means for scheduling (that is the simulator's job)

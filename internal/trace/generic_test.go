@@ -66,18 +66,18 @@ func TestReadGenericErrors(t *testing.T) {
 		name, in, want string
 	}{
 		{"missing required", "submit_s,gpus\n1,1\n", `g.csv:1: missing columns "duration_s": want a header with submit_s,duration_s,gpus`},
-		{"negative duration", head + "0,-5,1,,,,,\n", `g.csv:2: column "duration_s": invalid value "-5": want an integer 0..3153600000`},
-		{"seconds as a decimal", head + "1.5,5,1,,,,,\n", `g.csv:2: column "submit_s": invalid value "1.5"`},
-		{"share over one GPU", head + "0,5,1,1500,,,,\n", `g.csv:2: column "gpu_milli": invalid value "1500": want an integer 1..1000`},
-		{"shared gang", head + "0,5,2,500,,,,\n", `g.csv:2: column "gpu_milli": invalid value "500": want 1000 or empty when gpus > 1`},
-		{"share without GPUs", head + "0,5,0,500,,,,\n", `g.csv:2: column "gpu_milli": invalid value "500": want 0 or empty for a job without GPUs`},
-		{"unknown tier", head + "0,5,1,,gold,,,\n", `g.csv:2: column "tier": invalid value "gold": want core, regular, offline, or empty`},
-		{"bad flag", head + "0,5,1,,,maybe,,\n", `g.csv:2: column "interruptible": invalid value "maybe"`},
-		{"deadline before submit", head + "100,5,1,,,,50,\n", `g.csv:2: column "deadline_s": invalid value "50": want empty (none) or seconds from the trace's start, >= submit_s 100 and > 0`},
-		{"deadline zero", head + "0,5,1,,,,0,\n", `g.csv:2: column "deadline_s": invalid value "0"`},
-		{"duplicate id", head + "0,5,1,,,,,a\n1,5,1,,,,,a\n", `g.csv:3: column "id": duplicate job "a": want each id once (first on line 2)`},
-		{"truncated file", head + "0,5,1,,,,,a\n1,5", `g.csv:3: column "gpus": invalid value ""`},
-		{"model with newline", "submit_s,duration_s,gpus,gpu_model\n0,5,1,\"A100\nH100\"\n", `g.csv:2: column "gpu_model": invalid value "A100\nH100"`},
+		{"negative duration", head + "0,-5,1,,,,,\n", `g.csv:2: duration_s: invalid value "-5": want an integer 0..3153600000`},
+		{"seconds as a decimal", head + "1.5,5,1,,,,,\n", `g.csv:2: submit_s: invalid value "1.5"`},
+		{"share over one GPU", head + "0,5,1,1500,,,,\n", `g.csv:2: gpu_milli: invalid value "1500": want an integer 1..1000`},
+		{"shared gang", head + "0,5,2,500,,,,\n", `g.csv:2: gpu_milli: invalid value "500": want 1000 or empty when gpus > 1`},
+		{"share without GPUs", head + "0,5,0,500,,,,\n", `g.csv:2: gpu_milli: invalid value "500": want 0 or empty for a job without GPUs`},
+		{"unknown tier", head + "0,5,1,,gold,,,\n", `g.csv:2: tier: invalid value "gold": want core, regular, offline, or empty`},
+		{"bad flag", head + "0,5,1,,,maybe,,\n", `g.csv:2: interruptible: invalid value "maybe"`},
+		{"deadline before submit", head + "100,5,1,,,,50,\n", `g.csv:2: deadline_s: invalid value "50": want empty (none) or seconds from the trace's start, >= submit_s 100 and > 0`},
+		{"deadline zero", head + "0,5,1,,,,0,\n", `g.csv:2: deadline_s: invalid value "0"`},
+		{"duplicate id", head + "0,5,1,,,,,a\n1,5,1,,,,,a\n", `g.csv:3: id: duplicate job "a": want each id once (first on line 2)`},
+		{"truncated file", head + "0,5,1,,,,,a\n1,5", `g.csv:3: gpus: invalid value ""`},
+		{"model with newline", "submit_s,duration_s,gpus,gpu_model\n0,5,1,\"A100\nH100\"\n", `g.csv:2: gpu_model: invalid value "A100\nH100"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

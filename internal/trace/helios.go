@@ -159,7 +159,7 @@ func ReadHelios(r io.Reader, file string) (Trace, error) {
 		for i := range out.Jobs {
 			j := &out.Jobs[i]
 			if j.Submit-t0 > MaxSeconds {
-				return Trace{}, &ParseError{File: file, Line: lines[i], Column: "submit_time", Value: strconv.FormatInt(j.Submit, 10), Problem: "trace too long",
+				return Trace{}, &ParseError{File: file, Line: lines[i], Field: "submit_time", Value: strconv.FormatInt(j.Submit, 10), Problem: "trace too long",
 					Allowed: fmt.Sprintf("submit times within %d seconds of the earliest", MaxSeconds)}
 			}
 			j.Submit -= t0

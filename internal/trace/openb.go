@@ -8,6 +8,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/gpufleet/gpufleet/internal/core"
 )
 
 // The openb files (alibaba/clusterdata, cluster-trace-gpu-v2023/csv/):
@@ -83,54 +85,9 @@ type OpenbPod struct {
 // TotalGPUMilli is the pod's whole GPU request: NumGPU × GPUMilli.
 func (p *OpenbPod) TotalGPUMilli() int64 { return int64(p.NumGPU) * p.GPUMilli }
 
-// ParseError is a problem in a trace file. It says where (File, Line,
-// Column), what was found (Value) and what is allowed, and prints as
-//
-//	openb_pod_list_default.csv:17: column "num_gpu": invalid value "-1": want an integer 0..64
-type ParseError struct {
-	File string
-	// Line is 1-based; 0 when the problem is about the whole file.
-	Line int
-	// Column is the column's header name; empty when the problem is about
-	// a whole row or the header.
-	Column string
-	// Value is the text found.
-	Value string
-	// Problem says what is wrong; empty means "invalid value".
-	Problem string
-	// Allowed says what is allowed instead; may be empty.
-	Allowed string
-	// Err is the underlying error, if any.
-	Err error
-}
-
-// Error formats e as "file:line: column "name": problem "value": want allowed".
-func (e *ParseError) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d", e.Line)
-	}
-	b.WriteString(": ")
-	if e.Column != "" {
-		fmt.Fprintf(&b, "column %q: ", e.Column)
-	}
-	problem := e.Problem
-	if problem == "" {
-		problem = "invalid value"
-	}
-	b.WriteString(problem)
-	if e.Value != "" || e.Problem == "" {
-		fmt.Fprintf(&b, " %q", e.Value)
-	}
-	if e.Allowed != "" {
-		b.WriteString(": want " + e.Allowed)
-	}
-	return b.String()
-}
-
-// Unwrap returns the underlying error.
-func (e *ParseError) Unwrap() error { return e.Err }
+// ParseError is an error in a trace file; see core.ParseError. Field is
+// the column's header name.
+type ParseError = core.ParseError
 
 // LoadOpenbNodes reads an openb node list from a file.
 func LoadOpenbNodes(path string) ([]OpenbNode, error) {
@@ -295,7 +252,7 @@ func newTable(r io.Reader, file string, required []string) (*table, error) {
 			continue
 		}
 		if _, dup := t.index[name]; dup {
-			return nil, &ParseError{File: file, Line: line, Column: name, Problem: "duplicate column", Allowed: "each column once"}
+			return nil, &ParseError{File: file, Line: line, Field: name, Problem: "duplicate column", Allowed: "each column once"}
 		}
 		t.index[name] = i
 	}
@@ -393,5 +350,5 @@ func (r *row) record(col, value, allowed string) {
 
 // fail is a ParseError at this row.
 func (r *row) fail(col, value, problem, allowed string) error {
-	return &ParseError{File: r.t.file, Line: r.line, Column: col, Value: value, Problem: problem, Allowed: allowed}
+	return &ParseError{File: r.t.file, Line: r.line, Field: col, Value: value, Problem: problem, Allowed: allowed}
 }

@@ -113,19 +113,19 @@ func TestOpenbErrors(t *testing.T) {
 	}{
 		{name: "empty file", in: "", want: `x.csv: empty file: want a header row naming the columns sn,cpu_milli,memory_mib,gpu,model`, where: ParseError{File: "x.csv"}},
 		{name: "missing column", in: "sn,cpu_milli,gpu\n", want: `x.csv:1: missing columns "memory_mib,model": want a header with sn,cpu_milli,memory_mib,gpu,model`, where: ParseError{File: "x.csv", Line: 1, Value: "memory_mib,model"}},
-		{name: "duplicate column", in: "sn,SN,cpu_milli,memory_mib,gpu,model\n", want: `x.csv:1: column "sn": duplicate column: want each column once`, where: ParseError{File: "x.csv", Line: 1, Column: "sn"}},
-		{name: "not a number", in: nodeHeader + "a,1,1,2,T4\nb,x,1,2,T4\n", want: `x.csv:3: column "cpu_milli": invalid value "x": want an integer 0..1000000000`, where: ParseError{File: "x.csv", Line: 3, Column: "cpu_milli", Value: "x"}},
-		{name: "negative", in: nodeHeader + "a,1,-5,2,T4\n", want: `x.csv:2: column "memory_mib": invalid value "-5": want an integer 0..1099511627776`, where: ParseError{File: "x.csv", Line: 2, Column: "memory_mib", Value: "-5"}},
-		{name: "too many GPUs", in: nodeHeader + "a,1,1,65,T4\n", want: `x.csv:2: column "gpu": invalid value "65": want an integer 0..64`, where: ParseError{File: "x.csv", Line: 2, Column: "gpu", Value: "65"}},
-		{name: "GPUs without model", in: nodeHeader + "a,1,1,2,\n", want: `x.csv:2: column "model": empty GPU model: want the model of the node's 2 GPUs`, where: ParseError{File: "x.csv", Line: 2, Column: "model"}},
-		{name: "duplicate node", in: nodeHeader + "a,1,1,0,\na,1,1,0,\n", want: `x.csv:3: column "sn": duplicate node "a": want each node once (first on line 2)`, where: ParseError{File: "x.csv", Line: 3, Column: "sn", Value: "a"}},
-		{name: "short row", in: nodeHeader + "a,1,1\n", want: `x.csv:2: column "gpu": invalid value "": want an integer 0..64`, where: ParseError{File: "x.csv", Line: 2, Column: "gpu"}},
-		{name: "malformed CSV", in: nodeHeader + "a,\"1,1,0,\n", want: `x.csv:2: malformed CSV: extraneous or missing " in quoted-field`, where: ParseError{File: "x.csv", Line: 2}},
-		{name: "share above a GPU", pods: true, in: podHeader + "p,1,1,1,1001\n", want: `x.csv:2: column "gpu_milli": invalid value "1001": want an integer 0..1000`, where: ParseError{File: "x.csv", Line: 2, Column: "gpu_milli", Value: "1001"}},
-		{name: "GPUs without share", pods: true, in: podHeader + "p,1,1,2,0\n", want: `x.csv:2: column "gpu_milli": invalid value "0": want a share of 1..1000 per GPU for a pod asking for 2 GPUs`, where: ParseError{File: "x.csv", Line: 2, Column: "gpu_milli", Value: "0"}},
-		{name: "bad time", pods: true, in: "name,cpu_milli,memory_mib,num_gpu,gpu_milli,creation_time\np,1,1,0,0,-3\n", want: `x.csv:2: column "creation_time": invalid value "-3": want seconds, an integer >= 0, or empty`, where: ParseError{File: "x.csv", Line: 2, Column: "creation_time", Value: "-3"}},
-		{name: "empty pod name", pods: true, in: podHeader + " ,1,1,0,0\n", want: `x.csv:2: column "name": empty name: want the pod's name`, where: ParseError{File: "x.csv", Line: 2, Column: "name"}},
-		{name: "duplicate pod", pods: true, in: podHeader + "p,1,1,0,0\np,1,1,0,0\n", want: `x.csv:3: column "name": duplicate pod "p": want each pod once (first on line 2)`, where: ParseError{File: "x.csv", Line: 3, Column: "name", Value: "p"}},
+		{name: "duplicate column", in: "sn,SN,cpu_milli,memory_mib,gpu,model\n", want: `x.csv:1: sn: duplicate column: want each column once`, where: ParseError{File: "x.csv", Line: 1, Field: "sn"}},
+		{name: "not a number", in: nodeHeader + "a,1,1,2,T4\nb,x,1,2,T4\n", want: `x.csv:3: cpu_milli: invalid value "x": want an integer 0..1000000000`, where: ParseError{File: "x.csv", Line: 3, Field: "cpu_milli", Value: "x"}},
+		{name: "negative", in: nodeHeader + "a,1,-5,2,T4\n", want: `x.csv:2: memory_mib: invalid value "-5": want an integer 0..1099511627776`, where: ParseError{File: "x.csv", Line: 2, Field: "memory_mib", Value: "-5"}},
+		{name: "too many GPUs", in: nodeHeader + "a,1,1,65,T4\n", want: `x.csv:2: gpu: invalid value "65": want an integer 0..64`, where: ParseError{File: "x.csv", Line: 2, Field: "gpu", Value: "65"}},
+		{name: "GPUs without model", in: nodeHeader + "a,1,1,2,\n", want: `x.csv:2: model: empty GPU model: want the model of the node's 2 GPUs`, where: ParseError{File: "x.csv", Line: 2, Field: "model"}},
+		{name: "duplicate node", in: nodeHeader + "a,1,1,0,\na,1,1,0,\n", want: `x.csv:3: sn: duplicate node "a": want each node once (first on line 2)`, where: ParseError{File: "x.csv", Line: 3, Field: "sn", Value: "a"}},
+		{name: "short row", in: nodeHeader + "a,1,1\n", want: `x.csv:2: gpu: invalid value "": want an integer 0..64`, where: ParseError{File: "x.csv", Line: 2, Field: "gpu"}},
+		{name: "malformed CSV", in: nodeHeader + "a,\"1,1,0,\n", want: `x.csv:2: malformed CSV: extraneous or missing " in quoted-field (parse error on line 2, column 11: extraneous or missing " in quoted-field)`, where: ParseError{File: "x.csv", Line: 2}},
+		{name: "share above a GPU", pods: true, in: podHeader + "p,1,1,1,1001\n", want: `x.csv:2: gpu_milli: invalid value "1001": want an integer 0..1000`, where: ParseError{File: "x.csv", Line: 2, Field: "gpu_milli", Value: "1001"}},
+		{name: "GPUs without share", pods: true, in: podHeader + "p,1,1,2,0\n", want: `x.csv:2: gpu_milli: invalid value "0": want a share of 1..1000 per GPU for a pod asking for 2 GPUs`, where: ParseError{File: "x.csv", Line: 2, Field: "gpu_milli", Value: "0"}},
+		{name: "bad time", pods: true, in: "name,cpu_milli,memory_mib,num_gpu,gpu_milli,creation_time\np,1,1,0,0,-3\n", want: `x.csv:2: creation_time: invalid value "-3": want seconds, an integer >= 0, or empty`, where: ParseError{File: "x.csv", Line: 2, Field: "creation_time", Value: "-3"}},
+		{name: "empty pod name", pods: true, in: podHeader + " ,1,1,0,0\n", want: `x.csv:2: name: empty name: want the pod's name`, where: ParseError{File: "x.csv", Line: 2, Field: "name"}},
+		{name: "duplicate pod", pods: true, in: podHeader + "p,1,1,0,0\np,1,1,0,0\n", want: `x.csv:3: name: duplicate pod "p": want each pod once (first on line 2)`, where: ParseError{File: "x.csv", Line: 3, Field: "name", Value: "p"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -145,7 +145,7 @@ func TestOpenbErrors(t *testing.T) {
 			if !errors.As(err, &pe) {
 				t.Fatalf("%T is not a *ParseError", err)
 			}
-			got := ParseError{File: pe.File, Line: pe.Line, Column: pe.Column, Value: pe.Value}
+			got := ParseError{File: pe.File, Line: pe.Line, Field: pe.Field, Value: pe.Value}
 			if got != tt.where {
 				t.Errorf("location %+v, want %+v", got, tt.where)
 			}

@@ -102,14 +102,14 @@ func TestReadPAIErrors(t *testing.T) {
 	}{
 		{"job row too short", "a,b,c,Terminated,1.0\n", "", `jobs.csv:1: wrong number of fields "5": want 6 fields (job_name,inst_id,user,status,start_time,end_time), or a header row`},
 		{"task table given as job table", "a,worker,1.0,Terminated,1.0,2.0,600.0,29.3,50.0,MISC\n", "", `jobs.csv:1: wrong number of fields "10"`},
-		{"negative time", "a,b,c,Terminated,-1.0,2.0\n", "", `jobs.csv:1: column "start_time": invalid value "-1.0"`},
-		{"exponent", "a,b,c,Terminated,1e6,2.0\n", "", `jobs.csv:1: column "start_time": invalid value "1e6"`},
-		{"duplicate job", "a,b,c,Terminated,1.0,2.0\na,b,c,Terminated,1.0,2.0\n", "", `jobs.csv:2: column "job_name": duplicate job "a"`},
-		{"empty job name", ",b,c,Terminated,1.0,2.0\n", "", `jobs.csv:1: column "job_name": empty name`},
+		{"negative time", "a,b,c,Terminated,-1.0,2.0\n", "", `jobs.csv:1: start_time: invalid value "-1.0"`},
+		{"exponent", "a,b,c,Terminated,1e6,2.0\n", "", `jobs.csv:1: start_time: invalid value "1e6"`},
+		{"duplicate job", "a,b,c,Terminated,1.0,2.0\na,b,c,Terminated,1.0,2.0\n", "", `jobs.csv:2: job_name: duplicate job "a"`},
+		{"empty job name", ",b,c,Terminated,1.0,2.0\n", "", `jobs.csv:1: job_name: empty name`},
 		{"header missing start_time", "job_name,user\na,b\n", "", `jobs.csv:1: missing columns "start_time"`},
-		{"plan_gpu over the limit", "", "a,w,1.0,T,1.0,2.0,600.0,1.0,102500.0,V100\n", `tasks.csv:1: column "plan_gpu": invalid value "102500.0": want a share of GPUs in percent, 0..102400`},
-		{"fractional instances", "", "a,w,1.5,T,1.0,2.0,600.0,1.0,50.0,V100\n", `tasks.csv:1: column "inst_num": invalid value "1.5"`},
-		{"bad memory", "", "a,w,1.0,T,1.0,2.0,600.0,lots,50.0,V100\n", `tasks.csv:1: column "plan_mem": invalid value "lots"`},
+		{"plan_gpu over the limit", "", "a,w,1.0,T,1.0,2.0,600.0,1.0,102500.0,V100\n", `tasks.csv:1: plan_gpu: invalid value "102500.0": want a share of GPUs in percent, 0..102400`},
+		{"fractional instances", "", "a,w,1.5,T,1.0,2.0,600.0,1.0,50.0,V100\n", `tasks.csv:1: inst_num: invalid value "1.5"`},
+		{"bad memory", "", "a,w,1.0,T,1.0,2.0,600.0,lots,50.0,V100\n", `tasks.csv:1: plan_mem: invalid value "lots"`},
 		{"task header missing plan_gpu", "", "job_name,start_time,end_time\na,1,2\n", `tasks.csv:1: missing columns "plan_gpu"`},
 	}
 	for _, tt := range tests {
