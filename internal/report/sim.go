@@ -127,10 +127,11 @@ pre{background:#f8f8f8;padding:1em;white-space:pre-wrap}@media print{body{margin
 		if len(r.Series) == 0 {
 			continue
 		}
-		t0 := r.Series[0].At
+		samples := thin(r.Series, 800)
+		t0 := samples[0].At
 		hours := func(t time.Time) float64 { return t.Sub(t0).Hours() }
 		modes := map[core.BillingMode]bool{}
-		for _, s := range r.Series {
+		for _, s := range samples {
 			for m := range s.GPUsByMode {
 				modes[m] = true
 			}
@@ -143,7 +144,7 @@ pre{background:#f8f8f8;padding:1em;white-space:pre-wrap}@media print{body{margin
 		var ss []series
 		for i, m := range ms {
 			sr := series{Name: m, Color: palette[i%len(palette)], Step: true}
-			for _, s := range r.Series {
+			for _, s := range samples {
 				sr.Points = append(sr.Points, [2]float64{hours(s.At), float64(s.GPUsByMode[core.BillingMode(m)])})
 			}
 			ss = append(ss, sr)
@@ -152,7 +153,7 @@ pre{background:#f8f8f8;padding:1em;white-space:pre-wrap}@media print{body{margin
 		b.WriteString(lineChart("Fleet GPUs by billing mode", "hours", "GPUs", ss))
 		paid := series{Name: "paid GPUs", Color: "#1f77b4", Step: true}
 		alloc := series{Name: "allocated GPUs", Color: "#2ca02c", Step: true}
-		for _, s := range r.Series {
+		for _, s := range samples {
 			total := 0
 			for _, n := range s.GPUsByMode {
 				total += n
@@ -175,6 +176,23 @@ pre{background:#f8f8f8;padding:1em;white-space:pre-wrap}@media print{body{margin
 	b.WriteString("</body></html>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// thin keeps at most n samples, evenly spaced, always the last: enough
+// for a chart, small enough for a page.
+func thin(ss []sim.Sample, n int) []sim.Sample {
+	if len(ss) <= n {
+		return ss
+	}
+	out := make([]sim.Sample, 0, n+1)
+	step := float64(len(ss)) / float64(n)
+	for i := 0.0; int(i) < len(ss); i += step {
+		out = append(out, ss[int(i)])
+	}
+	if last := ss[len(ss)-1]; !out[len(out)-1].At.Equal(last.At) {
+		out = append(out, last)
+	}
+	return out
 }
 
 // WriteSimCSV writes each policy's time series: policy, hours since start,

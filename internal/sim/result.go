@@ -97,9 +97,13 @@ func (r *Result) addLease(l *engine.Lease) {
 	r.PaidMilliSec += int64(l.Offer.GPUs) * int64(core.WholeGPU) * b.Billed
 }
 
-// sample records the fleet now, at most once a simulated minute.
+// SampleEvery is the least simulated time between two samples of the
+// fleet for the time series.
+const SampleEvery = 5 * time.Minute
+
+// sample records the fleet now, at most once per SampleEvery.
 func (r *Result) sample(now time.Time, st *engine.State) {
-	if !r.lastSample.IsZero() && now.Sub(r.lastSample) < time.Minute {
+	if !r.lastSample.IsZero() && now.Sub(r.lastSample) < SampleEvery {
 		return
 	}
 	r.lastSample = now
