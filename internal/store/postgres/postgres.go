@@ -1,0 +1,264 @@
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"regexp"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/store"
+	"github.com/gpufleet/gpufleet/internal/store/internal/sqlstore"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// migrationLock is the advisory lock key that keeps migrators apart
+// ("gpufleet" in ASCII).
+const migrationLock = 0x677075666c656574
+
+// Options tune Open; the zero value is the default.
+type Options struct {
+	// Schema is the schema to keep the tables in (created if missing);
+	// empty uses the DSN's search_path, by default "public".
+	Schema string
+	// MaxConns is the pool size (default: 4 × GOMAXPROCS, at least 8).
+	MaxConns int32
+}
+
+// Store is a store.Store on a PostgreSQL database.
+type Store struct {
+	*sqlstore.Store
+	pool *pgxpool.Pool
+
+	mu sync.Mutex
+	// leaders are the releases of leadership locks held, by their number:
+	// Close gives them up, since the pool cannot close while their
+	// connections are out.
+	leaders map[int]func()
+	next    int
+}
+
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Leader = (*Store)(nil)
+)
+
+var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// Open connects to the database at dsn (a postgres:// URL or key=value
+// string) and brings its schema up to date.
+func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	if opts.Schema != "" {
+		if !schemaName.MatchString(opts.Schema) {
+			return nil, fmt.Errorf("open postgres: %w", &core.FieldError{Field: "schema", Value: opts.Schema, Allowed: "a lowercase identifier: letters, digits and _, at most 63"})
+		}
+		cfg.ConnConfig.RuntimeParams["search_path"] = opts.Schema
+	}
+	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
+	cfg.MaxConns = opts.MaxConns
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = int32(max(4*runtime.GOMAXPROCS(0), 8))
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres %s@%s:%d/%s: %w", cfg.ConnConfig.User, cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database, err)
+	}
+	if opts.Schema != "" {
+		// The name matched schemaName, so it is a plain identifier.
+		if _, err := pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+opts.Schema); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("open postgres: create schema %s: %w", opts.Schema, err)
+		}
+	}
+	b := &backend{pool: pool}
+	ms, err := sqlstore.Migrations(migrations, "migrations")
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	if err := sqlstore.Migrate(ctx, b, ms, fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", int64(migrationLock)), "TIMESTAMPTZ"); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	return &Store{Store: sqlstore.New(b), pool: pool, leaders: map[int]func(){}}, nil
+}
+
+// Close gives up any leadership held and closes the pool.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	held := make([]func(), 0, len(s.leaders))
+	for _, r := range s.leaders {
+		held = append(held, r)
+	}
+	s.mu.Unlock()
+	for _, r := range held {
+		r()
+	}
+	return s.Store.Close()
+}
+
+// Pool returns the connection pool, for health checks and metrics.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// TryLeader implements store.Leader with a session-level advisory lock on
+// a connection taken out of the pool for as long as the lock is held. The
+// lock is PostgreSQL's, database-wide: every replica on the database
+// competes for key, whatever its schema.
+func (s *Store) TryLeader(ctx context.Context, key int64) (func(), bool, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("try leader: %w", err)
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&ok); err != nil {
+		conn.Release()
+		return nil, false, fmt.Errorf("try leader: %w", err)
+	}
+	if !ok {
+		conn.Release()
+		return nil, false, nil
+	}
+	s.mu.Lock()
+	n := s.next
+	s.next++
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			s.mu.Lock()
+			delete(s.leaders, n)
+			s.mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			var unlocked bool
+			if err := conn.QueryRow(ctx, "SELECT pg_advisory_unlock($1)", key).Scan(&unlocked); err != nil || !unlocked {
+				// The session is in doubt: close it, which drops its locks.
+				_ = conn.Conn().Close(ctx)
+			}
+			conn.Release()
+		})
+	}
+	s.leaders[n] = release
+	s.mu.Unlock()
+	return release, true, nil
+}
+
+// backend implements sqlstore.Backend over pgx.
+type backend struct{ pool *pgxpool.Pool }
+
+func (b *backend) Reader() sqlstore.Querier { return querier{b.pool} }
+func (b *backend) Writer() sqlstore.Querier { return querier{b.pool} }
+
+func (b *backend) Begin(ctx context.Context, serializable bool) (sqlstore.Txn, error) {
+	opts := pgx.TxOptions{}
+	if serializable {
+		opts.IsoLevel = pgx.Serializable
+	}
+	tx, err := b.pool.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return txn{querier{tx}, tx}, nil
+}
+
+func (b *backend) Retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+func (b *backend) Classify(err error) error {
+	var pe *pgconn.PgError
+	if err == nil || !errors.As(err, &pe) {
+		return err
+	}
+	switch pe.Code {
+	case "23505":
+		return fmt.Errorf("%w: %w", store.ErrConflict, err)
+	case "23503":
+		return fmt.Errorf("%w: a referenced row does not exist: %w", store.ErrNotFound, err)
+	}
+	return err
+}
+
+func (b *backend) Time(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return store.Micro(t)
+}
+
+func (b *backend) Close() error {
+	b.pool.Close()
+	return nil
+}
+
+// execer is what the pool and a transaction share.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+type querier struct{ e execer }
+
+func (q querier) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	tag, err := q.e.Exec(ctx, sql, args...)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+func (q querier) Query(ctx context.Context, sql string, args ...any) (sqlstore.Rows, error) {
+	rows, err := q.e.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+func (q querier) QueryRow(ctx context.Context, sql string, args ...any) sqlstore.Row {
+	return row{q.e.QueryRow(ctx, sql, args...)}
+}
+
+type row struct{ pgx.Row }
+
+func (r row) Scan(dest ...any) error {
+	if err := r.Row.Scan(dest...); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return sqlstore.ErrNoRows
+		}
+		return err
+	}
+	return nil
+}
+
+type txn struct {
+	querier
+	tx pgx.Tx
+}
+
+func (t txn) Commit(ctx context.Context) error { return t.tx.Commit(ctx) }
+func (t txn) Rollback(ctx context.Context) error {
+	if err := t.tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,234 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpufleet/gpufleet/internal/store"
+	"github.com/gpufleet/gpufleet/internal/store/storetest"
+)
+
+// defaultDSN is the CI database; GPUFLEET_TEST_POSTGRES overrides it.
+const defaultDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+var (
+	dsnOnce sync.Once
+	dsnUsed string
+	dsnErr  error
+)
+
+// testDSN returns a DSN that connects, trying the configured user and
+// then root. PostgreSQL being down is a failure, never a skip: CI starts
+// it, and a silently skipped backend is an untested one.
+func testDSN(t testing.TB) string {
+	t.Helper()
+	dsnOnce.Do(func() {
+		dsn := os.Getenv("GPUFLEET_TEST_POSTGRES")
+		if dsn == "" {
+			dsn = defaultDSN
+		}
+		candidates := []string{dsn}
+		if u, err := url.Parse(dsn); err == nil && u.User != nil && u.User.Username() != "root" {
+			u.User = url.User("root")
+			candidates = append(candidates, u.String())
+		}
+		var errs []error
+		for _, c := range candidates {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			conn, err := pgx.Connect(ctx, c)
+			if err == nil {
+				conn.Close(ctx)
+				cancel()
+				dsnUsed = c
+				return
+			}
+			cancel()
+			errs = append(errs, err)
+		}
+		dsnErr = errors.Join(errs...)
+	})
+	if dsnErr != nil {
+		t.Fatalf("PostgreSQL is not reachable (set GPUFLEET_TEST_POSTGRES; CI starts the server on 127.0.0.1:5432, database test): %v", dsnErr)
+	}
+	return dsnUsed
+}
+
+// newSchema returns a fresh schema name and drops the schema when t ends.
+func newSchema(t testing.TB) string {
+	t.Helper()
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	name := "gpufleet_test_" + hex.EncodeToString(b[:])
+	dsn := testDSN(t)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Errorf("drop schema %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+name+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+// opener returns a storetest.Opener: a schema of its own per test, the
+// same schema again when a test opens twice.
+func opener() storetest.Opener {
+	var mu sync.Mutex
+	schemas := map[*testing.T]string{}
+	return func(t *testing.T) store.Store {
+		mu.Lock()
+		schema, ok := schemas[t]
+		if !ok {
+			schema = newSchema(t)
+			schemas[t] = schema
+		}
+		mu.Unlock()
+		s, err := Open(t.Context(), testDSN(t), Options{Schema: schema})
+		if err != nil {
+			t.Fatalf("open schema %s: %v", schema, err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, opener())
+}
+
+func TestAppendOnlyEvents(t *testing.T) {
+	s, err := Open(t.Context(), testDSN(t), Options{Schema: newSchema(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Pool().Exec(t.Context(), `INSERT INTO events (at, kind, subject, reason, attrs) VALUES (now(), 'k', 's', 'r', '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`UPDATE events SET reason = 'forged'`, `DELETE FROM events`, `TRUNCATE events`} {
+		if _, err := s.Pool().Exec(t.Context(), q); err == nil {
+			t.Errorf("%s: allowed on the append-only events table", q)
+		}
+	}
+}
+
+func TestMigrations(t *testing.T) {
+	schema := newSchema(t)
+	// Replicas starting together migrate once, the others wait and find
+	// the schema up to date.
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Go(func() {
+			s, err := Open(t.Context(), testDSN(t), Options{Schema: schema})
+			if err == nil {
+				s.Close()
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Errorf("concurrent open: %v", err)
+		}
+	}
+	s, err := Open(t.Context(), testDSN(t), Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := s.Pool().QueryRow(t.Context(), "SELECT count(*) FROM schema_migrations").Scan(&n); err != nil || n != 1 {
+		t.Errorf("schema_migrations has %d rows (%v), want 1", n, err)
+	}
+	if _, err := s.Pool().Exec(t.Context(), "INSERT INTO schema_migrations (version, name, sum, applied_at) VALUES (999, 'future', 'x', now())"); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := Open(t.Context(), testDSN(t), Options{Schema: schema}); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("open a newer schema: %v, want ErrUnsupported", err)
+	}
+	if _, err := Open(t.Context(), testDSN(t), Options{Schema: "Bad; DROP"}); err == nil {
+		t.Error("a schema name that is not an identifier was accepted")
+	}
+}
+
+func TestLeader(t *testing.T) {
+	a, err := Open(t.Context(), testDSN(t), Options{Schema: newSchema(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(t.Context(), testDSN(t), Options{Schema: newSchema(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var kb [8]byte
+	_, _ = rand.Read(kb[:])
+	key := int64(kb[0])<<40 | int64(kb[1])<<32 | int64(kb[2])<<24 | int64(kb[3])<<16 | int64(kb[4])<<8 | int64(kb[5])
+
+	release, ok, err := a.TryLeader(t.Context(), key)
+	if err != nil || !ok {
+		t.Fatalf("first TryLeader: ok %v err %v", ok, err)
+	}
+	for _, s := range []*Store{a, b} {
+		if _, ok, err := s.TryLeader(t.Context(), key); err != nil || ok {
+			t.Errorf("second TryLeader: ok %v err %v, want refused (even from the holder's own pool)", ok, err)
+		}
+	}
+	release()
+	release()
+	r, ok, err := b.TryLeader(t.Context(), key)
+	if err != nil || !ok {
+		t.Fatalf("TryLeader after release: ok %v err %v", ok, err)
+	}
+	// A leader whose process dies loses the lock with its session.
+	b.Close()
+	r() // on a closed pool: must not hang or panic
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r2, ok, err := a.TryLeader(t.Context(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			r2()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lock outlived its holder's connection")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestOpenUnreachable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	_, err := Open(ctx, "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=2", Options{})
+	if err == nil {
+		t.Fatal("open of an unreachable server succeeded")
+	}
+	if got := fmt.Sprint(err); got == "" {
+		t.Error("empty error")
+	}
+}
