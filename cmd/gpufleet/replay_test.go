@@ -101,3 +101,27 @@ func TestPlanPortfolioFromTrace(t *testing.T) {
 		t.Errorf("a trace without GPU models and no --gpu-model: exit %d, %s", code, stderr)
 	}
 }
+
+func TestTraceGenRoundTrip(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "g.csv")
+	if code, _, stderr := runCLI(t, "trace", "gen", "--jobs", "500", "--seed", "9", "-o", out); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	again := filepath.Join(t.TempDir(), "g2.csv")
+	runCLI(t, "trace", "gen", "--jobs", "500", "--seed", "9", "-o", again)
+	a, _ := os.ReadFile(out)
+	b, _ := os.ReadFile(again)
+	if len(a) == 0 || string(a) != string(b) {
+		t.Fatal("the same seed generated different traces")
+	}
+	if lines := strings.Count(string(a), "\n"); lines != 501 {
+		t.Errorf("%d lines, want a header and 500 jobs", lines)
+	}
+	code, stdout, stderr := runCLI(t, "sim", "--trace", out, "--format", "csv", "--policy", "gpufleet", "--quiet")
+	if code != 0 || !strings.Contains(stdout, "500 jobs replayed") {
+		t.Errorf("replaying the generated trace: exit %d %s %s", code, stdout, stderr)
+	}
+	if code, _, _ := runCLI(t, "trace", "gen", "--jobs", "-1"); code != 2 {
+		t.Errorf("negative --jobs: exit %d, want 2", code)
+	}
+}
