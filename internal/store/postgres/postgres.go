@@ -81,20 +81,20 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres %s@%s:%d/%s: %w", cfg.ConnConfig.User, cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database, err)
 	}
-	if opts.Schema != "" {
-		// The name matched schemaName, so it is a plain identifier.
-		if _, err := pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+opts.Schema); err != nil {
-			pool.Close()
-			return nil, fmt.Errorf("open postgres: create schema %s: %w", opts.Schema, err)
-		}
-	}
 	b := &backend{pool: pool}
 	ms, err := sqlstore.Migrations(migrations, "migrations")
 	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	if err := sqlstore.Migrate(ctx, b, ms, fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", int64(migrationLock)), "TIMESTAMPTZ"); err != nil {
+	// Under the lock, so that replicas starting together neither race to
+	// create the schema nor migrate twice.
+	prelude := []string{fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", int64(migrationLock))}
+	if opts.Schema != "" {
+		// The name matched schemaName: a plain identifier.
+		prelude = append(prelude, "CREATE SCHEMA IF NOT EXISTS "+opts.Schema)
+	}
+	if err := sqlstore.Migrate(ctx, b, ms, prelude, "TIMESTAMPTZ"); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
@@ -164,7 +164,6 @@ func (s *Store) TryLeader(ctx context.Context, key int64) (func(), bool, error) 
 type backend struct{ pool *pgxpool.Pool }
 
 func (b *backend) Reader() sqlstore.Querier { return querier{b.pool} }
-func (b *backend) Writer() sqlstore.Querier { return querier{b.pool} }
 
 func (b *backend) Begin(ctx context.Context, serializable bool) (sqlstore.Txn, error) {
 	opts := pgx.TxOptions{}

@@ -68,9 +68,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		sync = "FULL"
 	}
 	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(%s)", opts.BusyTimeout.Milliseconds(), sync)
-	// The writer: one connection; BEGIN IMMEDIATE takes the write lock at
-	// the start, so a transaction never fails upgrading a read lock.
-	wdb, err := sql.Open("sqlite", abs+"?"+common+"&_pragma=journal_mode(WAL)&_txlock=immediate")
+	// The writer: one connection, held (see backend).
+	wdb, err := sql.Open("sqlite", abs+"?"+common+"&_pragma=journal_mode(WAL)")
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", abs, err)
 	}
@@ -89,13 +88,18 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	rdb.SetMaxOpenConns(opts.ReadConns)
 	rdb.SetMaxIdleConns(opts.ReadConns)
-	b := &backend{w: wdb, r: rdb}
+	b, err := newBackend(ctx, wdb, rdb)
+	if err != nil {
+		rdb.Close()
+		wdb.Close()
+		return nil, fmt.Errorf("open sqlite %s: writer: %w", abs, err)
+	}
 	ms, err := sqlstore.Migrations(migrations, "migrations")
 	if err != nil {
 		b.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", abs, err)
 	}
-	if err := sqlstore.Migrate(ctx, b, ms, "", "INTEGER"); err != nil {
+	if err := sqlstore.Migrate(ctx, b, ms, nil, "INTEGER"); err != nil {
 		b.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", abs, err)
 	}
@@ -105,22 +109,59 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 // Path returns the database file's absolute path.
 func (s *Store) Path() string { return s.path }
 
-// backend implements sqlstore.Backend over database/sql.
+var errClosed = errors.New("sqlite: store is closed")
+
+// backend implements sqlstore.Backend over database/sql: one writer
+// connection held for the store's life, taken in turn (a one-slot
+// semaphore that a waiting caller can give up on with its context), and a
+// pool of readers. Statements are prepared once and kept: parsing SQL is
+// most of the cost of a small write.
 type backend struct {
 	w, r *sql.DB
-	once sync.Once
-	err  error
+	// turn is the writer's semaphore; who holds it owns wconn and wstmts.
+	turn   chan struct{}
+	wconn  *sql.Conn
+	wstmts map[string]*sql.Stmt
+	rstmts sync.Map // query → *sql.Stmt on the read pool
+	closed chan struct{}
+	once   sync.Once
+	err    error
 }
 
-func (b *backend) Reader() sqlstore.Querier { return querier{b.r} }
-func (b *backend) Writer() sqlstore.Querier { return querier{b.w} }
-
-func (b *backend) Begin(ctx context.Context, _ bool) (sqlstore.Txn, error) {
-	tx, err := b.w.BeginTx(ctx, nil)
+func newBackend(ctx context.Context, w, r *sql.DB) (*backend, error) {
+	conn, err := w.Conn(ctx)
 	if err != nil {
+		return nil, err
+	}
+	return &backend{w: w, r: r, turn: make(chan struct{}, 1), wconn: conn, wstmts: map[string]*sql.Stmt{}, closed: make(chan struct{})}, nil
+}
+
+func (b *backend) Reader() sqlstore.Querier { return reader{b} }
+
+// Begin waits for the writer's turn and starts a transaction with BEGIN
+// IMMEDIATE: it takes the file's write lock at once (waiting up to the
+// busy timeout for another process), so that no statement in it can fail
+// for a lock later.
+func (b *backend) Begin(ctx context.Context, _ bool) (sqlstore.Txn, error) {
+	select {
+	case b.turn <- struct{}{}:
+	case <-b.closed:
+		return nil, errClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case <-b.closed:
+		<-b.turn
+		return nil, errClosed
+	default:
+	}
+	t := &txn{b: b}
+	if _, err := b.wconn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		<-b.turn
 		return nil, b.Classify(err)
 	}
-	return txn{querier{tx}, tx}, nil
+	return t, nil
 }
 
 // Retryable is false: with one writer and BEGIN IMMEDIATE, a transaction
@@ -150,41 +191,162 @@ func (b *backend) Time(t time.Time) any {
 
 func (b *backend) Close() error {
 	b.once.Do(func() {
+		close(b.closed)
+		b.turn <- struct{}{} // wait for the writer to be free, and keep it
+		for _, st := range b.wstmts {
+			_ = st.Close()
+		}
+		b.rstmts.Range(func(_, v any) bool { _ = v.(*sql.Stmt).Close(); return true })
 		// Fold the WAL back into the main file so that the file alone is
 		// the database; best effort.
-		_, _ = b.w.Exec("PRAGMA wal_checkpoint(TRUNCATE)")
-		b.err = errors.Join(b.r.Close(), b.w.Close())
+		_, _ = b.wconn.ExecContext(context.Background(), "PRAGMA wal_checkpoint(TRUNCATE)")
+		b.err = errors.Join(b.wconn.Close(), b.r.Close(), b.w.Close())
 	})
 	return b.err
 }
 
-// execer is what *sql.DB and *sql.Tx share.
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
+// cacheable reports whether a query's statement is worth keeping: bulk
+// inserts, whose text varies with their size, are not.
+func cacheable(q string) bool { return len(q) < 2048 }
 
-type querier struct{ e execer }
+// reader runs queries on the read pool.
+type reader struct{ b *backend }
 
-func (q querier) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	res, err := q.e.ExecContext(ctx, rebind(query), args...)
-	if err != nil {
-		return 0, err
+func (r reader) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	if v, ok := r.b.rstmts.Load(q); ok {
+		return v.(*sql.Stmt), nil
 	}
-	return res.RowsAffected()
+	st, err := r.b.r.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if v, loaded := r.b.rstmts.LoadOrStore(q, st); loaded {
+		_ = st.Close()
+		return v.(*sql.Stmt), nil
+	}
+	return st, nil
 }
 
-func (q querier) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
-	rows, err := q.e.QueryContext(ctx, rebind(query), args...)
+func (r reader) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	return 0, fmt.Errorf("sqlite: write outside a transaction: %s", query)
+}
+
+func (r reader) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
+	q := rebind(query)
+	if !cacheable(q) {
+		rows, err := r.b.r.QueryContext(ctx, q, args...)
+		if err != nil {
+			return nil, err
+		}
+		return sqlRows{rows}, nil
+	}
+	st, err := r.stmt(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
 		return nil, err
 	}
 	return sqlRows{rows}, nil
 }
 
-func (q querier) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
-	return sqlRow{q.e.QueryRowContext(ctx, rebind(query), args...)}
+func (r reader) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
+	q := rebind(query)
+	if !cacheable(q) {
+		return sqlRow{r.b.r.QueryRowContext(ctx, q, args...)}
+	}
+	st, err := r.stmt(ctx, q)
+	if err != nil {
+		return errRow{err}
+	}
+	return sqlRow{st.QueryRowContext(ctx, args...)}
+}
+
+// txn is a transaction on the writer connection; it holds the writer's
+// turn until it ends.
+type txn struct {
+	b    *backend
+	done bool
+}
+
+func (t *txn) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	if st, ok := t.b.wstmts[q]; ok {
+		return st, nil
+	}
+	st, err := t.b.wconn.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	t.b.wstmts[q] = st
+	return st, nil
+}
+
+func (t *txn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	var res sql.Result
+	var err error
+	if q := rebind(query); !cacheable(q) || len(args) == 0 {
+		res, err = t.b.wconn.ExecContext(ctx, q, args...)
+	} else {
+		var st *sql.Stmt
+		if st, err = t.stmt(ctx, q); err == nil {
+			res, err = st.ExecContext(ctx, args...)
+		}
+	}
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (t *txn) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
+	q := rebind(query)
+	var rows *sql.Rows
+	var err error
+	if !cacheable(q) {
+		rows, err = t.b.wconn.QueryContext(ctx, q, args...)
+	} else {
+		var st *sql.Stmt
+		if st, err = t.stmt(ctx, q); err == nil {
+			rows, err = st.QueryContext(ctx, args...)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{rows}, nil
+}
+
+func (t *txn) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
+	q := rebind(query)
+	if !cacheable(q) {
+		return sqlRow{t.b.wconn.QueryRowContext(ctx, q, args...)}
+	}
+	st, err := t.stmt(ctx, q)
+	if err != nil {
+		return errRow{err}
+	}
+	return sqlRow{st.QueryRowContext(ctx, args...)}
+}
+
+func (t *txn) end(ctx context.Context, sql string) error {
+	if t.done {
+		return nil
+	}
+	t.done = true
+	defer func() { <-t.b.turn }()
+	_, err := t.b.wconn.ExecContext(ctx, sql)
+	if err != nil && sql == "COMMIT" {
+		// A failed COMMIT leaves the transaction open: end it, so that
+		// the next writer starts clean.
+		_, _ = t.b.wconn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+	}
+	return err
+}
+
+func (t *txn) Commit(ctx context.Context) error { return t.end(ctx, "COMMIT") }
+func (t *txn) Rollback(ctx context.Context) error {
+	return t.end(context.WithoutCancel(ctx), "ROLLBACK")
 }
 
 type sqlRows struct{ *sql.Rows }
@@ -203,18 +365,10 @@ func (r sqlRow) Scan(dest ...any) error {
 	return nil
 }
 
-type txn struct {
-	querier
-	tx *sql.Tx
-}
+// errRow is a row whose query could not be prepared.
+type errRow struct{ err error }
 
-func (t txn) Commit(context.Context) error { return t.tx.Commit() }
-func (t txn) Rollback(context.Context) error {
-	if err := t.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
-		return err
-	}
-	return nil
-}
+func (r errRow) Scan(...any) error { return r.err }
 
 var (
 	placeholder = regexp.MustCompile(`\$(\d+)`)

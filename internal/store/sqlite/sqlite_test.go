@@ -58,7 +58,7 @@ func TestPragmas(t *testing.T) {
 		want   string
 	}{{"journal_mode", "wal"}, {"foreign_keys", "1"}, {"synchronous", "2"}, {"busy_timeout", "10000"}} {
 		var got string
-		if err := b.w.QueryRowContext(t.Context(), "PRAGMA "+tc.pragma).Scan(&got); err != nil {
+		if err := b.wconn.QueryRowContext(t.Context(), "PRAGMA "+tc.pragma).Scan(&got); err != nil {
 			t.Fatal(err)
 		}
 		if got != tc.want {
@@ -70,11 +70,11 @@ func TestPragmas(t *testing.T) {
 		t.Errorf("readers query_only = %s (%v), want 1", qo, err)
 	}
 	// The schema refuses to change the audit trail, whoever asks.
-	if _, err := b.w.ExecContext(t.Context(), `INSERT INTO events (at, kind, subject, reason, attrs) VALUES (1, 'k', 's', 'r', '{}')`); err != nil {
+	if _, err := b.wconn.ExecContext(t.Context(), `INSERT INTO events (at, kind, subject, reason, attrs) VALUES (1, 'k', 's', 'r', '{}')`); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []string{`UPDATE events SET reason = 'forged'`, `DELETE FROM events`} {
-		if _, err := b.w.ExecContext(t.Context(), q); err == nil {
+		if _, err := b.wconn.ExecContext(t.Context(), q); err == nil {
 			t.Errorf("%s: allowed on the append-only events table", q)
 		}
 	}
@@ -92,7 +92,7 @@ func TestMigrations(t *testing.T) {
 		t.Fatalf("schema_migrations has %d rows (%v)", n, err)
 	}
 	// A database from a newer binary is refused, not half-used.
-	if _, err := b.w.ExecContext(t.Context(), "INSERT INTO schema_migrations (version, name, sum, applied_at) VALUES (999, 'future', 'x', 0)"); err != nil {
+	if _, err := b.wconn.ExecContext(t.Context(), "INSERT INTO schema_migrations (version, name, sum, applied_at) VALUES (999, 'future', 'x', 0)"); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -139,4 +139,17 @@ func TestLeader(t *testing.T) {
 		t.Error("TryLeader with a cancelled context succeeded")
 	}
 	_ = os.Remove(path)
+}
+
+func TestRebind(t *testing.T) {
+	for in, want := range map[string]string{
+		"SELECT 1":                          "SELECT 1",
+		"a = $1 AND b = $2 OR c = $1":       "a = ?1 AND b = ?2 OR c = ?1",
+		"VALUES ($10, $2)":                  "VALUES (?10, ?2)",
+		"INSERT INTO t VALUES ($1), ($123)": "INSERT INTO t VALUES (?1), (?123)",
+	} {
+		if got := rebind(in); got != want {
+			t.Errorf("rebind(%q) = %q, want %q", in, got, want)
+		}
+	}
 }

@@ -78,6 +78,9 @@ func fill(t *testing.T, v reflect.Value, path string, n *int) {
 	case *core.BillingMode:
 		*x = core.Spot
 		return
+	case *core.Tier:
+		*x = core.TierCore
+		return
 	case **core.Job, **core.Offer, **core.PricePlan:
 		return // set by the caller
 	}
@@ -95,6 +98,16 @@ func fill(t *testing.T, v reflect.Value, path string, n *int) {
 			t.Fatalf("fill %s: a string type %s the suite does not know", path, v.Type())
 		}
 		v.SetString(fmt.Sprintf("v%d", i))
+	case reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		for k := range 2 {
+			key := reflect.New(v.Type().Key()).Elem()
+			fill(t, key, fmt.Sprintf("%s key %d", path, k), n)
+			val := reflect.New(v.Type().Elem()).Elem()
+			fill(t, val, fmt.Sprintf("%s[%v]", path, key), n)
+			m.SetMapIndex(key, val)
+		}
+		v.Set(m)
 	case reflect.Slice:
 		s := reflect.MakeSlice(v.Type(), 2, 2)
 		for k := range 2 {
@@ -106,18 +119,64 @@ func fill(t *testing.T, v reflect.Value, path string, n *int) {
 	}
 }
 
-// testEngineRoundTrip checks that an engine.Unit and an engine.Lease with
-// every field set come back from the store exactly, through a restart's
-// LoadEngineState.
+// testEngineRoundTrip checks that a core.Job, an engine.Unit and an
+// engine.Lease with every field set come back from the store exactly,
+// through a restart's LoadEngineState.
 func testEngineRoundTrip(t *testing.T, open Opener) {
 	s := open(t)
 	c := ctx(t)
 	setupTeams(t, s, "ml")
+
+	var full core.Job
+	n := 0
+	fill(t, reflect.ValueOf(&full).Elem(), "Job", &n)
+	full.ID, full.Team, full.State, full.Shards = "full", "ml", core.JobPending, 3
+	full.Request.GPUs, full.Request.MilliPerGPU = 2, core.WholeGPU
+	sfull, _, err := s.Jobs().SubmitJob(c, full, "full-key")
+	ok(t, err, "submit a job with every field set")
+	diff(t, "submitted", full, sfull.Job)
+	gfull, err := s.Jobs().GetJob(c, "full")
+	ok(t, err, "get it")
+	diff(t, "job with every field set", full, gfull.Job)
+	for _, f := range []func(*core.Job){
+		func(j *core.Job) { j.ID = "other" }, func(j *core.Job) { j.Submit = j.Submit.Add(time.Hour) }, func(j *core.Job) { j.State = "" },
+	} {
+		x := full
+		f(&x)
+		if store.JobFingerprint(&x) != store.JobFingerprint(&full) {
+			t.Error("fingerprint depends on id, submit time or state")
+		}
+	}
+	// Every other field is part of the body: changing it changes the
+	// fingerprint (a field added to core.Job must be added there too).
+	jt := reflect.TypeOf(full)
+	for i := range jt.NumField() {
+		name := jt.Field(i).Name
+		if name == "ID" || name == "Submit" || name == "State" {
+			continue
+		}
+		var x core.Job
+		m := 100
+		fill(t, reflect.ValueOf(&x).Elem(), "Job", &m)
+		y := full
+		f := reflect.ValueOf(&y).Elem().Field(i)
+		f.Set(reflect.ValueOf(x).Field(i))
+		if reflect.DeepEqual(f.Interface(), reflect.ValueOf(full).Field(i).Interface()) {
+			switch f.Kind() { // fill gives these one value only
+			case reflect.Bool:
+				f.SetBool(!f.Bool())
+			case reflect.String:
+				f.SetString(f.String() + "'")
+			}
+		}
+		if store.JobFingerprint(&y) == store.JobFingerprint(&full) {
+			t.Errorf("JobFingerprint ignores core.Job.%s", name)
+		}
+	}
 	j := job("j", "ml")
 	j.Shards = 4
 	sj := submit(t, s, j)
 
-	n := 0
 	var u engine.Unit
 	fill(t, reflect.ValueOf(&u).Elem(), "Unit", &n)
 	u.Job, u.Shard = &sj.Job, 2
@@ -138,7 +197,7 @@ func testEngineRoundTrip(t *testing.T, open Opener) {
 	// Another lease whose offer left the catalog: a restart must say so.
 	gone := intent("gone")
 	var st *engine.State
-	err := s.Tx(c, func(tx store.Tx) error {
+	err = s.Tx(c, func(tx store.Tx) error {
 		var err error
 		st, _, err = store.LoadEngineState(c, tx, func(id string) (*core.Offer, bool) { return offer, id == offer.ID })
 		return err
@@ -146,16 +205,21 @@ func testEngineRoundTrip(t *testing.T, open Opener) {
 	ok(t, err, "load engine state")
 	diff(t, "leases", []*engine.Lease{&l}, st.Leases)
 	var unit *engine.Unit
+	var ofJ []*engine.Unit
 	for _, x := range st.Units {
+		if x.Job.ID != "j" {
+			continue
+		}
+		ofJ = append(ofJ, x)
 		if x.Shard == 2 {
 			unit = x
 		}
 	}
-	if len(st.Units) != 4 || unit == nil {
-		t.Fatalf("%d live units, want 4 with shard 2 among them", len(st.Units))
+	if len(ofJ) != 4 || unit == nil || len(st.Units) != 7 {
+		t.Fatalf("%d live units, %d of j, want 7 and 4 with shard 2 among them", len(st.Units), len(ofJ))
 	}
 	diff(t, "unit", &u, unit)
-	if st.Units[0].Job != st.Units[3].Job {
+	if ofJ[0].Job != ofJ[3].Job {
 		t.Error("units of one job do not share its *core.Job")
 	}
 

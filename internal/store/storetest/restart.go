@@ -1,7 +1,9 @@
 package storetest
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/store"
@@ -80,6 +82,15 @@ func testRestart(t *testing.T, open Opener) {
 	ok(t, err, "loop")
 	before := read(t, s)
 	ok(t, s.Close(), "close")
+	// A closed store refuses work rather than hanging.
+	closedCtx, cancel := context.WithTimeout(c, 5*time.Second)
+	defer cancel()
+	if _, _, err := s.Jobs().SubmitJob(closedCtx, job("late", "ml"), ""); err == nil || closedCtx.Err() != nil {
+		t.Errorf("submit on a closed store: %v (context: %v), want a prompt error", err, closedCtx.Err())
+	}
+	if _, err := s.Jobs().GetJob(closedCtx, "j"); err == nil {
+		t.Error("read on a closed store succeeded")
+	}
 
 	s2 := open(t)
 	after := read(t, s2)

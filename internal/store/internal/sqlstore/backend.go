@@ -44,10 +44,8 @@ type Txn interface {
 
 // Backend is what a database gives sqlstore.
 type Backend interface {
-	// Reader runs reads outside transactions.
+	// Reader runs reads outside transactions; every write is in one.
 	Reader() Querier
-	// Writer runs single-statement writes outside transactions.
-	Writer() Querier
 	// Begin opens a transaction for writing; serializable asks for
 	// serializable isolation (SQLite always is).
 	Begin(ctx context.Context, serializable bool) (Txn, error)

@@ -59,18 +59,20 @@ func Migrations(fsys fs.FS, dir string) ([]Migration, error) {
 
 // Migrate applies the migrations not yet recorded in schema_migrations,
 // in order, all in one transaction (both backends have transactional
-// DDL). lock, if not empty, is run first in that transaction to keep
-// concurrent migrators apart. It refuses a database that records a
-// migration this binary does not have, or one whose text changed.
-func Migrate(ctx context.Context, b Backend, ms []Migration, lock string, ts string) error {
+// DDL). prelude runs first in that transaction: a lock that keeps
+// concurrent migrators apart, then whatever must exist before the
+// migrations table (a schema). ts is the type of a time column. Migrate
+// refuses a database that records a migration this binary does not have,
+// or one whose text changed.
+func Migrate(ctx context.Context, b Backend, ms []Migration, prelude []string, ts string) error {
 	t, err := b.Begin(ctx, false)
 	if err != nil {
 		return fmt.Errorf("migrate: begin: %w", err)
 	}
 	defer func() { _ = t.Rollback(context.WithoutCancel(ctx)) }()
-	if lock != "" {
-		if _, err := t.Exec(ctx, lock); err != nil {
-			return fmt.Errorf("migrate: lock: %w", err)
+	for _, p := range prelude {
+		if _, err := t.Exec(ctx, p); err != nil {
+			return fmt.Errorf("migrate: %s: %w", p, err)
 		}
 	}
 	if _, err := t.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (

@@ -138,14 +138,6 @@ func (o *ops) r() Querier {
 	return o.s.b.Reader()
 }
 
-// w is where single-statement writes go.
-func (o *ops) w() Querier {
-	if o.tx != nil {
-		return o.tx
-	}
-	return o.s.b.Writer()
-}
-
 // atomic runs fn all or nothing: in a new transaction (read committed on
 // PostgreSQL: fn's statements are written to be safe there), or inside the
 // enclosing one under a savepoint, so that a failed operation leaves the
