@@ -1,0 +1,161 @@
+package gpu
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpufleet/gpufleet/internal/clock"
+)
+
+// stub is a Source whose Sample answers what the test says.
+type stub struct {
+	name   string
+	err    error
+	closed bool
+}
+
+func (s *stub) Name() string { return s.name }
+func (s *stub) Sample(context.Context) ([]Reading, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	return []Reading{{UUID: "GPU-stub"}}, nil
+}
+func (s *stub) Close() error { s.closed = true; return nil }
+
+func noNVML() (Source, error) {
+	return nil, unavailable("nvml unavailable: init: ERROR_LIBRARY_NOT_FOUND")
+}
+
+func TestOpenAuto(t *testing.T) {
+	dcgm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-d\"} 5\n"))
+	}))
+	defer dcgm.Close()
+	smiOK := (&replay{files: map[string]string{"--query-gpu": "smi/query-gpu-h100.csv", "--query-compute-apps": "smi/apps-none.csv"}}).run
+	smiBroken := (&replay{fail: errors.New("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver")}).run
+	found := func(string) (string, error) { return "/usr/bin/nvidia-smi", nil }
+	missing := func(f string) (string, error) { return "", &exec.Error{Name: f, Err: exec.ErrNotFound} }
+	working := &stub{name: "nvml"}
+	failing := &stub{name: "nvml", err: errors.New("device count: ERROR_UNKNOWN")}
+
+	tests := []struct {
+		name string
+		o    Options
+		want string // the source picked, or "" for an error
+		// errHas lists what the error must say
+		errHas []string
+	}{
+		{"nvml first", Options{openNVML: func() (Source, error) { return working, nil }, LookPath: found, Run: smiOK}, "nvml", nil},
+		{"nvml unavailable, nvidia-smi on PATH", Options{openNVML: noNVML, LookPath: found, Run: smiOK}, "nvidia-smi", nil},
+		{"nvml fails its first sample", Options{openNVML: func() (Source, error) { return failing, nil }, LookPath: found, Run: smiOK}, "nvidia-smi", nil},
+		{"nvidia-smi broken, dcgm given", Options{openNVML: noNVML, LookPath: found, Run: smiBroken, DCGMURL: dcgm.URL}, "dcgm", nil},
+		{"nvidia-smi missing, dcgm given", Options{openNVML: noNVML, LookPath: missing, DCGMURL: dcgm.URL}, "dcgm", nil},
+		{"nothing", Options{openNVML: noNVML, LookPath: missing}, "", []string{"nvml unavailable", "nvidia-smi unavailable", "dcgm unavailable: no exporter URL"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src, err := Open(context.Background(), "auto", tt.o)
+			if tt.want == "" {
+				if !errors.Is(err, ErrUnavailable) {
+					t.Fatalf("err = %v, want ErrUnavailable", err)
+				}
+				for _, s := range tt.errHas {
+					if !strings.Contains(err.Error(), s) {
+						t.Errorf("err %q does not say %q", err, s)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if src.Name() != tt.want {
+				t.Errorf("picked %s, want %s", src.Name(), tt.want)
+			}
+		})
+	}
+	if !failing.closed {
+		t.Error("auto did not close the NVML source whose first sample failed")
+	}
+}
+
+func TestOpenByName(t *testing.T) {
+	o := Options{openNVML: noNVML, LookPath: func(string) (string, error) { return "", exec.ErrNotFound }}
+	if _, err := Open(context.Background(), "nvml", o); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("nvml: err = %v, want ErrUnavailable", err)
+	}
+	if _, err := Open(context.Background(), "nvidia-smi", o); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("nvidia-smi: err = %v, want ErrUnavailable", err)
+	}
+	if _, err := Open(context.Background(), "dcgm", o); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("dcgm without URL: err = %v, want ErrUnavailable", err)
+	}
+	src, err := Open(context.Background(), "fake", o)
+	if err != nil || src.Name() != "fake" {
+		t.Errorf("fake: %v, %v", src, err)
+	}
+	_, err = Open(context.Background(), "rocm", o)
+	if err == nil || !strings.Contains(err.Error(), `gpu-source: invalid value "rocm": want one of auto, nvml, nvidia-smi, dcgm, fake`) {
+		t.Errorf("rocm: err = %v", err)
+	}
+	// The real NVML of this build: unavailable without a driver or cgo,
+	// a working source with both.
+	if src, err := Open(context.Background(), "nvml", Options{}); err == nil {
+		src.Close()
+	} else if !errors.Is(err, ErrUnavailable) || !strings.HasPrefix(err.Error(), "nvml unavailable") {
+		t.Errorf("real nvml: err = %v, want nvml unavailable", err)
+	}
+}
+
+func TestFakeScript(t *testing.T) {
+	start := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	c := clock.NewManual(start)
+	busy := Reading{Index: 0, UUID: "GPU-a", UtilPct: 90, Processes: []Process{{PID: 7}}}
+	idle := Reading{Index: 0, UUID: "GPU-a", UtilPct: 0, Processes: []Process{{PID: 7}}}
+	f := NewFake(c, Step{At: time.Minute, Readings: []Reading{busy}}, Step{At: 5 * time.Minute, Readings: []Reading{idle}})
+	utils := func() []int {
+		rs, err := f.Sample(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int
+		for _, r := range rs {
+			out = append(out, r.UtilPct)
+		}
+		return out
+	}
+	var got [][]int
+	for _, d := range []time.Duration{0, time.Minute, 3 * time.Minute, time.Minute, time.Hour} {
+		c.Advance(d)
+		got = append(got, utils())
+	}
+	want := [][]int{nil, {90}, {90}, {0}, {0}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("(-want +got)\n%s", d)
+	}
+	rs, _ := f.Sample(context.Background())
+	rs[0].Processes[0].PID = 99
+	if again, _ := f.Sample(context.Background()); again[0].Processes[0].PID != 7 {
+		t.Error("a caller's change to a reading leaked into the script")
+	}
+	f.Fail(errors.New("driver gone"))
+	if _, err := f.Sample(context.Background()); err == nil || err.Error() != "fake: driver gone" {
+		t.Errorf("err = %v, want fake: driver gone", err)
+	}
+
+	demo := NewFake(c, DemoSteps()...).Loop(30 * time.Minute)
+	c.Advance(45 * time.Minute) // 15 minutes into the second cycle
+	rs, _ = demo.Sample(context.Background())
+	if len(rs) != 2 || rs[1].UtilPct != 0 || rs[0].UtilPct < 90 {
+		t.Errorf("demo at 45 min: %+v; want GPU 0 busy, GPU 1 idle", rs)
+	}
+}
