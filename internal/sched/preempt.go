@@ -147,11 +147,20 @@ func (p *pass) tryPreempt(u Unit) bool {
 	if r.GPUs > p.pl.maxNodeGPUs(r) {
 		return false // multi-machine gangs are not placed by preemption
 	}
+	// Within a pass the room a preemptor can get — free capacity plus
+	// what it may preempt — only shrinks (placements take it, preemptions
+	// hand theirs to their preemptor), so a shape that found no victims
+	// is not searched again until the next pass.
+	key := failKey(u)
+	if p.preemptFail[key] {
+		return false
+	}
 	best := p.searchTierVictims(u)
-	if best == nil {
+	if best == nil && p.q.mayReclaim(u.Job.Team) {
 		best = p.searchReclaim(u)
 	}
 	if best == nil {
+		p.preemptFail[key] = true
 		return false
 	}
 	keys := make([]string, 0, len(best.victims))
@@ -171,6 +180,23 @@ func (p *pass) tryPreempt(u Unit) bool {
 	parts := []Part{{Node: best.node, GPUs: best.gpus}}
 	p.commit(u, parts, fmt.Sprintf("%s after preempting %s (least work lost: %.2f GPU-hours)", p.placeReason(u, parts), strings.Join(keys, ", "), float64(best.lost)/3.6e6))
 	return true
+}
+
+// shapeKey identifies what decides whether a unit can preempt: its team
+// (quota), tier, interruptibility (spot) and request shape.
+type shapeKey struct {
+	team          string
+	rank          int
+	interruptible bool
+	gpus          int
+	milli         core.Milli
+	mem           int64
+	models        string
+}
+
+func failKey(u Unit) shapeKey {
+	r := &u.Job.Request
+	return shapeKey{u.Job.Team, u.Job.Tier.Rank(), u.Job.Interruptible, r.GPUs, r.MilliPerGPU, r.MemPerGPUMiB, strings.Join(r.Models, ",")}
 }
 
 func (p *pass) preemptableNode(u Unit, n int) bool {

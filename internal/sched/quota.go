@@ -149,6 +149,21 @@ func (q *quotas) underGuarantee(team string, c Class, w core.Milli) bool {
 	return tq != nil && q.cohort[tq.cohort].constrained[c] && cq.used+w <= cq.guaranteed
 }
 
+// mayReclaim reports whether team is under its guarantee in some class,
+// the only case in which it may reclaim lent quota.
+func (q *quotas) mayReclaim(team string) bool {
+	tq := q.team[team]
+	if tq == nil || !tq.any {
+		return false
+	}
+	for c, cq := range tq.byCls {
+		if q.cohort[tq.cohort].constrained[c] && cq.used < cq.guaranteed {
+			return true
+		}
+	}
+	return false
+}
+
 // sameCohort reports whether two teams share a cohort.
 func (q *quotas) sameCohort(a, b string) bool {
 	ta, tb := q.team[a], q.team[b]

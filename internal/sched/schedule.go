@@ -67,6 +67,7 @@ type pass struct {
 	// nodeVer counts changes per node, to refresh preemption heaps.
 	nodeVer      []int
 	preemptHeaps [4]map[string]*boundHeap
+	preemptFail  map[shapeKey]bool
 	// deferCache memoises deferral answers by estimated duration.
 	deferCache map[time.Duration]deferAnswer
 }
@@ -84,7 +85,7 @@ func Schedule(st *State, cfg Config) Decisions {
 func newPass(st *State, cfg Config) *pass {
 	p := &pass{st: st, cfg: cfg, caps: map[Class]int64{}, alloc: map[string]map[Class]int64{}, spent: map[string]core.Micros{},
 		teams: map[string]*core.Team{}, running: st.Running, onNode: make([][]int, len(st.Nodes)), gone: make([]bool, len(st.Running)),
-		lost: make([]int64, len(st.Running)), nodeVer: make([]int, len(st.Nodes)), deferCache: map[time.Duration]deferAnswer{}}
+		lost: make([]int64, len(st.Running)), nodeVer: make([]int, len(st.Nodes)), preemptFail: map[shapeKey]bool{}, deferCache: map[time.Duration]deferAnswer{}}
 	p.pl = NewPlacer(st.Nodes, st.NodeCost, st.Pending, cfg.Scorer)
 	p.q = newQuotas(st.Teams, st.Running, st.Nodes)
 	p.q0 = newQuotas(st.Teams, st.Running, st.Nodes)
