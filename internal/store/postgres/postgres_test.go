@@ -96,11 +96,13 @@ func opener() storetest.Opener {
 	return func(t *testing.T) store.Store {
 		mu.Lock()
 		schema, ok := schemas[t]
-		if !ok {
-			schema = newSchema(t)
-			schemas[t] = schema
-		}
 		mu.Unlock()
+		if !ok {
+			schema = newSchema(t) // may end t: not under mu
+			mu.Lock()
+			schemas[t] = schema
+			mu.Unlock()
+		}
 		s, err := Open(t.Context(), testDSN(t), Options{Schema: schema})
 		if err != nil {
 			t.Fatalf("open schema %s: %v", schema, err)

@@ -20,11 +20,13 @@ func opener() storetest.Opener {
 	return func(t *testing.T) store.Store {
 		mu.Lock()
 		path, ok := paths[t]
-		if !ok {
-			path = filepath.Join(t.TempDir(), "gpufleet.db")
-			paths[t] = path
-		}
 		mu.Unlock()
+		if !ok {
+			path = filepath.Join(t.TempDir(), "gpufleet.db") // may end t: not under mu
+			mu.Lock()
+			paths[t] = path
+			mu.Unlock()
+		}
 		s, err := Open(t.Context(), path, Options{})
 		if err != nil {
 			t.Fatalf("open %s: %v", path, err)
