@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
@@ -83,6 +84,11 @@ func CheckJobTransition(field string, from, to core.JobState) error {
 func ValidateJob(j *core.Job) error {
 	if err := CheckID("id", j.ID); err != nil {
 		return err
+	}
+	if strings.ContainsRune(j.ID, '#') {
+		// sched.Unit keys shards "job#shard": a '#' in an id could make
+		// one job's key another's shard.
+		return &core.FieldError{Field: "id", Value: j.ID, Allowed: "an id without '#' (it separates a job from its shard in unit keys)"}
 	}
 	if err := j.Validate(); err != nil {
 		return err

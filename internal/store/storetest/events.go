@@ -87,6 +87,7 @@ func testSamples(t *testing.T, open Opener) {
 	}
 	ok(t, s.Samples().InsertSamples(c, all...), "insert")
 	ok(t, s.Samples().InsertSamples(c, all[:50]...), "insert again (skipped)")
+	ok(t, s.Samples().InsertSamples(c, all[7], all[7], all[8]), "duplicates in one call (skipped)")
 	ok(t, s.Samples().InsertSamples(c), "insert nothing")
 
 	got, err := s.Samples().QuerySamples(c, store.SampleFilter{})

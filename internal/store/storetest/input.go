@@ -87,6 +87,7 @@ func testBadInput(t *testing.T, open Opener) {
 		{"token: member without user", withToken(func(x *store.Token) { x.Role, x.Team = store.RoleMember, "ml" }), "user", ""},
 		{"token: expires before created", withToken(func(x *store.Token) { x.Expires = at(-1) }), "expires", "-"},
 		{"job: empty id", withJob(func(j *core.Job) { j.ID = "" }), "id", ""},
+		{"job: '#' in id", withJob(func(j *core.Job) { j.ID = "a#1" }), "id", "a#1"},
 		{"job: empty team", withJob(func(j *core.Job) { j.Team = "" }), "team", ""},
 		{"job: no GPUs", withJob(func(j *core.Job) { j.Request.GPUs = 0 }), "gpus", "0"},
 		{"job: bad tier", withJob(func(j *core.Job) { j.Tier = "gold" }), "tier", "gold"},

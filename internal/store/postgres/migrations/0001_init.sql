@@ -78,7 +78,6 @@ CREATE TABLE jobs (
 );
 CREATE INDEX jobs_team ON jobs (team_id, seq);
 CREATE INDEX jobs_state ON jobs (state, seq);
-CREATE INDEX jobs_tier ON jobs (tier, seq);
 
 CREATE TABLE job_units (
 	job_id TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,

@@ -1,7 +1,10 @@
 -- gpufleet schema, SQLite dialect. Times are INTEGER unix microseconds in
 -- UTC (NULL: none); money is INTEGER micro-units; GPU shares INTEGER
 -- milli-GPUs; durations INTEGER nanoseconds; booleans INTEGER 0/1; lists
--- and maps JSON text. Keep in step with ../../postgres/migrations.
+-- and maps JSON text. Sequences (seq, id) are INTEGER PRIMARY KEY rowids
+-- without AUTOINCREMENT: rows of those tables are never deleted, so a
+-- rowid is never reused, and an insert writes one page less. Keep in step
+-- with ../../postgres/migrations.
 
 CREATE TABLE teams (
 	id TEXT PRIMARY KEY,
@@ -48,7 +51,7 @@ CREATE INDEX tokens_user ON tokens (user_id, id);
 CREATE INDEX tokens_team ON tokens (team_id, id);
 
 CREATE TABLE jobs (
-	seq INTEGER PRIMARY KEY AUTOINCREMENT,
+	seq INTEGER PRIMARY KEY,
 	id TEXT NOT NULL UNIQUE,
 	team_id TEXT NOT NULL REFERENCES teams (id),
 	user_name TEXT NOT NULL,
@@ -77,7 +80,6 @@ CREATE TABLE jobs (
 );
 CREATE INDEX jobs_team ON jobs (team_id, seq);
 CREATE INDEX jobs_state ON jobs (state, seq);
-CREATE INDEX jobs_tier ON jobs (tier, seq);
 
 CREATE TABLE job_units (
 	job_id TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
@@ -99,7 +101,7 @@ CREATE TABLE job_units (
 CREATE INDEX job_units_live ON job_units (job_id, shard) WHERE state NOT IN ('succeeded', 'failed', 'cancelled');
 
 CREATE TABLE leases (
-	seq INTEGER PRIMARY KEY AUTOINCREMENT,
+	seq INTEGER PRIMARY KEY,
 	id TEXT NOT NULL UNIQUE,
 	offer_id TEXT NOT NULL,
 	mode TEXT NOT NULL CHECK (mode IN ('on-demand', 'spot', 'daily', 'weekly', 'monthly')),
@@ -119,7 +121,7 @@ CREATE INDEX leases_live ON leases (seq) WHERE state NOT IN ('released', 'reclai
 CREATE INDEX leases_state ON leases (state, seq);
 
 CREATE TABLE events (
-	seq INTEGER PRIMARY KEY AUTOINCREMENT,
+	seq INTEGER PRIMARY KEY,
 	at INTEGER NOT NULL,
 	kind TEXT NOT NULL,
 	subject TEXT NOT NULL,
@@ -152,7 +154,7 @@ CREATE TABLE samples (
 CREATE INDEX samples_at ON samples (at);
 
 CREATE TABLE alerts (
-	id INTEGER PRIMARY KEY AUTOINCREMENT,
+	id INTEGER PRIMARY KEY,
 	kind TEXT NOT NULL,
 	lease_id TEXT NOT NULL,
 	gpu INTEGER NOT NULL,
