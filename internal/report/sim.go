@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"html"
 	"io"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -130,22 +129,20 @@ pre{background:#f8f8f8;padding:1em;white-space:pre-wrap}@media print{body{margin
 		samples := thin(r.Series, 800)
 		t0 := samples[0].At
 		hours := func(t time.Time) float64 { return t.Sub(t0).Hours() }
-		modes := map[core.BillingMode]bool{}
-		for _, s := range samples {
-			for m := range s.GPUsByMode {
-				modes[m] = true
+		var ms []string
+		for _, m := range core.BillingModes {
+			for i := range samples {
+				if samples[i].GPUsIn(m) > 0 {
+					ms = append(ms, string(m))
+					break
+				}
 			}
 		}
-		var ms []string
-		for m := range modes {
-			ms = append(ms, string(m))
-		}
-		sort.Strings(ms)
 		var ss []series
 		for i, m := range ms {
 			sr := series{Name: m, Color: palette[i%len(palette)], Step: true}
 			for _, s := range samples {
-				sr.Points = append(sr.Points, [2]float64{hours(s.At), float64(s.GPUsByMode[core.BillingMode(m)])})
+				sr.Points = append(sr.Points, [2]float64{hours(s.At), float64(s.GPUsIn(core.BillingMode(m)))})
 			}
 			ss = append(ss, sr)
 		}
@@ -155,8 +152,8 @@ pre{background:#f8f8f8;padding:1em;white-space:pre-wrap}@media print{body{margin
 		alloc := series{Name: "allocated GPUs", Color: "#2ca02c", Step: true}
 		for _, s := range samples {
 			total := 0
-			for _, n := range s.GPUsByMode {
-				total += n
+			for _, n := range s.GPUs {
+				total += int(n)
 			}
 			paid.Points = append(paid.Points, [2]float64{hours(s.At), float64(total)})
 			alloc.Points = append(alloc.Points, [2]float64{hours(s.At), float64(s.AllocatedMilli) / 1000})
@@ -212,7 +209,7 @@ func WriteSimCSV(w io.Writer, results []*sim.Result) error {
 		for _, s := range r.Series {
 			row := []string{r.Policy, s.At.UTC().Format(time.RFC3339)}
 			for _, m := range modes {
-				row = append(row, strconv.Itoa(s.GPUsByMode[m]))
+				row = append(row, strconv.Itoa(s.GPUsIn(m)))
 			}
 			row = append(row, string(Number(s.AllocatedMilli, 1000)), strconv.Itoa(s.Pending))
 			if err := cw.Write(row); err != nil {

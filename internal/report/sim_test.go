@@ -17,7 +17,7 @@ func sampleResults() []*sim.Result {
 	r := &sim.Result{Policy: "gpufleet", Cost: 1_234_500_000, CostByMode: map[core.BillingMode]core.Micros{core.OnDemand: 1_000_000_000, core.Spot: 234_500_000},
 		IdleCost: 100_000_000, PaidMilliSec: 3_600_000 * 100, AllocatedMilliSec: 3_600_000 * 80, Waits: sim.Waits{Count: 10, P50: 60, P95: 300, P99: 600, Max: 900},
 		WaitsByTier: map[core.Tier]sim.Waits{core.TierCore: {Count: 3, P95: 120}},
-		Series:      []sim.Sample{{At: t0, GPUsByMode: map[core.BillingMode]int{core.OnDemand: 8}, AllocatedMilli: 6000}, {At: t0.Add(time.Hour), GPUsByMode: map[core.BillingMode]int{core.OnDemand: 16, core.Spot: 8}, AllocatedMilli: 20500}}}
+		Series:      []sim.Sample{{At: t0, GPUs: [5]int32{8, 0, 0, 0, 0}, AllocatedMilli: 6000}, {At: t0.Add(time.Hour), GPUs: [5]int32{16, 8, 0, 0, 0}, AllocatedMilli: 20500}}}
 	return []*sim.Result{r}
 }
 

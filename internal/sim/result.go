@@ -22,8 +22,9 @@ type Waits struct {
 // Sample is the fleet at one instant, for the report's time series.
 type Sample struct {
 	At time.Time `json:"at"`
-	// GPUsByMode counts the GPUs of live leases per billing mode.
-	GPUsByMode map[core.BillingMode]int `json:"gpus_by_mode"`
+	// GPUs counts the GPUs of live leases per billing mode, in the order
+	// of core.BillingModes (GPUsIn reads it by mode).
+	GPUs [5]int32 `json:"gpus"`
 	// AllocatedMilli is the GPU share allocated to running units.
 	AllocatedMilli int64 `json:"allocated_milli"`
 	Pending        int   `json:"pending"`
@@ -107,10 +108,10 @@ func (r *Result) sample(now time.Time, st *engine.State) {
 		return
 	}
 	r.lastSample = now
-	s := Sample{At: now, GPUsByMode: map[core.BillingMode]int{}}
+	s := Sample{At: now}
 	for _, l := range st.Leases {
 		if !l.State.Final() && !l.Start.IsZero() {
-			s.GPUsByMode[l.Mode] += l.Offer.GPUs
+			s.GPUs[modeIndex(l.Mode)] += int32(l.Offer.GPUs)
 		}
 	}
 	for _, u := range st.Units {
@@ -122,6 +123,18 @@ func (r *Result) sample(now time.Time, st *engine.State) {
 		}
 	}
 	r.Series = append(r.Series, s)
+}
+
+// GPUsIn returns the sample's GPUs rented in mode m.
+func (s *Sample) GPUsIn(m core.BillingMode) int { return int(s.GPUs[modeIndex(m)]) }
+
+func modeIndex(m core.BillingMode) int {
+	for i, x := range core.BillingModes {
+		if x == m {
+			return i
+		}
+	}
+	return 0
 }
 
 func summarize(ws []int64) Waits {
@@ -137,27 +150,30 @@ func summarize(ws []int64) Waits {
 	return Waits{Count: len(ws), Mean: sum / int64(len(ws)), P50: q(50), P95: q(95), P99: q(99), Max: ws[len(ws)-1]}
 }
 
-func (r *Result) finalize(units []*engine.Unit, w *Workload) {
+// addUnit counts a unit that has ended (or is cut off at the end of the
+// run), so that finished units need not be kept.
+func (r *Result) addUnit(u *engine.Unit) {
+	r.Units++
+	if u.Shard == 0 {
+		r.Jobs++
+	}
+	r.LostMilliSec += u.LostMilliSeconds
+	if u.State != core.JobSucceeded {
+		r.Unfinished++
+		return
+	}
+	if !u.Job.Deadline.IsZero() && u.End.After(u.Job.Deadline) {
+		r.DeadlineMisses++
+	}
+}
+
+func (r *Result) finalize() {
 	var all []int64
 	for tier, ws := range r.waits {
 		r.WaitsByTier[tier] = summarize(append([]int64(nil), ws...))
 		all = append(all, ws...)
 	}
 	r.Waits = summarize(all)
-	jobs := map[string]bool{}
-	for _, u := range units {
-		jobs[u.Job.ID] = true
-		r.Units++
-		r.LostMilliSec += u.LostMilliSeconds
-		if u.State != core.JobSucceeded {
-			r.Unfinished++
-			continue
-		}
-		if !u.Job.Deadline.IsZero() && u.End.After(u.Job.Deadline) {
-			r.DeadlineMisses++
-		}
-	}
-	r.Jobs = len(jobs)
 	if r.PaidMilliSec > 0 {
 		idle := max(r.PaidMilliSec-r.AllocatedMilliSec, 0)
 		r.IdleCost = core.Micros(core.MulDivHalfEven(int64(r.Cost), idle, r.PaidMilliSec))

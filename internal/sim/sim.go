@@ -131,7 +131,6 @@ type run struct {
 	leaseOf    map[string]string // provider's machine → lease
 	// first is each unit's first start, for waiting times.
 	first   map[string]time.Time
-	done    []*engine.Unit
 	wake    timeHeap
 	finishQ finishHeap
 	live    int
@@ -351,7 +350,8 @@ func (r *run) prune() {
 	kept := r.st.Units[:0]
 	for _, u := range r.st.Units {
 		if u.State.Final() {
-			r.done = append(r.done, u)
+			r.res.addUnit(u)
+			delete(r.first, u.Key())
 			r.live--
 			continue
 		}
@@ -389,9 +389,9 @@ func (r *run) close(end time.Time) {
 		r.res.addLease(l)
 	}
 	for _, u := range r.st.Units {
-		r.done = append(r.done, u)
+		r.res.addUnit(u)
 	}
-	r.res.finalize(r.done, r.cfg.Workload)
+	r.res.finalize()
 }
 
 type timeHeap []time.Time
