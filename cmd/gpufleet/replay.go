@@ -123,9 +123,11 @@ func runnable(j *core.Job, offers []core.Offer) bool {
 }
 
 func runReplay(cmd *cobra.Command, f replayFlags) error {
-	// Each step builds short-lived views of the fleet; the heap stays
-	// small, so trading memory for fewer collections is the right call.
+	// Each step builds short-lived views of the fleet: trading memory for
+	// fewer collections pays, within a soft limit so that long replays
+	// collect harder instead of growing.
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(2 << 30))
 	if f.cpuProfile != "" {
 		fh, err := os.Create(f.cpuProfile)
 		if err != nil {
@@ -194,7 +196,7 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 					fmt.Fprintf(stderr, "\rsimulating %d policies %s %3d%%", len(policies), progressBar(sum, total*len(policies), 30), sum*100/max(total*len(policies), 1))
 				}
 			}
-			results[i], errs[i] = sim.Run(c, p)
+			results[i], errs[i] = sim.Run(cmd.Context(), c, p)
 		}()
 	}
 	wg.Wait()

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -38,7 +39,7 @@ func TestGoldenTranscript(t *testing.T) {
 			lines = append(lines, fmt.Sprintf("%s %-14s %-10s %s", e.At.Sub(t0), e.Kind, e.Subject, e.Reason))
 		}}
 	p, _ := NewPolicy("gpufleet")
-	r, err := Run(cfg, p)
+	r, err := Run(context.Background(), cfg, p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,8 +49,9 @@ type Config struct {
 	Transcript func(core.Event)
 }
 
-// Run replays cfg.Workload under policy p and measures it.
-func Run(cfg Config, p Policy) (*Result, error) {
+// Run replays cfg.Workload under policy p and measures it. It stops
+// early with ctx's error when ctx is done.
+func Run(ctx context.Context, cfg Config, p Policy) (*Result, error) {
 	w := cfg.Workload
 	if w == nil || len(w.Jobs) == 0 {
 		return nil, errors.New("sim: empty workload")
@@ -85,9 +86,13 @@ func Run(cfg Config, p Policy) (*Result, error) {
 		st.TimeOfUse = cfg.TimeOfUse
 	}
 	r := &run{cfg: cfg, p: p, ecfg: ecfg, st: st, cloud: cloud, clk: clk, res: newResult(p.Name), providerID: map[string]string{}, leaseOf: map[string]string{}, first: map[string]time.Time{}}
-	ctx := context.Background()
 	next := 0
-	for {
+	for loops := 0; ; loops++ {
+		if loops%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("sim: policy %s stopped: %w", p.Name, err)
+			}
+		}
 		now, ok := r.nextTime(jobs, next)
 		if !ok {
 			break

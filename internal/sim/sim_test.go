@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -65,7 +67,7 @@ func TestPoliciesSideBySide(t *testing.T) {
 	results := map[string]*Result{}
 	for _, name := range PolicyNames {
 		p, _ := NewPolicy(name)
-		r, err := Run(testConfig(w), p)
+		r, err := Run(context.Background(), testConfig(w), p)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -94,13 +96,22 @@ func TestPoliciesSideBySide(t *testing.T) {
 func TestDeterministicPerSeed(t *testing.T) {
 	w := burstyWorkload(2)
 	p, _ := NewPolicy("gpufleet")
-	a, err := Run(testConfig(w), p)
+	a, err := Run(context.Background(), testConfig(w), p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := Run(testConfig(w), p)
+	b, _ := Run(context.Background(), testConfig(w), p)
 	a.waits, b.waits = nil, nil
 	if !reflect.DeepEqual(a, b) {
 		t.Fatalf("two runs with seed 7 differ: cost %s vs %s", a.Cost, b.Cost)
+	}
+}
+
+func TestRunStopsWhenCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p, _ := NewPolicy("gpufleet")
+	if _, err := Run(ctx, testConfig(burstyWorkload(3)), p); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
 	}
 }
