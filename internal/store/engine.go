@@ -95,7 +95,7 @@ func LoadEngineState(ctx context.Context, a Aggregates, offer func(id string) (*
 		if !ok {
 			sj, err := a.Jobs().GetJob(ctx, u.JobID)
 			if err != nil {
-				return nil, LoopState{}, fmt.Errorf("load engine state: unit %s: %w", u.Key(2), err)
+				return nil, LoopState{}, fmt.Errorf("load engine state: unit %s#%d: %w", u.JobID, u.Shard, err)
 			}
 			j = &sj.Job
 			jobs[u.JobID] = j
