@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -100,8 +101,9 @@ type Job struct {
 
 // Validate reports the first problem with j's request.
 func (j *Job) Validate() error {
-	if j.ID == "" {
-		return &FieldError{Field: "id", Value: "", Allowed: "a non-empty id"}
+	if j.ID == "" || strings.Contains(j.ID, "#") {
+		// Unit keys are "job#shard": a # in an id could collide with one.
+		return &FieldError{Field: "id", Value: j.ID, Allowed: "a non-empty id without #"}
 	}
 	if _, err := ParseTier(string(j.Tier)); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -130,5 +131,26 @@ func TestOnReclaimNoticeFallsBack(t *testing.T) {
 		if r.NoSpot != want[r.Unit] {
 			t.Errorf("%s NoSpot=%v: %s", r.Unit, r.NoSpot, r.Reason)
 		}
+	}
+}
+
+func TestLadderZombieFiresOncePerEpisode(t *testing.T) {
+	var state map[string]LadderState
+	var kinds []string
+	for m := 0; m <= 40; m++ {
+		at := now.Add(time.Duration(m) * time.Minute)
+		noProc := m < 30 // the process comes back at minute 30
+		var alerts []Alert
+		state, alerts = Ladder(at, []GPUReading{{LeaseID: "L1", GPU: 0, Unit: "u", Team: "t", UtilPct: 0, At: at, NoProcess: noProc}}, state, Config{})
+		for _, a := range alerts {
+			kinds = append(kinds, fmt.Sprintf("%d:%s", m, a.Kind))
+		}
+	}
+	// Zombie at minute 10 (no process for 10 minutes), once; no idle rungs
+	// while it is a zombie; after the process returns the GPU is merely
+	// idle, and the idle alert needs 30 low minutes counted from minute 0.
+	want := []string{"10:zombie", "30:idle-alert"}
+	if fmt.Sprint(kinds) != fmt.Sprint(want) {
+		t.Errorf("alerts %v, want %v", kinds, want)
 	}
 }

@@ -36,7 +36,10 @@ type LadderState struct {
 	LowSince    time.Time
 	NoProcSince time.Time
 	Rung        Rung
-	Unit        string
+	// Zombie is set once the zombie alert fired, until a process shows
+	// up again: the alert fires once per episode.
+	Zombie bool
+	Unit   string
 }
 
 // Alert is one event of the ladder, with its reason.
@@ -80,17 +83,17 @@ func Ladder(now time.Time, readings []GPUReading, prev map[string]LadderState, c
 				s.NoProcSince = r.At
 			}
 		} else {
-			s.NoProcSince = time.Time{}
+			s.NoProcSince, s.Zombie = time.Time{}, false
 		}
 		base := Alert{LeaseID: r.LeaseID, GPU: r.GPU, Unit: r.Unit, Team: r.Team}
-		if !s.NoProcSince.IsZero() && now.Sub(s.NoProcSince) >= cfg.ZombieAfter && s.Rung < RungAct {
+		if !s.NoProcSince.IsZero() && now.Sub(s.NoProcSince) >= cfg.ZombieAfter && !s.Zombie {
 			a := base
 			a.Kind, a.Action = "zombie", IdleStop
 			a.Reason = fmt.Sprintf("GPU %d of %s holds %s but its agent has seen no process for %s: zombie, stopping it and releasing the GPU", r.GPU, r.LeaseID, r.Unit, now.Sub(s.NoProcSince).Round(time.Minute))
 			alerts = append(alerts, a)
-			s.Rung = RungAct
+			s.Zombie = true
 		}
-		if !s.LowSince.IsZero() {
+		if !s.LowSince.IsZero() && !s.Zombie { // a zombie is being stopped: no idle rungs on top
 			low := now.Sub(s.LowSince)
 			fire := func(rung Rung, after time.Duration, kind, text string, act IdleAction) {
 				if s.Rung < rung && low >= after {
