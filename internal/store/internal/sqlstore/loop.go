@@ -26,6 +26,7 @@ type ladderDoc struct {
 	LowSince    *time.Time `json:"low_since,omitempty"`
 	NoProcSince *time.Time `json:"no_proc_since,omitempty"`
 	Rung        int        `json:"rung"`
+	Zombie      bool       `json:"zombie,omitempty"`
 	Unit        string     `json:"unit"`
 }
 
@@ -61,7 +62,7 @@ func toDoc(s *store.LoopState) loopDoc {
 	if s.Ladder != nil {
 		d.Ladder = make(map[string]ladderDoc, len(s.Ladder))
 		for k, v := range s.Ladder {
-			d.Ladder[k] = ladderDoc{timePtr(v.LowSince), timePtr(v.NoProcSince), int(v.Rung), v.Unit}
+			d.Ladder[k] = ladderDoc{timePtr(v.LowSince), timePtr(v.NoProcSince), int(v.Rung), v.Zombie, v.Unit}
 		}
 	}
 	return d
@@ -84,7 +85,7 @@ func fromDoc(d *loopDoc) store.LoopState {
 	if d.Ladder != nil {
 		s.Ladder = make(map[string]fleet.LadderState, len(d.Ladder))
 		for k, v := range d.Ladder {
-			s.Ladder[k] = fleet.LadderState{LowSince: timeVal(v.LowSince), NoProcSince: timeVal(v.NoProcSince), Rung: fleet.Rung(v.Rung), Unit: v.Unit}
+			s.Ladder[k] = fleet.LadderState{LowSince: timeVal(v.LowSince), NoProcSince: timeVal(v.NoProcSince), Rung: fleet.Rung(v.Rung), Zombie: v.Zombie, Unit: v.Unit}
 		}
 	}
 	return s
