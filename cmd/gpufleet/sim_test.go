@@ -213,7 +213,7 @@ func TestParseSeeds(t *testing.T) {
 func TestSimOpenbPublished(t *testing.T) {
 	dir := "../../" + openbDataDir
 	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("openb trace not available: %v", err)
+		t.Fatalf("openb trace not available (the shared data is part of the test setup): %v", err)
 	}
 	code, out, errs := simCLI(t, "sim", "openb", "--nodes", "../../"+defaultOpenbNodes, "--pods", "../../"+defaultOpenbPods, "--policy", "fgd", "--json")
 	if code != 0 {

@@ -22,7 +22,7 @@ var heliosFile = filepath.Join("..", "..", "..", "shared", "data", "helios-venus
 func loadHelios(t testing.TB) Trace {
 	t.Helper()
 	if _, err := os.Stat(heliosFile); err != nil {
-		t.Skipf("Helios excerpt not available: %v", err)
+		t.Fatalf("Helios excerpt not available (the shared data is part of the test setup): %v", err)
 	}
 	tr, err := LoadHelios(heliosFile)
 	if err != nil {

@@ -19,7 +19,7 @@ func openbFile(t testing.TB, name string) string {
 	t.Helper()
 	p := filepath.Join(openbDir, name)
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("openb trace not available: %v", err)
+		t.Fatalf("openb trace not available (the shared data is part of the test setup): %v", err)
 	}
 	return p
 }
