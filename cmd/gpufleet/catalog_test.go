@@ -148,7 +148,7 @@ func TestCatalogListDemo(t *testing.T) {
 	}
 	code, stdout, stderr = runCLI(t, "catalog", "list", "--gpu", "B300", "--json")
 	if code != 0 || strings.TrimSpace(stdout) != "[]" {
-		t.Errorf("no match as JSON: exit %d, %q", code, stdout)
+		t.Errorf("no match as JSON: exit %d, %q, stderr %q", code, stdout, stderr)
 	}
 	code, stdout, stderr = runCLI(t, "catalog", "list", "--gpu", "B300")
 	if code != 0 || stdout != "" || !strings.Contains(stderr, "no offers match") {

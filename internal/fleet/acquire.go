@@ -40,11 +40,8 @@ type Budget struct {
 
 // planned is a machine being rented in this step, with room left.
 type planned struct {
-	acq      *Acquisition
-	inflight bool         // a machine already provisioning
-	free     []core.Milli // per GPU
-	cost     core.Micros
-	until    time.Time
+	acq  *Acquisition
+	free []core.Milli // per GPU
 }
 
 // option is one way to rent for a unit.
@@ -81,7 +78,7 @@ func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.O
 		if m.Lease.State.Final() || !m.ReadyAt.IsZero() {
 			continue
 		}
-		p := &planned{acq: &Acquisition{Offer: m.Offer, Mode: m.Lease.Mode}, free: make([]core.Milli, m.Offer.GPUs), inflight: true}
+		p := &planned{acq: &Acquisition{Offer: m.Offer, Mode: m.Lease.Mode}, free: make([]core.Milli, m.Offer.GPUs)}
 		for g := range p.free {
 			p.free[g] = core.WholeGPU
 		}

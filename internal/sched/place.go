@@ -27,7 +27,6 @@ type Placer struct {
 
 	modelBuf []int
 	cands    []cand
-	gpuBuf   []int
 }
 
 type cand struct {
