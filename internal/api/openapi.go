@@ -15,6 +15,10 @@ var apiDoc = map[string]struct {
 	request  any
 	response any
 	params   []string
+	// headers are request headers the route reads.
+	headers []string
+	// created: the route answers 201 for a new resource.
+	created bool
 }{
 	"GET /healthz":             {response: map[string]any{}},
 	"GET /api/v1/openapi.json": {response: map[string]any{}},
@@ -24,6 +28,17 @@ var apiDoc = map[string]struct {
 	}{}, params: []string{"gpu", "region"}},
 	"GET /api/v1/offers/{id...}": {response: OfferView{}},
 	"POST /api/v1/quote":         {request: QuoteRequest{}, response: QuoteView{}},
+	"POST /api/v1/teams":         {request: TeamRequest{}, response: TeamView{}, created: true},
+	"GET /api/v1/teams": {response: struct {
+		Teams []TeamView `json:"teams"`
+	}{}},
+	"POST /api/v1/tokens":           {request: TokenRequest{}, response: TokenView{}, created: true},
+	"POST /api/v1/jobs":             {request: JobRequest{}, response: JobView{}, created: true, headers: []string{"Idempotency-Key"}},
+	"GET /api/v1/jobs":              {response: JobsPage{}, params: []string{"team", "state", "tier", "limit", "cursor"}},
+	"GET /api/v1/jobs/{id}":         {response: JobView{}},
+	"POST /api/v1/jobs/{id}/cancel": {response: JobView{}},
+	"GET /api/v1/leases":            {response: LeasesPage{}, params: []string{"state", "limit", "cursor"}},
+	"GET /api/v1/events":            {response: EventsPage{}, params: []string{"subject", "kind", "from", "to", "limit", "cursor"}},
 }
 
 // OpenAPI returns the OpenAPI 3 document of the server's routes.
@@ -40,9 +55,23 @@ func (s *Server) OpenAPI() map[string]any {
 				"default": map[string]any{"description": "An error", "content": jsonContent(ErrorBody{})},
 			},
 		}
+		if doc.created {
+			op["responses"].(map[string]any)["201"] = map[string]any{"description": "Created", "content": jsonContent(doc.response)}
+		}
+		if r.roles != nil {
+			op["security"] = []any{map[string]any{"bearer": []any{}}}
+			roles := make([]string, len(r.roles))
+			for i, role := range r.roles {
+				roles[i] = string(role)
+			}
+			op["x-roles"] = roles
+		}
 		var params []any
 		for _, p := range doc.params {
 			params = append(params, map[string]any{"name": p, "in": "query", "schema": map[string]any{"type": "string"}})
+		}
+		for _, h := range doc.headers {
+			params = append(params, map[string]any{"name": h, "in": "header", "schema": map[string]any{"type": "string"}})
 		}
 		if strings.Contains(path, "{id}") {
 			params = append(params, map[string]any{"name": "id", "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
@@ -62,8 +91,11 @@ func (s *Server) OpenAPI() map[string]any {
 	}
 	return map[string]any{
 		"openapi": "3.0.3",
-		"info":    map[string]any{"title": "gpufleet", "version": "v1", "description": "Keep rented GPUs busy: offers, quotes and (to come) jobs, leases and reports."},
+		"info":    map[string]any{"title": "gpufleet", "version": "v1", "description": "Keep rented GPUs busy: offers, quotes, teams, tokens, jobs, leases and the audit trail."},
 		"paths":   paths,
+		"components": map[string]any{"securitySchemes": map[string]any{
+			"bearer": map[string]any{"type": "http", "scheme": "bearer", "description": "An API token (gpf_...), shown once when it is created."},
+		}},
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/pricing"
+	"github.com/gpufleet/gpufleet/internal/store"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -30,11 +31,30 @@ type Server struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	mux      *http.ServeMux
+
+	store     store.Store
+	limiter   *limiter
+	submitted prometheus.Counter
 }
 
+// Option configures New.
+type Option func(*Server)
+
+// WithStore serves the /api/v1 teams, tokens, jobs, leases and events
+// routes from st. Without a store those routes answer 503.
+func WithStore(st store.Store) Option { return func(s *Server) { s.store = st } }
+
+// WithRateLimit sets the per-token rate limit (DefaultRateLimit otherwise;
+// a zero Rate disables it).
+func WithRateLimit(rl RateLimit) Option { return func(s *Server) { s.limiter = newLimiter(rl) } }
+
 // New returns a server for catalog c. Time comes from clk; logs go to log.
-func New(c *pricing.Catalog, clk clock.Clock, log *slog.Logger) *Server {
-	s := &Server{catalog: c, clock: clk, log: log, registry: prometheus.NewRegistry(), mux: http.NewServeMux()}
+func New(c *pricing.Catalog, clk clock.Clock, log *slog.Logger, opts ...Option) *Server {
+	s := &Server{catalog: c, clock: clk, log: log, registry: prometheus.NewRegistry(), mux: http.NewServeMux(), limiter: newLimiter(DefaultRateLimit)}
+	for _, o := range opts {
+		o(s)
+	}
+	s.submitted = prometheus.NewCounter(prometheus.CounterOpts{Name: "gpufleet_jobs_submitted_total", Help: "Jobs accepted through the API (replays not counted)."})
 	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gpufleet_http_requests_total", Help: "HTTP requests by route and status code.",
 	}, []string{"route", "code"})
@@ -43,9 +63,13 @@ func New(c *pricing.Catalog, clk clock.Clock, log *slog.Logger) *Server {
 	}, []string{"route"})
 	offers := prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpufleet_catalog_offers", Help: "Offers in the loaded catalog."})
 	offers.Set(float64(len(c.Offers)))
-	s.registry.MustRegister(s.requests, s.latency, offers, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.registry.MustRegister(s.requests, s.latency, offers, s.submitted, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range s.routes() {
-		s.mux.Handle(r.pattern, s.instrument(r.pattern, r.handler))
+		h := r.handler
+		if r.roles != nil {
+			h = s.authenticate(r.roles, h)
+		}
+		s.mux.Handle(r.pattern, s.instrument(r.pattern, h))
 	}
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -70,15 +94,26 @@ type route struct {
 	pattern string
 	summary string
 	handler http.HandlerFunc
+	// roles may use the route; nil for a public route (no token).
+	roles []store.Role
 }
 
 func (s *Server) routes() []route {
 	return []route{
-		{"GET /healthz", "Liveness: 200 while the server runs.", s.health},
-		{"GET /api/v1/openapi.json", "This API's OpenAPI 3 document.", s.openapi},
-		{"GET /api/v1/offers", "List the catalog's offers, filtered by gpu and region.", s.listOffers},
-		{"GET /api/v1/offers/{id...}", "One offer by id (provider/region/instance_type).", s.getOffer},
-		{"POST /api/v1/quote", "Price count machines of an offer in a mode over [start, end).", s.quote},
+		{"GET /healthz", "Liveness: 200 while the server runs.", s.health, nil},
+		{"GET /api/v1/openapi.json", "This API's OpenAPI 3 document.", s.openapi, nil},
+		{"GET /api/v1/offers", "List the catalog's offers, filtered by gpu and region.", s.listOffers, nil},
+		{"GET /api/v1/offers/{id...}", "One offer by id (provider/region/instance_type).", s.getOffer, nil},
+		{"POST /api/v1/quote", "Price count machines of an offer in a mode over [start, end).", s.quote, nil},
+		{"POST /api/v1/teams", "Create a team (admin).", s.createTeam, adminOnly},
+		{"GET /api/v1/teams", "List the teams (admin).", s.listTeams, adminOnly},
+		{"POST /api/v1/tokens", "Create a token, creating its user if new; the secret is in this response only (admin, or team-admin for its team).", s.createToken, managers},
+		{"POST /api/v1/jobs", "Submit a job; an Idempotency-Key header makes retries safe (201 new, 200 replay, 409 a different body).", s.submitJob, writers},
+		{"GET /api/v1/jobs", "List jobs, newest first, filtered by team, state (comma-separated) and tier; cursor pagination.", s.listJobs, readers},
+		{"GET /api/v1/jobs/{id}", "One job; another team's job is a 404.", s.getJob, readers},
+		{"POST /api/v1/jobs/{id}/cancel", "Cancel a job; the control loop stops its units.", s.cancelJob, writers},
+		{"GET /api/v1/leases", "List leases, newest first, filtered by state; cursor pagination.", s.listLeases, readers},
+		{"GET /api/v1/events", "The audit trail of decisions and admin actions, filtered by subject, kind and [from, to) (admin).", s.listEvents, adminOnly},
 	}
 }
 

@@ -1,0 +1,195 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/clock"
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/store"
+)
+
+// Principal is who a request acts as: the token it carried, resolved.
+type Principal struct {
+	TokenID string
+	User    string
+	// Team is empty for admins and agents.
+	Team string
+	Role store.Role
+}
+
+// Actor names the principal in audit events: its user, or its token for
+// agent tokens.
+func (p Principal) Actor() string {
+	if p.User != "" {
+		return p.User
+	}
+	return "token:" + p.TokenID
+}
+
+// seesTeam reports whether p may see a row of team.
+func (p Principal) seesTeam(team string) bool {
+	return p.Role == store.RoleAdmin || (p.Role.TeamScoped() && p.Team == team)
+}
+
+type principalKey struct{}
+
+// PrincipalFrom returns the principal the auth middleware attached to ctx.
+func PrincipalFrom(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}
+
+// The role sets routes allow.
+var (
+	adminOnly = []store.Role{store.RoleAdmin}
+	writers   = []store.Role{store.RoleAdmin, store.RoleTeamAdmin, store.RoleMember}
+	readers   = []store.Role{store.RoleAdmin, store.RoleTeamAdmin, store.RoleMember, store.RoleViewer}
+	managers  = []store.Role{store.RoleAdmin, store.RoleTeamAdmin}
+)
+
+// authenticate wraps h: the request must carry "Authorization: Bearer
+// <secret>" of an active token (401 otherwise) whose role is in roles (403
+// otherwise), within the token's rate limit (429 with Retry-After).
+func (s *Server) authenticate(roles []store.Role, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.store == nil {
+			writeError(w, http.StatusServiceUnavailable, "unavailable", "", "this server has no store")
+			return
+		}
+		auth := r.Header.Get("Authorization")
+		secret, ok := strings.CutPrefix(auth, "Bearer ")
+		if !ok || secret == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="gpufleet"`)
+			writeError(w, http.StatusUnauthorized, "unauthenticated", "", "missing bearer token (Authorization: Bearer gpf_...)")
+			return
+		}
+		now := s.clock.Now()
+		tok, err := s.store.Tokens().TokenByHash(r.Context(), store.HashToken(strings.TrimSpace(secret)), now)
+		if errors.Is(err, store.ErrNotFound) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="gpufleet", error="invalid_token"`)
+			writeError(w, http.StatusUnauthorized, "unauthenticated", "", "unknown, revoked or expired token")
+			return
+		}
+		if err != nil {
+			s.internal(w, r, fmt.Errorf("resolve token: %w", err))
+			return
+		}
+		if wait, ok := s.limiter.take(tok.ID, now); !ok {
+			w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(wait.Seconds())), 10))
+			writeError(w, http.StatusTooManyRequests, "rate_limited", "", fmt.Sprintf("token rate limit exceeded; retry in %s", wait.Round(time.Millisecond)))
+			return
+		}
+		if !slices.Contains(roles, tok.Role) {
+			writeError(w, http.StatusForbidden, "forbidden", "", fmt.Sprintf("role %s may not %s %s", tok.Role, r.Method, r.URL.Path))
+			return
+		}
+		p := Principal{TokenID: tok.ID, User: tok.User, Team: tok.Team, Role: tok.Role}
+		h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	}
+}
+
+// RateLimit configures the per-token token bucket: Rate requests a second
+// refill it up to Burst. A zero Rate disables the limit.
+type RateLimit struct {
+	Rate  float64
+	Burst int
+}
+
+// DefaultRateLimit is the per-token limit when Options leaves it zero.
+var DefaultRateLimit = RateLimit{Rate: 100, Burst: 200}
+
+// limiter holds one token bucket per API token.
+type limiter struct {
+	cfg     RateLimit
+	mu      sync.Mutex
+	buckets map[string]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	at     time.Time
+}
+
+func newLimiter(cfg RateLimit) *limiter {
+	return &limiter{cfg: cfg, buckets: map[string]*bucket{}}
+}
+
+// take spends one request of id's bucket at now; when it is empty it
+// returns how long until one is available.
+func (l *limiter) take(id string, now time.Time) (time.Duration, bool) {
+	if l.cfg.Rate <= 0 {
+		return 0, true
+	}
+	burst := float64(max(l.cfg.Burst, 1))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.buckets[id]
+	if b == nil {
+		b = &bucket{tokens: burst, at: now}
+		l.buckets[id] = b
+	}
+	if el := now.Sub(b.at); el > 0 {
+		b.tokens = min(burst, b.tokens+el.Seconds()*l.cfg.Rate)
+		b.at = now
+	}
+	if b.tokens >= 1 {
+		b.tokens--
+		return 0, true
+	}
+	return time.Duration((1 - b.tokens) / l.cfg.Rate * float64(time.Second)), false
+}
+
+// AdminUser is the user id of the admin that EnsureAdminToken creates.
+const AdminUser = "admin"
+
+// EnsureAdminToken makes sure an active admin token exists. On first start
+// (none exists) it creates the admin user and a token and returns the
+// token's secret, to be shown once; otherwise it returns "".
+func EnsureAdminToken(ctx context.Context, st store.Store, clk clock.Clock) (string, error) {
+	now := clk.Now()
+	toks, err := st.Tokens().ListTokens(ctx, store.TokenFilter{})
+	if err != nil {
+		return "", fmt.Errorf("ensure admin token: %w", err)
+	}
+	for _, t := range toks {
+		if t.Role == store.RoleAdmin && t.Active(now) {
+			return "", nil
+		}
+	}
+	secret, hash, err := store.NewToken()
+	if err != nil {
+		return "", fmt.Errorf("ensure admin token: %w", err)
+	}
+	id, err := newID("tok")
+	if err != nil {
+		return "", fmt.Errorf("ensure admin token: %w", err)
+	}
+	err = st.Tx(ctx, func(tx store.Tx) error {
+		if _, err := tx.Users().GetUser(ctx, AdminUser); errors.Is(err, store.ErrNotFound) {
+			if err := tx.Users().CreateUser(ctx, store.User{ID: AdminUser, Name: "admin", Role: store.RoleAdmin, Created: now}); err != nil {
+				return err
+			}
+		} else if err != nil {
+			return err
+		}
+		if err := tx.Tokens().CreateToken(ctx, store.Token{ID: id, Hash: hash, User: AdminUser, Role: store.RoleAdmin, Name: "bootstrap admin", Created: now}); err != nil {
+			return err
+		}
+		_, err := tx.Events().AppendEvents(ctx, core.Event{At: now, Kind: "audit.token_created", Subject: id,
+			Reason: "first start: no admin token in the store", Attrs: map[string]string{"actor": "gpufleet", "role": string(store.RoleAdmin)}})
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("ensure admin token: %w", err)
+	}
+	return secret, nil
+}

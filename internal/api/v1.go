@@ -1,0 +1,600 @@
+package api
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/store"
+)
+
+// newID returns prefix-<16 random hex digits>.
+func newID(prefix string) (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("new id: %w", err)
+	}
+	return prefix + "-" + hex.EncodeToString(b[:]), nil
+}
+
+// internal logs err and answers 500 without its detail.
+func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {
+	s.log.Error("api: internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+	writeError(w, http.StatusInternalServerError, "internal", "", "internal error")
+}
+
+// storeError answers err from the store: field errors 400, not found 404,
+// conflicts 409, anything else 500.
+func (s *Server) storeError(w http.ResponseWriter, r *http.Request, err error, field string) {
+	var fe *core.FieldError
+	switch {
+	case errors.As(err, &fe):
+		writeError(w, http.StatusBadRequest, "invalid_argument", fe.Field, err.Error())
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", field, err.Error())
+	case errors.Is(err, store.ErrConflict):
+		writeError(w, http.StatusConflict, "conflict", field, err.Error())
+	default:
+		s.internal(w, r, err)
+	}
+}
+
+// audit appends an admin action to the audit trail inside tx.
+func audit(r *http.Request, tx store.Tx, at time.Time, kind, subject, reason string, attrs map[string]string) error {
+	p, _ := PrincipalFrom(r.Context())
+	a := map[string]string{"actor": p.Actor(), "role": string(p.Role)}
+	for k, v := range attrs {
+		a[k] = v
+	}
+	if _, err := tx.Events().AppendEvents(r.Context(), core.Event{At: at, Kind: kind, Subject: subject, Reason: reason, Attrs: a}); err != nil {
+		return fmt.Errorf("audit %s: %w", kind, err)
+	}
+	return nil
+}
+
+// TeamRequest is the body of POST /api/v1/teams.
+type TeamRequest struct {
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Cohort string `json:"cohort"`
+	// Weight is the fair-share weight (0: 1).
+	Weight int64 `json:"weight"`
+	// MonthlyBudget is a decimal amount; empty for no budget.
+	MonthlyBudget string      `json:"monthly_budget,omitempty"`
+	Quotas        []QuotaView `json:"quotas,omitempty"`
+}
+
+// QuotaView is a team's guaranteed share of a GPU class, in milli-GPUs.
+type QuotaView struct {
+	GPUClass    string `json:"gpu_class"`
+	Guaranteed  int64  `json:"guaranteed"`
+	BorrowLimit int64  `json:"borrow_limit"`
+	LendLimit   int64  `json:"lend_limit"`
+}
+
+// TeamView is the JSON form of a team.
+type TeamView struct {
+	ID            string      `json:"id"`
+	Name          string      `json:"name"`
+	Cohort        string      `json:"cohort,omitempty"`
+	Weight        int64       `json:"weight"`
+	MonthlyBudget json.Number `json:"monthly_budget"`
+	Quotas        []QuotaView `json:"quotas"`
+}
+
+// NewTeamView renders t.
+func NewTeamView(t *core.Team) TeamView {
+	v := TeamView{ID: t.ID, Name: t.Name, Cohort: t.Cohort, Weight: t.Weight, MonthlyBudget: Amount(t.MonthlyBudget), Quotas: []QuotaView{}}
+	for _, q := range t.Quotas {
+		v.Quotas = append(v.Quotas, QuotaView{GPUClass: q.GPUClass, Guaranteed: int64(q.Guaranteed), BorrowLimit: int64(q.BorrowLimit), LendLimit: int64(q.LendLimit)})
+	}
+	return v
+}
+
+func (s *Server) createTeam(w http.ResponseWriter, r *http.Request) {
+	var req TeamRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	t := core.Team{ID: req.ID, Name: req.Name, Cohort: req.Cohort, Weight: req.Weight}
+	if t.Weight == 0 {
+		t.Weight = 1
+	}
+	if req.MonthlyBudget != "" {
+		m, err := core.ParseMicros(req.MonthlyBudget)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_argument", "monthly_budget", err.Error())
+			return
+		}
+		t.MonthlyBudget = m
+	}
+	for _, q := range req.Quotas {
+		t.Quotas = append(t.Quotas, core.Quota{GPUClass: q.GPUClass, Guaranteed: core.Milli(q.Guaranteed), BorrowLimit: core.Milli(q.BorrowLimit), LendLimit: core.Milli(q.LendLimit)})
+	}
+	if err := store.ValidateTeam(&t); err != nil {
+		writeValidation(w, err)
+		return
+	}
+	now := s.clock.Now()
+	err := s.store.Tx(r.Context(), func(tx store.Tx) error {
+		if err := tx.Teams().CreateTeam(r.Context(), t); err != nil {
+			return err
+		}
+		return audit(r, tx, now, "audit.team_created", t.ID, "team created through the API", nil)
+	})
+	if err != nil {
+		s.storeError(w, r, err, "id")
+		return
+	}
+	writeJSON(w, http.StatusCreated, NewTeamView(&t))
+}
+
+func (s *Server) listTeams(w http.ResponseWriter, r *http.Request) {
+	teams, err := s.store.Teams().ListTeams(r.Context())
+	if err != nil {
+		s.storeError(w, r, err, "")
+		return
+	}
+	out := []TeamView{}
+	for i := range teams {
+		out = append(out, NewTeamView(&teams[i]))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"teams": out})
+}
+
+// TokenRequest is the body of POST /api/v1/tokens. User is created (with
+// Team and Role) when it does not exist; agent tokens have no user.
+type TokenRequest struct {
+	User string `json:"user"`
+	Team string `json:"team"`
+	Role string `json:"role"`
+	Name string `json:"name"`
+	// Expires is when the token stops working; zero for never.
+	Expires time.Time `json:"expires"`
+}
+
+// TokenView is the JSON form of a token; Secret is set only in the
+// response that created it.
+type TokenView struct {
+	ID      string    `json:"id"`
+	Secret  string    `json:"secret,omitempty"`
+	User    string    `json:"user,omitempty"`
+	Team    string    `json:"team,omitempty"`
+	Role    string    `json:"role"`
+	Name    string    `json:"name"`
+	Created time.Time `json:"created"`
+	Expires time.Time `json:"expires"`
+}
+
+func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
+	var req TokenRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	p, _ := PrincipalFrom(r.Context())
+	role, err := store.ParseRole(req.Role)
+	if err != nil {
+		writeValidation(w, err)
+		return
+	}
+	if p.Role == store.RoleTeamAdmin {
+		if req.Team == "" {
+			req.Team = p.Team
+		}
+		if req.Team != p.Team {
+			writeError(w, http.StatusForbidden, "forbidden", "team", "a team-admin makes tokens for its own team only")
+			return
+		}
+		if !role.TeamScoped() {
+			writeError(w, http.StatusForbidden, "forbidden", "role", "a team-admin makes team-admin, member and viewer tokens only")
+			return
+		}
+	}
+	if !role.TeamScoped() {
+		req.Team = ""
+	}
+	secret, hash, err := store.NewToken()
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	id, err := newID("tok")
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	now := s.clock.Now()
+	t := store.Token{ID: id, Hash: hash, User: req.User, Team: req.Team, Role: role, Name: req.Name, Created: now, Expires: req.Expires}
+	if err := store.ValidateToken(&t); err != nil {
+		writeValidation(w, err)
+		return
+	}
+	err = s.store.Tx(r.Context(), func(tx store.Tx) error {
+		if t.User != "" {
+			u, err := tx.Users().GetUser(r.Context(), t.User)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				u = store.User{ID: t.User, Team: t.Team, Name: t.User, Role: role, Created: now}
+				if err := store.ValidateNewUser(&u); err != nil {
+					return err
+				}
+				if err := tx.Users().CreateUser(r.Context(), u); err != nil {
+					return err
+				}
+			case err != nil:
+				return err
+			case u.Team != t.Team:
+				return &core.FieldError{Field: "user", Value: t.User, Allowed: fmt.Sprintf("a user of team %q (this one is of %q)", t.Team, u.Team)}
+			}
+		}
+		if err := tx.Tokens().CreateToken(r.Context(), t); err != nil {
+			return err
+		}
+		return audit(r, tx, now, "audit.token_created", t.ID, "token created through the API",
+			map[string]string{"token_role": string(role), "token_team": t.Team, "token_user": t.User})
+	})
+	if err != nil {
+		var fe *core.FieldError
+		if p.Role == store.RoleTeamAdmin && errors.As(err, &fe) && fe.Field == "user" {
+			// Do not reveal another team's users to a team-admin.
+			writeError(w, http.StatusForbidden, "forbidden", "user", "the user is not of your team")
+			return
+		}
+		s.storeError(w, r, err, "team")
+		return
+	}
+	writeJSON(w, http.StatusCreated, TokenView{ID: t.ID, Secret: secret, User: t.User, Team: t.Team, Role: string(t.Role), Name: t.Name, Created: now.UTC(), Expires: t.Expires})
+}
+
+// JobRequest is the body of POST /api/v1/jobs. Team defaults to the
+// token's team; ID is generated when empty.
+type JobRequest struct {
+	ID                 string           `json:"id"`
+	Team               string           `json:"team"`
+	User               string           `json:"user"`
+	Tier               string           `json:"tier"`
+	GPUs               int              `json:"gpus"`
+	GPUMilli           int64            `json:"gpu_milli"`
+	GPUMemMiB          int64            `json:"gpu_mem_mib"`
+	Models             []string         `json:"models,omitempty"`
+	Throughput         map[string]int64 `json:"throughput,omitempty"`
+	CPUMilli           int64            `json:"cpu_milli"`
+	MemMiB             int64            `json:"mem_mib"`
+	Shards             int              `json:"shards"`
+	EstDurationSeconds int64            `json:"est_duration_seconds"`
+	Deadline           time.Time        `json:"deadline"`
+	Interruptible      bool             `json:"interruptible"`
+	Deferrable         bool             `json:"deferrable"`
+	CheckpointSeconds  int64            `json:"checkpoint_interval_seconds"`
+	Command            []string         `json:"command,omitempty"`
+	Image              string           `json:"image"`
+}
+
+// JobView is the JSON form of a stored job.
+type JobView struct {
+	ID                 string           `json:"id"`
+	Team               string           `json:"team"`
+	User               string           `json:"user,omitempty"`
+	Tier               string           `json:"tier"`
+	State              string           `json:"state"`
+	StateAt            time.Time        `json:"state_at"`
+	Submit             time.Time        `json:"submit"`
+	GPUs               int              `json:"gpus"`
+	GPUMilli           int64            `json:"gpu_milli"`
+	GPUMemMiB          int64            `json:"gpu_mem_mib"`
+	Models             []string         `json:"models,omitempty"`
+	Throughput         map[string]int64 `json:"throughput,omitempty"`
+	CPUMilli           int64            `json:"cpu_milli"`
+	MemMiB             int64            `json:"mem_mib"`
+	Shards             int              `json:"shards"`
+	EstDurationSeconds int64            `json:"est_duration_seconds"`
+	Deadline           time.Time        `json:"deadline"`
+	Interruptible      bool             `json:"interruptible"`
+	Deferrable         bool             `json:"deferrable"`
+	CheckpointSeconds  int64            `json:"checkpoint_interval_seconds"`
+	Command            []string         `json:"command,omitempty"`
+	Image              string           `json:"image,omitempty"`
+	IdempotencyKey     string           `json:"idempotency_key,omitempty"`
+}
+
+// NewJobView renders j.
+func NewJobView(j *store.Job) JobView {
+	r := j.Request
+	return JobView{ID: j.ID, Team: j.Team, User: j.User, Tier: string(j.Tier), State: string(j.State), StateAt: j.StateAt.UTC(), Submit: j.Submit.UTC(),
+		GPUs: r.GPUs, GPUMilli: int64(r.MilliPerGPU), GPUMemMiB: r.MemPerGPUMiB, Models: r.Models, Throughput: r.Throughput, CPUMilli: r.CPUMilli, MemMiB: r.MemMiB,
+		Shards: max(j.Shards, 1), EstDurationSeconds: int64(j.EstDuration / time.Second), Deadline: j.Deadline.UTC(), Interruptible: j.Interruptible,
+		Deferrable: j.Deferrable, CheckpointSeconds: int64(j.CheckpointInterval / time.Second), Command: j.Command, Image: j.Image, IdempotencyKey: j.IdempotencyKey}
+}
+
+// MaxIdempotencyKey is the longest Idempotency-Key accepted, in bytes.
+const MaxIdempotencyKey = 256
+
+func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
+	var req JobRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	p, _ := PrincipalFrom(r.Context())
+	if req.Team == "" {
+		req.Team = p.Team
+	}
+	if req.Team == "" {
+		writeError(w, http.StatusBadRequest, "invalid_argument", "team", "team: required for an admin token")
+		return
+	}
+	if !p.seesTeam(req.Team) {
+		writeError(w, http.StatusForbidden, "forbidden", "team", "a team token submits to its own team only")
+		return
+	}
+	if req.User == "" {
+		req.User = p.User
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if len(key) > MaxIdempotencyKey {
+		writeError(w, http.StatusBadRequest, "invalid_argument", "Idempotency-Key", fmt.Sprintf("Idempotency-Key: at most %d bytes", MaxIdempotencyKey))
+		return
+	}
+	if req.ID == "" {
+		id, err := newID("job")
+		if err != nil {
+			s.internal(w, r, err)
+			return
+		}
+		req.ID = id
+	}
+	if req.GPUMilli == 0 {
+		req.GPUMilli = int64(core.WholeGPU)
+	}
+	if req.Tier == "" {
+		req.Tier = string(core.TierRegular)
+	}
+	j := core.Job{ID: req.ID, Team: req.Team, User: req.User, Tier: core.Tier(req.Tier),
+		Request: core.Request{GPUs: req.GPUs, MilliPerGPU: core.Milli(req.GPUMilli), MemPerGPUMiB: req.GPUMemMiB, Models: req.Models,
+			Throughput: req.Throughput, CPUMilli: req.CPUMilli, MemMiB: req.MemMiB},
+		Shards: req.Shards, EstDuration: time.Duration(req.EstDurationSeconds) * time.Second, Deadline: req.Deadline,
+		Interruptible: req.Interruptible, Deferrable: req.Deferrable, CheckpointInterval: time.Duration(req.CheckpointSeconds) * time.Second,
+		Command: req.Command, Image: req.Image, Submit: s.clock.Now(), State: core.JobPending}
+	if req.EstDurationSeconds < 0 || req.EstDurationSeconds > int64(100*365*24*3600) {
+		writeError(w, http.StatusBadRequest, "invalid_argument", "est_duration_seconds", "est_duration_seconds: want 0..100 years")
+		return
+	}
+	if err := store.ValidateJob(&j); err != nil {
+		writeValidation(w, err)
+		return
+	}
+	job, created, err := s.store.Jobs().SubmitJob(r.Context(), j, key)
+	if err != nil {
+		s.storeError(w, r, err, "team")
+		return
+	}
+	code := http.StatusOK
+	if created {
+		code = http.StatusCreated
+		s.submitted.Inc()
+	}
+	writeJSON(w, code, NewJobView(&job))
+}
+
+// JobsPage is the response of GET /api/v1/jobs.
+type JobsPage struct {
+	Jobs []JobView `json:"jobs"`
+	Next string    `json:"next,omitempty"`
+}
+
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p, _ := PrincipalFrom(r.Context())
+	f := store.JobFilter{Team: q.Get("team"), Cursor: q.Get("cursor")}
+	if p.Role != store.RoleAdmin {
+		if f.Team != "" && f.Team != p.Team {
+			writeJSON(w, http.StatusOK, JobsPage{Jobs: []JobView{}}) // another team's jobs do not exist for p
+			return
+		}
+		f.Team = p.Team
+	}
+	if v := q.Get("state"); v != "" {
+		for _, name := range strings.Split(v, ",") {
+			st, err := store.ParseJobState("state", name)
+			if err != nil {
+				writeValidation(w, err)
+				return
+			}
+			f.States = append(f.States, st)
+		}
+	}
+	if v := q.Get("tier"); v != "" {
+		t, err := core.ParseTier(v)
+		if err != nil {
+			writeValidation(w, err)
+			return
+		}
+		f.Tier = t
+	}
+	if !parseLimit(w, q.Get("limit"), &f.Limit) {
+		return
+	}
+	page, err := s.store.Jobs().ListJobs(r.Context(), f)
+	if err != nil {
+		s.storeError(w, r, err, "")
+		return
+	}
+	out := JobsPage{Jobs: []JobView{}, Next: page.Next}
+	for i := range page.Items {
+		out.Jobs = append(out.Jobs, NewJobView(&page.Items[i]))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func parseLimit(w http.ResponseWriter, v string, limit *int) bool {
+	if v == "" {
+		return true
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_argument", "limit", "limit: want an integer")
+		return false
+	}
+	*limit = n
+	return true
+}
+
+// visibleJob returns the job with id if p may see it; another team's job
+// answers 404 exactly as a missing one does.
+func (s *Server) visibleJob(w http.ResponseWriter, r *http.Request) (store.Job, bool) {
+	id := r.PathValue("id")
+	p, _ := PrincipalFrom(r.Context())
+	j, err := s.store.Jobs().GetJob(r.Context(), id)
+	if err == nil && !p.seesTeam(j.Team) {
+		err = store.ErrNotFound
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		// One message for both, so that the answer tells nothing of
+		// other teams.
+		writeError(w, http.StatusNotFound, "not_found", "id", fmt.Sprintf("job %q not found", id))
+		return store.Job{}, false
+	}
+	if err != nil {
+		s.storeError(w, r, err, "id")
+		return store.Job{}, false
+	}
+	return j, true
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
+	if j, ok := s.visibleJob(w, r); ok {
+		writeJSON(w, http.StatusOK, NewJobView(&j))
+	}
+}
+
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
+	j, ok := s.visibleJob(w, r)
+	if !ok {
+		return
+	}
+	now := s.clock.Now()
+	var out store.Job
+	err := s.store.Tx(r.Context(), func(tx store.Tx) error {
+		var err error
+		if out, err = tx.Jobs().CancelJob(r.Context(), j.ID, now); err != nil {
+			return err
+		}
+		return audit(r, tx, now, "job.cancel_requested", j.ID, "cancelled through the API", map[string]string{"team": j.Team})
+	})
+	if err != nil {
+		s.storeError(w, r, err, "id")
+		return
+	}
+	writeJSON(w, http.StatusOK, NewJobView(&out))
+}
+
+// LeaseView is the JSON form of a stored lease.
+type LeaseView struct {
+	ID           string    `json:"id"`
+	OfferID      string    `json:"offer"`
+	Mode         string    `json:"mode"`
+	State        string    `json:"state"`
+	ProviderID   string    `json:"provider_id,omitempty"`
+	ClientToken  string    `json:"client_token"`
+	Requested    time.Time `json:"requested"`
+	Start        time.Time `json:"start"`
+	CommittedEnd time.Time `json:"committed_end"`
+	End          time.Time `json:"end"`
+	ReadyAt      time.Time `json:"ready_at"`
+	ReclaimAt    time.Time `json:"reclaim_at"`
+	IdleSince    time.Time `json:"idle_since"`
+}
+
+// NewLeaseView renders l.
+func NewLeaseView(l *store.Lease) LeaseView {
+	return LeaseView{ID: l.ID, OfferID: l.OfferID, Mode: string(l.Mode), State: string(l.State), ProviderID: l.ProviderID, ClientToken: l.ClientToken,
+		Requested: l.Requested.UTC(), Start: l.Start.UTC(), CommittedEnd: l.CommittedEnd.UTC(), End: l.End.UTC(), ReadyAt: l.ReadyAt.UTC(),
+		ReclaimAt: l.ReclaimAt.UTC(), IdleSince: l.IdleSince.UTC()}
+}
+
+// LeasesPage is the response of GET /api/v1/leases.
+type LeasesPage struct {
+	Leases []LeaseView `json:"leases"`
+	Next   string      `json:"next,omitempty"`
+}
+
+func (s *Server) listLeases(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := store.LeaseFilter{Cursor: q.Get("cursor")}
+	if v := q.Get("state"); v != "" {
+		for _, name := range strings.Split(v, ",") {
+			st, err := store.ParseLeaseState("state", name)
+			if err != nil {
+				writeValidation(w, err)
+				return
+			}
+			f.States = append(f.States, st)
+		}
+	}
+	if !parseLimit(w, q.Get("limit"), &f.Limit) {
+		return
+	}
+	page, err := s.store.Leases().ListLeases(r.Context(), f)
+	if err != nil {
+		s.storeError(w, r, err, "")
+		return
+	}
+	out := LeasesPage{Leases: []LeaseView{}, Next: page.Next}
+	for i := range page.Items {
+		out.Leases = append(out.Leases, NewLeaseView(&page.Items[i]))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// EventView is the JSON form of an event.
+type EventView struct {
+	Seq     int64             `json:"seq"`
+	At      time.Time         `json:"at"`
+	Kind    string            `json:"kind"`
+	Subject string            `json:"subject"`
+	Reason  string            `json:"reason"`
+	Attrs   map[string]string `json:"attrs,omitempty"`
+}
+
+// EventsPage is the response of GET /api/v1/events.
+type EventsPage struct {
+	Events []EventView `json:"events"`
+	Next   string      `json:"next,omitempty"`
+}
+
+func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := store.EventFilter{Subject: q.Get("subject"), Kind: q.Get("kind"), Cursor: q.Get("cursor")}
+	for _, tf := range []struct {
+		name string
+		dst  *time.Time
+	}{{"from", &f.From}, {"to", &f.To}} {
+		if v := q.Get(tf.name); v != "" {
+			t, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, "invalid_argument", tf.name, tf.name+": want an RFC 3339 time")
+				return
+			}
+			*tf.dst = t
+		}
+	}
+	if !parseLimit(w, q.Get("limit"), &f.Limit) {
+		return
+	}
+	page, err := s.store.Events().ListEvents(r.Context(), f)
+	if err != nil {
+		s.storeError(w, r, err, "")
+		return
+	}
+	out := EventsPage{Events: []EventView{}, Next: page.Next}
+	for _, e := range page.Items {
+		out.Events = append(out.Events, EventView{Seq: e.Seq, At: e.At.UTC(), Kind: e.Kind, Subject: e.Subject, Reason: e.Reason, Attrs: e.Attrs})
+	}
+	writeJSON(w, http.StatusOK, out)
+}

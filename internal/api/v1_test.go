@@ -1,0 +1,368 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/clock"
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/store"
+	"github.com/gpufleet/gpufleet/internal/store/sqlite"
+)
+
+var t0 = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+
+// fixture is a server on a SQLite store with teams a and b, one job in
+// each (ja, jb) and a token per role (team-scoped ones in team a).
+type fixture struct {
+	ts     *httptest.Server
+	st     store.Store
+	clk    *clock.Manual
+	tokens map[string]string // role name → secret; "none" → ""
+}
+
+func newFixture(t *testing.T, opts ...Option) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir()+"/api.db", sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	clk := clock.NewManual(t0)
+	for _, team := range []string{"a", "b"} {
+		if err := st.Teams().CreateTeam(ctx, core.Team{ID: team, Name: "team " + team, Weight: 1}); err != nil {
+			t.Fatal(err)
+		}
+		j := core.Job{ID: "j" + team, Team: team, Tier: core.TierRegular, Request: core.Request{GPUs: 1, MilliPerGPU: core.WholeGPU}, Submit: t0}
+		if _, _, err := st.Jobs().SubmitJob(ctx, j, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := &fixture{st: st, clk: clk, tokens: map[string]string{"none": ""}}
+	for _, role := range store.Roles {
+		secret, hash, err := store.NewToken()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok := store.Token{ID: "t-" + string(role), Hash: hash, Role: role, Name: string(role), Created: t0}
+		if role != store.RoleAgent {
+			u := store.User{ID: "u-" + string(role), Role: role, Created: t0}
+			if role.TeamScoped() {
+				u.Team = "a"
+			}
+			if err := st.Users().CreateUser(ctx, u); err != nil {
+				t.Fatal(err)
+			}
+			tok.User, tok.Team = u.ID, u.Team
+		}
+		if err := st.Tokens().CreateToken(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+		f.tokens[string(role)] = secret
+	}
+	opts = append([]Option{WithStore(st), WithRateLimit(RateLimit{})}, opts...)
+	f.ts = httptest.NewServer(New(testCatalog(), clk, slog.New(slog.NewTextHandler(io.Discard, nil)), opts...))
+	t.Cleanup(f.ts.Close)
+	return f
+}
+
+// call sends a request with role's token and returns the status, the
+// body and the response headers.
+func (f *fixture) call(t *testing.T, role, method, path, body string, hdr ...string) (int, []byte, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(method, f.ts.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := f.tokens[role]; s != "" {
+		req.Header.Set("Authorization", "Bearer "+s)
+	} else if role != "none" {
+		req.Header.Set("Authorization", "Bearer "+role) // a raw (bogus) secret
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, resp.Header
+}
+
+var matrixRoles = []string{"none", "admin", "team-admin", "member", "viewer", "agent"}
+
+// TestRoleMatrix sends every route as every role and checks the status.
+func TestRoleMatrix(t *testing.T) {
+	f := newFixture(t)
+	type want map[string]int
+	cases := []struct {
+		route, method, path string
+		body                func(role string) string
+		codes               want
+	}{
+		{"GET /healthz", "GET", "/healthz", nil, want{"none": 200, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 200}},
+		{"GET /api/v1/openapi.json", "GET", "/api/v1/openapi.json", nil, want{"none": 200, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 200}},
+		{"GET /api/v1/offers", "GET", "/api/v1/offers", nil, want{"none": 200, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 200}},
+		{"GET /api/v1/offers/{id...}", "GET", "/api/v1/offers/idc/cd/v100x8", nil, want{"none": 200, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 200}},
+		{"POST /api/v1/quote", "POST", "/api/v1/quote", func(string) string {
+			return `{"offer":"idc/cd/v100x8","mode":"weekly","start":"2026-03-02T00:00:00Z","end":"2026-03-16T00:00:00Z"}`
+		}, want{"none": 200, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 200}},
+		{"POST /api/v1/teams", "POST", "/api/v1/teams", func(r string) string { return `{"id":"new-` + r + `","name":"n"}` },
+			want{"none": 401, "admin": 201, "team-admin": 403, "member": 403, "viewer": 403, "agent": 403}},
+		{"GET /api/v1/teams", "GET", "/api/v1/teams", nil, want{"none": 401, "admin": 200, "team-admin": 403, "member": 403, "viewer": 403, "agent": 403}},
+		{"POST /api/v1/tokens", "POST", "/api/v1/tokens", func(r string) string { return `{"user":"x-` + r + `","team":"a","role":"member","name":"n"}` },
+			want{"none": 401, "admin": 201, "team-admin": 201, "member": 403, "viewer": 403, "agent": 403}},
+		{"POST /api/v1/jobs", "POST", "/api/v1/jobs", func(r string) string { return `{"id":"new-` + r + `","team":"a","gpus":1}` },
+			want{"none": 401, "admin": 201, "team-admin": 201, "member": 201, "viewer": 403, "agent": 403}},
+		{"GET /api/v1/jobs", "GET", "/api/v1/jobs", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 403}},
+		{"GET /api/v1/jobs/{id}", "GET", "/api/v1/jobs/ja", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 403}},
+		{"GET /api/v1/jobs/{id}", "GET", "/api/v1/jobs/jb", nil, want{"none": 401, "admin": 200, "team-admin": 404, "member": 404, "viewer": 404, "agent": 403}},
+		{"POST /api/v1/jobs/{id}/cancel", "POST", "/api/v1/jobs/jb/cancel", nil, want{"none": 401, "admin": 200, "team-admin": 404, "member": 404, "viewer": 403, "agent": 403}},
+		{"POST /api/v1/jobs/{id}/cancel", "POST", "/api/v1/jobs/ja/cancel", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 403, "agent": 403}},
+		{"GET /api/v1/leases", "GET", "/api/v1/leases", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 403}},
+		{"GET /api/v1/events", "GET", "/api/v1/events", nil, want{"none": 401, "admin": 200, "team-admin": 403, "member": 403, "viewer": 403, "agent": 403}},
+	}
+	covered := map[string]bool{}
+	for _, tc := range cases {
+		covered[tc.route] = true
+		for _, role := range matrixRoles {
+			t.Run(tc.method+" "+tc.path+" as "+role, func(t *testing.T) {
+				body := ""
+				if tc.body != nil {
+					body = tc.body(role)
+				}
+				code, b, _ := f.call(t, role, tc.method, tc.path, body)
+				if code != tc.codes[role] {
+					t.Errorf("got %d, want %d: %s", code, tc.codes[role], b)
+				}
+				if !json.Valid(b) {
+					t.Errorf("not JSON: %s", b)
+				}
+			})
+		}
+	}
+	s := New(testCatalog(), clock.Real{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for _, r := range s.routes() {
+		if !covered[r.pattern] {
+			t.Errorf("route %s not in the role matrix", r.pattern)
+		}
+	}
+	// A bogus token is a 401 too.
+	if code, b, h := f.call(t, "gpf_bogus", "GET", "/api/v1/jobs", ""); code != 401 || h.Get("WWW-Authenticate") == "" {
+		t.Errorf("bogus token: %d %s", code, b)
+	}
+}
+
+// TestTeamIsolation: a member of team a sees nothing of team b.
+func TestTeamIsolation(t *testing.T) {
+	f := newFixture(t)
+	for _, role := range []string{"team-admin", "member", "viewer"} {
+		code, b, _ := f.call(t, role, "GET", "/api/v1/jobs", "")
+		if code != 200 || strings.Contains(string(b), `"jb"`) || !strings.Contains(string(b), `"ja"`) {
+			t.Errorf("%s list: %d %s", role, code, b)
+		}
+		code, b, _ = f.call(t, role, "GET", "/api/v1/jobs?team=b", "")
+		if code != 200 || strings.Contains(string(b), `"jb"`) {
+			t.Errorf("%s list team b: %d %s", role, code, b)
+		}
+		// A missing job and another team's job answer alike.
+		_, other, _ := f.call(t, role, "GET", "/api/v1/jobs/jb", "")
+		_, missing, _ := f.call(t, role, "GET", "/api/v1/jobs/nope", "")
+		if strings.Replace(string(other), "jb", "nope", 1) != string(missing) {
+			t.Errorf("%s: another team's job %s differs from a missing one %s", role, other, missing)
+		}
+	}
+	code, b, _ := f.call(t, "member", "POST", "/api/v1/jobs", `{"team":"b","gpus":1}`)
+	if code != 403 {
+		t.Errorf("member submits to team b: %d %s", code, b)
+	}
+	code, b, _ = f.call(t, "team-admin", "POST", "/api/v1/tokens", `{"user":"z","team":"b","role":"member"}`)
+	if code != 403 {
+		t.Errorf("team-admin makes a team b token: %d %s", code, b)
+	}
+	code, b, _ = f.call(t, "team-admin", "POST", "/api/v1/tokens", `{"role":"admin","user":"z"}`)
+	if code != 403 {
+		t.Errorf("team-admin makes an admin token: %d %s", code, b)
+	}
+	code, b, _ = f.call(t, "admin", "GET", "/api/v1/jobs", "")
+	if code != 200 || !strings.Contains(string(b), `"jb"`) || !strings.Contains(string(b), `"ja"`) {
+		t.Errorf("admin list: %d %s", code, b)
+	}
+}
+
+func TestIdempotentSubmit(t *testing.T) {
+	f := newFixture(t)
+	body := `{"gpus":2,"tier":"core","est_duration_seconds":3600}`
+	var first, second JobView
+	code, b, _ := f.call(t, "member", "POST", "/api/v1/jobs", body, "Idempotency-Key", "k1")
+	if code != 201 || json.Unmarshal(b, &first) != nil || first.Team != "a" || first.State != "pending" || first.User != "u-member" {
+		t.Fatalf("first: %d %s", code, b)
+	}
+	code, b, _ = f.call(t, "member", "POST", "/api/v1/jobs", body, "Idempotency-Key", "k1")
+	if code != 200 || json.Unmarshal(b, &second) != nil || second.ID != first.ID {
+		t.Fatalf("replay: %d %s (first %s)", code, b, first.ID)
+	}
+	code, b, _ = f.call(t, "member", "POST", "/api/v1/jobs", `{"gpus":3}`, "Idempotency-Key", "k1")
+	if code != 409 {
+		t.Fatalf("conflict: %d %s", code, b)
+	}
+	code, _, _ = f.call(t, "member", "POST", "/api/v1/jobs", body, "Idempotency-Key", "k2")
+	if code != 201 {
+		t.Fatalf("new key: %d", code)
+	}
+	code, b, _ = f.call(t, "member", "POST", "/api/v1/jobs", `{"id":"ja","gpus":1}`)
+	if code != 409 {
+		t.Fatalf("existing id: %d %s", code, b)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	f := newFixture(t)
+	cases := []struct {
+		name, body string
+		code       int
+		field      string
+	}{
+		{"no gpus", `{}`, 400, "gpus"},
+		{"bad tier", `{"gpus":1,"tier":"gold"}`, 400, "tier"},
+		{"bad share", `{"gpus":2,"gpu_milli":500}`, 400, "gpu_milli"},
+		{"hash in id", `{"id":"a#1","gpus":1}`, 400, "id"},
+		{"negative duration", `{"gpus":1,"est_duration_seconds":-1}`, 400, "est_duration_seconds"},
+		{"wrong type", `{"gpus":"one"}`, 400, "gpus"},
+		{"unknown field", `{"gpus":1,"colour":"red"}`, 400, ""},
+		{"too large", `{"image":"` + strings.Repeat("x", MaxBodyBytes) + `"}`, 413, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, b, _ := f.call(t, "member", "POST", "/api/v1/jobs", tc.body)
+			var e ErrorBody
+			if err := json.Unmarshal(b, &e); err != nil || code != tc.code || e.Error.Field != tc.field {
+				t.Errorf("got %d %s, want %d field %q", code, b, tc.code, tc.field)
+			}
+		})
+	}
+	for path, field := range map[string]string{"/api/v1/jobs?state=nope": "state", "/api/v1/jobs?tier=x": "tier", "/api/v1/jobs?limit=5000": "limit", "/api/v1/jobs?cursor=zz": "cursor", "/api/v1/leases?state=x": "state"} {
+		code, b, _ := f.call(t, "admin", "GET", path, "")
+		var e ErrorBody
+		if json.Unmarshal(b, &e) != nil || code != 400 || e.Error.Field != field {
+			t.Errorf("%s: %d %s, want 400 field %s", path, code, b, field)
+		}
+	}
+}
+
+func TestRateLimit(t *testing.T) {
+	f := newFixture(t, WithRateLimit(RateLimit{Rate: 1, Burst: 2}))
+	for i := range 2 {
+		if code, b, _ := f.call(t, "viewer", "GET", "/api/v1/jobs", ""); code != 200 {
+			t.Fatalf("request %d: %d %s", i, code, b)
+		}
+	}
+	code, b, h := f.call(t, "viewer", "GET", "/api/v1/jobs", "")
+	if code != 429 || h.Get("Retry-After") != "1" {
+		t.Fatalf("over the limit: %d %s Retry-After %q", code, b, h.Get("Retry-After"))
+	}
+	if code, _, _ := f.call(t, "member", "GET", "/api/v1/jobs", ""); code != 200 {
+		t.Errorf("another token is limited too: %d", code)
+	}
+	f.clk.Advance(time.Second)
+	if code, b, _ := f.call(t, "viewer", "GET", "/api/v1/jobs", ""); code != 200 {
+		t.Errorf("after a second: %d %s", code, b)
+	}
+}
+
+func TestTokensAndAudit(t *testing.T) {
+	f := newFixture(t)
+	code, b, _ := f.call(t, "team-admin", "POST", "/api/v1/tokens", `{"user":"carol","role":"member","name":"ci"}`)
+	var tok TokenView
+	if code != 201 || json.Unmarshal(b, &tok) != nil || !strings.HasPrefix(tok.Secret, store.TokenPrefix) || tok.Team != "a" {
+		t.Fatalf("create token: %d %s", code, b)
+	}
+	stored, err := f.st.Tokens().TokenByHash(context.Background(), store.HashToken(tok.Secret), t0)
+	if err != nil || stored.ID != tok.ID || stored.User != "carol" {
+		t.Fatalf("stored token: %+v %v", stored, err)
+	}
+	f.tokens["carol"] = tok.Secret
+	if code, b, _ := f.call(t, "carol", "POST", "/api/v1/jobs", `{"gpus":1}`); code != 201 {
+		t.Errorf("new token submits: %d %s", code, b)
+	}
+	if code, b, _ := f.call(t, "admin", "POST", "/api/v1/teams", `{"id":"c","name":"team c","quotas":[{"gpu_class":"A100","guaranteed":8000}]}`); code != 201 {
+		t.Fatalf("create team: %d %s", code, b)
+	}
+	if code, b, _ := f.call(t, "admin", "POST", "/api/v1/teams", `{"id":"c"}`); code != 409 {
+		t.Errorf("duplicate team: %d %s", code, b)
+	}
+	code, b, _ = f.call(t, "admin", "GET", "/api/v1/events?kind=audit.team_created", "")
+	var ev EventsPage
+	if code != 200 || json.Unmarshal(b, &ev) != nil || len(ev.Events) != 1 || ev.Events[0].Attrs["actor"] != "u-admin" || ev.Events[0].Subject != "c" {
+		t.Errorf("audit of the team: %d %s", code, b)
+	}
+	code, b, _ = f.call(t, "admin", "GET", "/api/v1/events?kind=audit.token_created", "")
+	if code != 200 || json.Unmarshal(b, &ev) != nil || len(ev.Events) != 1 || ev.Events[0].Attrs["actor"] != "u-team-admin" {
+		t.Errorf("audit of the token: %d %s", code, b)
+	}
+}
+
+func TestPagination(t *testing.T) {
+	f := newFixture(t)
+	for range 5 {
+		if code, b, _ := f.call(t, "member", "POST", "/api/v1/jobs", `{"gpus":1}`); code != 201 {
+			t.Fatalf("%d %s", code, b)
+		}
+	}
+	seen := map[string]bool{}
+	path := "/api/v1/jobs?limit=2"
+	for pages := 0; ; pages++ {
+		if pages > 10 {
+			t.Fatal("pagination does not end")
+		}
+		code, b, _ := f.call(t, "member", "GET", path, "")
+		var p JobsPage
+		if code != 200 || json.Unmarshal(b, &p) != nil || len(p.Jobs) > 2 {
+			t.Fatalf("%d %s", code, b)
+		}
+		for _, j := range p.Jobs {
+			if seen[j.ID] {
+				t.Fatalf("job %s twice", j.ID)
+			}
+			seen[j.ID] = true
+		}
+		if p.Next == "" {
+			break
+		}
+		path = "/api/v1/jobs?limit=2&cursor=" + p.Next
+	}
+	if len(seen) != 6 {
+		t.Errorf("saw %d jobs, want 6", len(seen))
+	}
+}
+
+func TestEnsureAdminToken(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir()+"/boot.db", sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	clk := clock.NewManual(t0)
+	secret, err := EnsureAdminToken(ctx, st, clk)
+	if err != nil || !strings.HasPrefix(secret, store.TokenPrefix) {
+		t.Fatalf("first start: %q %v", secret, err)
+	}
+	if tok, err := st.Tokens().TokenByHash(ctx, store.HashToken(secret), t0); err != nil || tok.Role != store.RoleAdmin {
+		t.Fatalf("admin token: %+v %v", tok, err)
+	}
+	again, err := EnsureAdminToken(ctx, st, clk)
+	if err != nil || again != "" {
+		t.Fatalf("second start: %q %v", again, err)
+	}
+}
