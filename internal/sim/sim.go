@@ -197,7 +197,7 @@ func (r *run) finish(now time.Time) {
 func (r *run) providerEvents(ctx context.Context, now time.Time) error {
 	evs, err := r.cloud.Poll(ctx, now)
 	if err != nil {
-		return fmt.Errorf("sim: poll: %w", err)
+		return fmt.Errorf("sim: provider events: %w", err)
 	}
 	for _, e := range evs {
 		lease, ok := r.leaseOf[e.Machine.ProviderID]
