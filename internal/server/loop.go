@@ -1,0 +1,270 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/clock"
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/engine"
+	"github.com/gpufleet/gpufleet/internal/provider"
+	"github.com/gpufleet/gpufleet/internal/store"
+)
+
+// DefaultTick is the loop's period when Config leaves Tick zero.
+const DefaultTick = 5 * time.Second
+
+// LeaderKey is the advisory lock the loop's leader holds.
+const LeaderKey int64 = 0x6770_7566_6c74 // "gpuflt"
+
+// Config is what a Loop runs on.
+type Config struct {
+	Store    store.Store
+	Provider provider.Provider
+	// Offers is the catalog the engine rents from and the leases' offers
+	// are resolved in.
+	Offers []core.Offer
+	Engine engine.Config
+	Clock  clock.Clock
+	Log    *slog.Logger
+	// Tick is the period between steps (DefaultTick if zero).
+	Tick time.Duration
+}
+
+// Loop is the live control loop.
+type Loop struct {
+	cfg    Config
+	offers map[string]*core.Offer
+}
+
+// NewLoop returns a loop on cfg.
+func NewLoop(cfg Config) (*Loop, error) {
+	if cfg.Store == nil || cfg.Provider == nil || cfg.Clock == nil || cfg.Log == nil {
+		return nil, errors.New("new loop: store, provider, clock and log are required")
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = DefaultTick
+	}
+	l := &Loop{cfg: cfg, offers: map[string]*core.Offer{}}
+	for i := range cfg.Offers {
+		l.offers[cfg.Offers[i].ID] = &cfg.Offers[i]
+	}
+	return l, nil
+}
+
+func (l *Loop) offer(id string) (*core.Offer, bool) {
+	o, ok := l.offers[id]
+	return o, ok
+}
+
+// Run leads (waiting for the leadership lock while another process holds
+// it), reconciles, then ticks until ctx ends. A store error while leading
+// gives the lock up and starts over.
+func (l *Loop) Run(ctx context.Context) error {
+	for {
+		err := l.lead(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		l.cfg.Log.Error("control loop stopped leading; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-l.cfg.Clock.After(l.cfg.Tick):
+		}
+	}
+}
+
+func (l *Loop) lead(ctx context.Context) error {
+	if ld, ok := l.cfg.Store.(store.Leader); ok {
+		for {
+			release, ok, err := ld.TryLeader(ctx, LeaderKey)
+			if err != nil {
+				return fmt.Errorf("lead: %w", err)
+			}
+			if ok {
+				defer release()
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-l.cfg.Clock.After(l.cfg.Tick):
+			}
+		}
+	}
+	l.cfg.Log.Info("control loop leading", "tick", l.cfg.Tick)
+	if err := l.Reconcile(ctx); err != nil {
+		return err
+	}
+	for {
+		if err := l.Tick(ctx); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-l.cfg.Clock.After(l.cfg.Tick):
+		}
+	}
+}
+
+// Reconcile brings the store's leases in line with the provider's
+// machines: a machine the store has no lease for is adopted (a lease in
+// its state, its provider id as client token), a live lease whose machine
+// the provider no longer lists is marked failed, a lease the store
+// released whose machine is still there is released again, and a
+// requested lease whose machine exists takes its provider id and state.
+func (l *Loop) Reconcile(ctx context.Context) error {
+	now := l.cfg.Clock.Now()
+	machines, err := l.cfg.Provider.List(ctx)
+	if err != nil {
+		return fmt.Errorf("reconcile: list machines: %w", err)
+	}
+	live, err := l.cfg.Store.Leases().ListLiveLeases(ctx)
+	if err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	byToken := map[string]*store.Lease{}
+	byPID := map[string]*store.Lease{}
+	for i := range live {
+		byToken[live[i].ClientToken] = &live[i]
+		if live[i].ProviderID != "" {
+			byPID[live[i].ProviderID] = &live[i]
+		}
+	}
+	seen := map[string]bool{}
+	var events []core.Event
+	var release []string
+	for _, m := range machines {
+		sl := byPID[m.ProviderID]
+		if sl == nil && m.ClientToken != "" {
+			sl = byToken[m.ClientToken]
+		}
+		if sl == nil {
+			// Not live in the store: a released lease whose Release was
+			// lost, or a machine the store never saw.
+			old, err := l.cfg.Store.Leases().LeaseByProviderID(ctx, m.ProviderID)
+			if err != nil && m.ClientToken != "" && errors.Is(err, store.ErrNotFound) {
+				old, err = l.cfg.Store.Leases().LeaseByClientToken(ctx, m.ClientToken)
+			}
+			switch {
+			case err == nil:
+				seen[old.ID] = true
+				if m.State != provider.Released {
+					release = append(release, m.ProviderID)
+					events = append(events, core.Event{At: now, Kind: "lease.rereleased", Subject: old.ID,
+						Reason: fmt.Sprintf("the store has lease %s %s but the provider still holds machine %s: releasing it again", old.ID, old.State, m.ProviderID)})
+				}
+			case errors.Is(err, store.ErrNotFound):
+				adopted, ev, err := l.adopt(ctx, m, now)
+				if err != nil {
+					return err
+				}
+				seen[adopted] = true
+				events = append(events, ev)
+			default:
+				return fmt.Errorf("reconcile: machine %s: %w", m.ProviderID, err)
+			}
+			continue
+		}
+		seen[sl.ID] = true
+		next := *sl
+		next.ProviderID = m.ProviderID
+		applyMachine(&next, m)
+		if next.State != sl.State || next.ProviderID != sl.ProviderID {
+			if err := l.cfg.Store.Leases().UpdateLease(ctx, next); err != nil {
+				return fmt.Errorf("reconcile: lease %s: %w", sl.ID, err)
+			}
+			events = append(events, core.Event{At: now, Kind: "lease.reconciled", Subject: sl.ID,
+				Reason: fmt.Sprintf("the provider has machine %s %s: lease %s was %s, is now %s", m.ProviderID, m.State, sl.ID, sl.State, next.State)})
+		}
+		if next.State.Final() {
+			release = append(release, m.ProviderID) // the Release acknowledges the end
+		}
+	}
+	for i := range live {
+		sl := &live[i]
+		if seen[sl.ID] || sl.ProviderID == "" {
+			// Unseen intents without a machine are acquired by the next
+			// tick with their client token.
+			continue
+		}
+		next := *sl
+		next.State, next.End = core.LeaseFailed, now
+		if err := l.cfg.Store.Leases().UpdateLease(ctx, next); err != nil {
+			return fmt.Errorf("reconcile: lease %s: %w", sl.ID, err)
+		}
+		events = append(events, core.Event{At: now, Kind: "lease.vanished", Subject: sl.ID,
+			Reason: fmt.Sprintf("the provider no longer lists machine %s of lease %s: marked failed", sl.ProviderID, sl.ID)})
+	}
+	if len(events) > 0 {
+		if _, err := l.cfg.Store.Events().AppendEvents(ctx, events...); err != nil {
+			return fmt.Errorf("reconcile: %w", err)
+		}
+	}
+	for _, pid := range release {
+		if err := l.cfg.Provider.Release(ctx, pid); err != nil {
+			return fmt.Errorf("reconcile: release %s: %w", pid, err)
+		}
+	}
+	l.cfg.Log.Info("reconciled leases with the provider", "machines", len(machines), "live_leases", len(live), "changes", len(events))
+	return nil
+}
+
+// adopt stores a lease for a machine the store never saw.
+func (l *Loop) adopt(ctx context.Context, m provider.Machine, now time.Time) (string, core.Event, error) {
+	id := "adopted-" + m.ProviderID
+	token := m.ClientToken
+	if token == "" {
+		token = id
+	}
+	sl := store.Lease{Lease: core.Lease{ID: id, OfferID: m.OfferID, Mode: m.Mode, State: core.LeaseRequested, ClientToken: token}, Requested: now}
+	err := l.cfg.Store.Tx(ctx, func(tx store.Tx) error {
+		if err := tx.Leases().CreateLease(ctx, sl); err != nil {
+			return err
+		}
+		sl.ProviderID = m.ProviderID
+		applyMachine(&sl, m)
+		return tx.Leases().UpdateLease(ctx, sl)
+	})
+	if err != nil {
+		return "", core.Event{}, fmt.Errorf("reconcile: adopt machine %s: %w", m.ProviderID, err)
+	}
+	return id, core.Event{At: now, Kind: "lease.adopted", Subject: id,
+		Reason: fmt.Sprintf("the provider holds machine %s (%s %s, %s) that the store had no lease for: adopted", m.ProviderID, m.OfferID, m.Mode, m.State)}, nil
+}
+
+// applyMachine moves a stored lease to what the provider reports.
+func applyMachine(sl *store.Lease, m provider.Machine) {
+	if !m.LaunchedAt.IsZero() && sl.Start.IsZero() {
+		sl.Start = m.LaunchedAt
+	}
+	var to core.LeaseState
+	switch m.State {
+	case provider.Provisioning:
+		to = core.LeaseProvisioning
+	case provider.Ready, provider.Reclaiming:
+		to = core.LeaseReady
+		if sl.ReadyAt.IsZero() {
+			sl.ReadyAt = m.ReadyAt
+		}
+		if m.State == provider.Reclaiming {
+			sl.ReclaimAt = m.ReclaimAt
+		}
+	case provider.Reclaimed:
+		to, sl.End = core.LeaseReclaimed, m.EndedAt
+	case provider.Released:
+		to, sl.End = core.LeaseReleased, m.EndedAt
+	case provider.Failed:
+		to, sl.End = core.LeaseFailed, m.EndedAt
+	default:
+		return
+	}
+	if store.LeaseTransitionAllowed(sl.State, to) {
+		sl.State = to
+	}
+}

@@ -1,0 +1,264 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/engine"
+	"github.com/gpufleet/gpufleet/internal/provider"
+	"github.com/gpufleet/gpufleet/internal/store"
+)
+
+// Tick runs one step of the loop at the clock's now: load, provider
+// events, cancellations, finishes, engine.Step, persist, act.
+func (l *Loop) Tick(ctx context.Context) error {
+	now := l.cfg.Clock.Now()
+	var st *engine.State
+	var ls store.LoopState
+	err := l.cfg.Store.Tx(ctx, func(tx store.Tx) error {
+		var err error
+		st, ls, err = store.LoadEngineState(ctx, tx, l.offer)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("tick: %w", err)
+	}
+	st.Offers = l.cfg.Offers
+	if st.Spent == nil {
+		st.Spent = map[string]core.Micros{}
+	}
+	var events []core.Event
+
+	// Provider events.
+	evs, err := l.cfg.Provider.Poll(ctx, now)
+	if err != nil {
+		return fmt.Errorf("tick: poll provider: %w", err)
+	}
+	leaseOf := map[string]string{}
+	for _, le := range st.Leases {
+		if le.ProviderID != "" {
+			leaseOf[le.ProviderID] = le.ID
+		}
+	}
+	var ack []string
+	for _, e := range evs {
+		id, ok := leaseOf[e.Machine.ProviderID]
+		if !ok {
+			continue // not ours, or already ended; Reconcile deals with strays
+		}
+		switch e.Machine.State {
+		case provider.Ready:
+			engine.OnReady(st, id, e.At)
+		case provider.Reclaiming:
+			for _, rc := range engine.OnReclaimNotice(st, id, e.At, e.Machine.ReclaimAt, l.cfg.Engine) {
+				events = append(events, core.Event{At: e.At, Kind: "reclaim-notice", Subject: rc.Unit, Reason: rc.Reason})
+			}
+			// Without agents a checkpoint is instant: the units run on
+			// from it until the machine goes.
+			for _, u := range st.Units {
+				if u.State == core.JobCheckpointing && runsOn(u, id) {
+					u.State = core.JobRunning
+				}
+			}
+		case provider.Reclaimed:
+			engine.OnReclaimed(st, id, e.At)
+			ack = append(ack, e.Machine.ProviderID)
+		case provider.Failed:
+			engine.OnFailed(st, id, e.At)
+			ack = append(ack, e.Machine.ProviderID)
+		default:
+			continue
+		}
+		events = append(events, core.Event{At: e.At, Kind: "lease." + string(e.Machine.State), Subject: id,
+			Reason: fmt.Sprintf("the provider reports machine %s %s", e.Machine.ProviderID, e.Machine.State)})
+	}
+
+	// Cancellations and finishes.
+	for _, u := range st.Units {
+		switch {
+		case u.Job.State == core.JobCancelled && !u.State.Final():
+			if u.State == core.JobRunning || u.State == core.JobCheckpointing {
+				u.Done += now.Sub(u.Start)
+			}
+			u.State, u.Parts, u.End = core.JobCancelled, nil, now
+			events = append(events, core.Event{At: now, Kind: "unit.cancelled", Subject: u.Key(), Reason: "its job was cancelled"})
+		case u.State == core.JobRunning && u.Job.EstDuration > 0:
+			at := u.Start.Add(u.Job.EstDuration - u.Done)
+			if !at.After(now) {
+				engine.Finish(st, u.Key(), at)
+				events = append(events, core.Event{At: at, Kind: "unit.succeeded", Subject: u.Key(),
+					Reason: fmt.Sprintf("its estimated duration %s has run (sim provider stand-in until agents report exit status)", u.Job.EstDuration)})
+			}
+		}
+	}
+
+	d := engine.Step(st, now, l.cfg.Engine)
+	events = append(events, d.Events...)
+	created := engine.Apply(st, d)
+	isNew := map[string]bool{}
+	for _, c := range created {
+		isNew[c.ID] = true
+	}
+	released := map[string]bool{}
+	for _, r := range d.Release {
+		released[r.LeaseID] = true
+	}
+
+	// Persist the decisions, then act.
+	jobs := jobStates(st)
+	err = l.cfg.Store.Tx(ctx, func(tx store.Tx) error {
+		if len(events) > 0 {
+			if _, err := tx.Events().AppendEvents(ctx, events...); err != nil {
+				return err
+			}
+		}
+		for _, le := range st.Leases {
+			sl := store.LeaseFromEngine(le)
+			if isNew[le.ID] {
+				sl.Requested = now
+				if err := tx.Leases().CreateLease(ctx, sl); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := tx.Leases().UpdateLease(ctx, sl); err != nil {
+				return err
+			}
+		}
+		units := make([]store.Unit, 0, len(st.Units))
+		for _, u := range st.Units {
+			units = append(units, store.UnitFromEngine(u))
+		}
+		if len(units) > 0 {
+			if err := tx.Units().SaveUnits(ctx, units...); err != nil {
+				return err
+			}
+		}
+		for id, s := range jobs {
+			j, err := tx.Jobs().GetJob(ctx, id)
+			if err != nil {
+				return err
+			}
+			if j.State == s || j.State.Final() {
+				continue
+			}
+			if _, err := tx.Jobs().TransitionJob(ctx, id, s, now); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Loop().SaveLoop(ctx, store.LoopFromEngine(st, ls.Version))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("tick: persist decisions: %w", err)
+	}
+
+	// Act: release, then acquire every lease still requested (new ones,
+	// and intents a crash or an error left behind) by its client token.
+	for _, le := range st.Leases {
+		if released[le.ID] && le.ProviderID != "" {
+			ack = append(ack, le.ProviderID)
+		}
+	}
+	for _, pid := range ack {
+		if err := l.cfg.Provider.Release(ctx, pid); err != nil && !errors.Is(err, provider.ErrUnknownMachine) {
+			l.cfg.Log.Warn("release failed; reconcile on restart retries it", "provider_id", pid, "err", err)
+		}
+	}
+	return l.acquire(ctx, st, now)
+}
+
+// acquire calls the provider for every requested lease and saves what it
+// answered.
+func (l *Loop) acquire(ctx context.Context, st *engine.State, now time.Time) error {
+	var changed []*engine.Lease
+	var events []core.Event
+	for _, le := range st.Leases {
+		if le.State != core.LeaseRequested {
+			continue
+		}
+		m, err := l.cfg.Provider.Acquire(ctx, provider.AcquireRequest{ClientToken: le.ClientToken, OfferID: le.OfferID, Mode: le.Mode})
+		switch {
+		case errors.Is(err, provider.ErrCapacity):
+			engine.OnFailed(st, le.ID, now)
+			events = append(events, core.Event{At: now, Kind: "lease.failed", Subject: le.ID, Reason: fmt.Sprintf("the provider has no capacity for %s %s", le.OfferID, le.Mode)})
+		case err != nil:
+			l.cfg.Log.Warn("acquire failed; retrying next tick", "lease", le.ID, "offer", le.OfferID, "err", err)
+			continue
+		default:
+			engine.OnLaunched(st, le.ID, m.ProviderID, m.LaunchedAt)
+			if m.State == provider.Ready {
+				engine.OnReady(st, le.ID, m.ReadyAt)
+			}
+			events = append(events, core.Event{At: now, Kind: "lease.launched", Subject: le.ID, Reason: fmt.Sprintf("the provider launched machine %s for %s %s", m.ProviderID, le.OfferID, le.Mode)})
+		}
+		changed = append(changed, le)
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	err := l.cfg.Store.Tx(ctx, func(tx store.Tx) error {
+		for _, le := range changed {
+			if err := tx.Leases().UpdateLease(ctx, store.LeaseFromEngine(le)); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Events().AppendEvents(ctx, events...)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("tick: save acquisitions: %w", err)
+	}
+	return nil
+}
+
+// jobStates derives each job's state from its live units: succeeded when
+// all have, failed or cancelled when one has, running while one runs.
+func jobStates(st *engine.State) map[string]core.JobState {
+	type agg struct{ n, succeeded, running, failed, cancelled int }
+	by := map[string]*agg{}
+	for _, u := range st.Units {
+		a := by[u.Job.ID]
+		if a == nil {
+			a = &agg{}
+			by[u.Job.ID] = a
+		}
+		a.n++
+		switch u.State {
+		case core.JobSucceeded:
+			a.succeeded++
+		case core.JobRunning, core.JobCheckpointing:
+			a.running++
+		case core.JobFailed:
+			a.failed++
+		case core.JobCancelled:
+			a.cancelled++
+		}
+	}
+	out := map[string]core.JobState{}
+	for id, a := range by {
+		switch {
+		case a.cancelled > 0:
+			out[id] = core.JobCancelled
+		case a.failed > 0:
+			out[id] = core.JobFailed
+		case a.succeeded == a.n:
+			out[id] = core.JobSucceeded
+		case a.running > 0:
+			out[id] = core.JobRunning
+		}
+	}
+	return out
+}
+
+func runsOn(u *engine.Unit, lease string) bool {
+	for _, p := range u.Parts {
+		if p.LeaseID == lease {
+			return true
+		}
+	}
+	return false
+}
