@@ -5,26 +5,41 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/api"
 	"github.com/gpufleet/gpufleet/internal/clock"
+	"github.com/gpufleet/gpufleet/internal/engine"
+	"github.com/gpufleet/gpufleet/internal/provider/sim"
+	"github.com/gpufleet/gpufleet/internal/server"
+	"github.com/gpufleet/gpufleet/internal/store"
+	"github.com/gpufleet/gpufleet/internal/store/postgres"
+	"github.com/gpufleet/gpufleet/internal/store/sqlite"
 	"github.com/spf13/cobra"
 )
 
 func newServeCmd() *cobra.Command {
-	var addr, catalogPath string
+	var addr, catalogPath, db string
+	var seed uint64
+	var tick time.Duration
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the gpufleet server (API, metrics) on embedded defaults",
-		Long: `Run the gpufleet server: the REST API under /api/v1 (offers, quotes), its OpenAPI
-document at /api/v1/openapi.json, Prometheus metrics at /metrics and health at /healthz.
-With no flags it serves the embedded demo catalog on 127.0.0.1:8080.
+		Short: "Run the gpufleet server: API, control loop and sim provider on embedded defaults",
+		Long: `Run the gpufleet server: the REST API under /api/v1 (offers, quotes, teams, tokens,
+jobs, leases, events), its OpenAPI document at /api/v1/openapi.json, Prometheus
+metrics at /metrics, health at /healthz, and the control loop that schedules the
+submitted jobs on machines rented from the simulated provider.
 
-The job queue, the control loop, the store and the dashboard arrive with their
-issues; this server is their home.`,
+With no flags it is a complete working system: the SQLite file gpufleet.db in the
+working directory, the sim provider over the embedded demo catalog, the API on
+127.0.0.1:8080. On first start (no admin token in the store) it creates an admin
+token and prints it once to stderr. --db postgres://... uses PostgreSQL instead;
+several servers may share it, one of them runs the loop.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := loadCatalog(catalogPath)
@@ -32,18 +47,80 @@ issues; this server is their home.`,
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			srv := api.New(c, clock.Real{}, log).HTTPServer(addr)
+			ctx := cmd.Context()
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return fmt.Errorf("serve: %w", err)
 			}
-			log.Info("gpufleet serving", "addr", "http://"+ln.Addr().String(), "offers", len(c.Offers), "currency", c.Currency)
-			return serveUntilDone(cmd.Context(), srv, ln, log)
+			defer ln.Close()
+			st, err := openStore(ctx, db)
+			if err != nil {
+				return fmt.Errorf("serve: %w", err)
+			}
+			defer st.Close()
+			clk := clock.Real{}
+			secret, err := api.EnsureAdminToken(ctx, st, clk)
+			if err != nil {
+				return fmt.Errorf("serve: %w", err)
+			}
+			if secret != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "admin token (shown once, store it now): %s\n", secret)
+			}
+			cloud, err := sim.New(sim.DemoConfig(c.Offers, rand.NewPCG(seed, 0x5eed), clk))
+			if err != nil {
+				return fmt.Errorf("serve: sim provider: %w", err)
+			}
+			loop, err := server.NewLoop(server.Config{Store: st, Provider: cloud, Offers: c.Offers, Engine: engine.Config{}, Clock: clk, Log: log, Tick: tick})
+			if err != nil {
+				return fmt.Errorf("serve: %w", err)
+			}
+			srv := api.New(c, clk, log, api.WithStore(st)).HTTPServer(addr)
+			log.Info("gpufleet serving", "addr", "http://"+ln.Addr().String(), "offers", len(c.Offers), "currency", c.Currency, "db", redact(db))
+			lctx, stop := context.WithCancel(ctx)
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				if err := loop.Run(lctx); err != nil {
+					log.Error("control loop", "err", err)
+				}
+			})
+			err = serveUntilDone(ctx, srv, ln, log)
+			stop()
+			wg.Wait()
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "listen address")
 	cmd.Flags().StringVar(&catalogPath, "catalog", "", "catalog file (.yaml or .csv); the embedded demo catalog if empty")
+	cmd.Flags().StringVar(&db, "db", "gpufleet.db", "store: a SQLite file path, or a postgres:// URL")
+	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the sim provider's randomness (provisioning delays, failures, reclaims)")
+	cmd.Flags().DurationVar(&tick, "tick", server.DefaultTick, "control loop period")
 	return cmd
+}
+
+// openStore opens the SQLite file or PostgreSQL database db names.
+func openStore(ctx context.Context, db string) (store.Store, error) {
+	if strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://") {
+		st, err := postgres.Open(ctx, db, postgres.Options{})
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
+	}
+	st, err := sqlite.Open(ctx, db, sqlite.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// redact drops the password from a database URL for logs.
+func redact(db string) string {
+	if at := strings.LastIndex(db, "@"); at >= 0 {
+		if scheme := strings.Index(db, "://"); scheme >= 0 && scheme < at {
+			return db[:scheme+3] + "…" + db[at:]
+		}
+	}
+	return db
 }
 
 // serveUntilDone serves on ln until ctx ends, then shuts down gracefully.
