@@ -20,7 +20,10 @@ var ErrUnavailable = errors.New("gpu: source unavailable")
 // to errors.Is, without repeating ErrUnavailable's text.
 type unavailableError struct{ msg string }
 
-func (e *unavailableError) Error() string        { return e.msg }
+// Error returns why the source is unavailable.
+func (e *unavailableError) Error() string { return e.msg }
+
+// Is makes errors.Is(err, ErrUnavailable) true.
 func (e *unavailableError) Is(target error) bool { return target == ErrUnavailable }
 
 // unavailable formats an error that is ErrUnavailable to errors.Is.

@@ -12,7 +12,11 @@
 // whose reply was lost is sent again. A gap in the numbers is a span the
 // agent summarised: a Summary record covers it.
 //
+// FleetReadings turns received samples into the input of fleet's idle and
+// zombie ladder, on the agent or on the server.
+//
 // Package link holds no transport of its own (the HTTP client belongs
 // with the server's API) and must not import the agent's runner, spool or
-// gpu packages, nor any decision package.
+// gpu packages; of the decision packages it imports only fleet, which is
+// pure, for FleetReadings.
 package link

@@ -69,6 +69,20 @@ type Sample struct {
 	TempC       int   `json:"temp_c"`
 	// Processes is how many compute processes the GPU runs, or Unknown.
 	Processes int `json:"processes"`
+	// Jobs are the agent's running jobs placed on this device, with how
+	// many of the device's processes are theirs.
+	Jobs []JobOnGPU `json:"jobs,omitempty"`
+}
+
+// JobOnGPU is one job placed on a device and what the agent sees of it
+// there.
+type JobOnGPU struct {
+	Job  string `json:"job"`
+	Team string `json:"team,omitempty"`
+	// Processes is how many of the device's compute processes belong to
+	// the job's process group, or Unknown when the GPU source does not
+	// list processes. Zero while the job runs is a zombie in the making.
+	Processes int `json:"processes"`
 }
 
 // Device names the device a sample is of, for grouping: its UUID, or its

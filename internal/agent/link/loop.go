@@ -96,11 +96,11 @@ func (l *Loop) Step(ctx context.Context) time.Duration {
 			hb = l.Heartbeat()
 		}
 		if err := l.Up.Heartbeat(ctx, hb); err != nil {
-			return l.fail(fmt.Errorf("link: heartbeat: %w", err))
+			return l.fail(ctx, fmt.Errorf("link: heartbeat: %w", err))
 		}
 		cmds, err := l.Up.FetchCommands(ctx)
 		if err != nil {
-			return l.fail(fmt.Errorf("link: fetch commands: %w", err))
+			return l.fail(ctx, fmt.Errorf("link: fetch commands: %w", err))
 		}
 		if len(cmds) > 0 && l.Commands != nil {
 			l.Commands(ctx, cmds)
@@ -111,7 +111,7 @@ func (l *Loop) Step(ctx context.Context) time.Duration {
 	for i := 0; i < l.MaxBatches; i++ {
 		recs, err := l.Queue.Peek(l.Batch)
 		if err != nil {
-			return l.fail(fmt.Errorf("link: outbox: %w", err))
+			return l.fail(ctx, fmt.Errorf("link: outbox: %w", err))
 		}
 		if len(recs) == 0 {
 			more = false
@@ -124,10 +124,10 @@ func (l *Loop) Step(ctx context.Context) time.Duration {
 			err = l.Up.SendSamples(ctx, run)
 		}
 		if err != nil {
-			return l.fail(fmt.Errorf("link: send %d %s records from seq %d: %w", len(run), run[0].Kind, run[0].Seq, err))
+			return l.fail(ctx, fmt.Errorf("link: send %d %s records from seq %d: %w", len(run), run[0].Kind, run[0].Seq, err))
 		}
 		if err := l.Queue.Ack(run[len(run)-1].Seq); err != nil {
-			return l.fail(fmt.Errorf("link: outbox: %w", err))
+			return l.fail(ctx, fmt.Errorf("link: outbox: %w", err))
 		}
 		more = len(run) < len(recs) || len(recs) == l.Batch
 	}
@@ -152,10 +152,15 @@ func headRun(recs []Record) []Record {
 	return recs[:n]
 }
 
-// fail counts a failure and returns the jittered backoff. The next
+// fail counts a failure and returns the jittered backoff (nothing when
+// ctx is done: that is the agent stopping, not the server failing). The next
 // successful contact starts with a heartbeat: the server learns at once
 // that the agent is back.
-func (l *Loop) fail(err error) time.Duration {
+func (l *Loop) fail(ctx context.Context, err error) time.Duration {
+	if ctx.Err() != nil {
+		// Shutting down, not a failure of the server.
+		return 0
+	}
 	l.failures++
 	l.nextBeat = time.Time{}
 	ceiling := l.Backoff(l.failures)

@@ -139,7 +139,7 @@ func (j *Job) PGID() int { return j.pgid }
 // Done is closed once the job has ended and its output is drained.
 func (j *Job) Done() <-chan struct{} { return j.done }
 
-// Exit returns how the job ended; it is valid once Done is closed.
+// Exit waits for the job to end and returns how it ended.
 func (j *Job) Exit() Exit {
 	<-j.done
 	return j.exit

@@ -171,6 +171,7 @@ type Config struct {
 	// (10 s).
 	Grace, TermGrace time.Duration
 	// Env is the base environment of jobs; nil means the agent's own.
+	// Its GPUFLEET_ variables are dropped.
 	Env []string
 	// Logger logs what the runner does; nil discards.
 	Logger *slog.Logger
@@ -274,9 +275,16 @@ func (r *Runner) StopAll(reason string) []<-chan struct{} {
 }
 
 // env builds a job's environment: base, then the spec's, then ours (exec
-// keeps the last of duplicate keys).
+// keeps the last of duplicate keys). The base loses its GPUFLEET_
+// variables: the agent's own settings (its token among them) are not the
+// job's business.
 func (r *Runner) env(s Spec, sig syscall.Signal) []string {
-	env := append([]string(nil), r.cfg.Env...)
+	env := make([]string, 0, len(r.cfg.Env)+len(s.Env)+8)
+	for _, e := range r.cfg.Env {
+		if !strings.HasPrefix(e, "GPUFLEET_") {
+			env = append(env, e)
+		}
+	}
 	env = append(env, s.Env...)
 	env = append(env,
 		EnvVisibleDevices+"="+strings.Join(s.GPUs, ","),

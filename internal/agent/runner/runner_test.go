@@ -120,7 +120,7 @@ func dead(t *testing.T, pid int) {
 }
 
 func TestEnvironment(t *testing.T) {
-	h := newHarness(t, Config{Env: []string{"PATH=" + os.Getenv("PATH"), "FROM_SPEC=base", "CUDA_VISIBLE_DEVICES=all"}})
+	h := newHarness(t, Config{Env: []string{"PATH=" + os.Getenv("PATH"), "FROM_SPEC=base", "CUDA_VISIBLE_DEVICES=all", "GPUFLEET_TOKEN=secret"}})
 	j, err := h.r.Start(Spec{ID: "env-1", Team: "vision", Command: script("env.sh"), GPUs: []string{"GPU-aaaa", "MIG-bbbb"},
 		MPS: &MPS{ActiveThreadPct: 25, PinnedMemMiB: 4096}, Env: []string{"FROM_SPEC=spec"}})
 	if err != nil {
@@ -144,6 +144,7 @@ func TestEnvironment(t *testing.T) {
 		"stdout GPUFLEET_CHECKPOINT_DIR=" + filepath.Join(dir, "checkpoint"),
 		"stdout GPUFLEET_CHECKPOINT_SIGNAL=USR1",
 		"stdout GPUFLEET_JOB_ID=env-1",
+		"stdout GPUFLEET_TOKEN=<unset>",
 		"stdout FROM_SPEC=spec",
 		"stdout pwd=" + dir,
 		"stdout pgrp=" + pid + " pid=" + pid,

@@ -339,3 +339,40 @@ func TestWake(t *testing.T) {
 	default:
 	}
 }
+
+func BenchmarkAppendSample(b *testing.B) {
+	s, err := Open(b.TempDir(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	x := sample(1)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.AppendSample(x); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkPeekAck(b *testing.B) {
+	s, err := Open(b.TempDir(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	for i := 0; i < 20000; i++ {
+		s.AppendSample(sample(i))
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		recs, err := s.Peek(512)
+		if err != nil || len(recs) == 0 {
+			b.Fatal(err)
+		}
+		s.Ack(recs[len(recs)-1].Seq)
+		for range recs {
+			s.AppendSample(sample(1))
+		}
+	}
+}

@@ -1,0 +1,296 @@
+package agent
+
+import (
+	"context"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/agent/gpu"
+	"github.com/gpufleet/gpufleet/internal/agent/link"
+	"github.com/gpufleet/gpufleet/internal/agent/link/fake"
+	"github.com/gpufleet/gpufleet/internal/agent/spool"
+	"github.com/gpufleet/gpufleet/internal/clock"
+	"github.com/gpufleet/gpufleet/internal/core"
+)
+
+// patience bounds each wait on the agent's goroutines and processes;
+// reached only when something is wrong.
+const patience = 30 * time.Second
+
+// waitFor waits until cond holds, re-checking whenever the fake server
+// applies something.
+func waitFor(t *testing.T, srv *fake.Server, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(patience)
+	for {
+		changed := srv.Changed()
+		if cond() {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func events(srv *fake.Server, kind, subject string) []core.Event {
+	var out []core.Event
+	for _, r := range srv.Records() {
+		if r.Kind == link.KindEvent && r.Event.Kind == kind && (subject == "" || r.Event.Subject == subject) {
+			out = append(out, *r.Event)
+		}
+	}
+	return out
+}
+
+func countSamples(srv *fake.Server) int {
+	n := 0
+	for _, r := range srv.Records() {
+		if r.Kind == link.KindSample {
+			n++
+		}
+	}
+	return n
+}
+
+func checkOrdered(t *testing.T, srv *fake.Server) {
+	t.Helper()
+	recs := srv.Records()
+	for i := 1; i < len(recs); i++ {
+		if recs[i].Seq <= recs[i-1].Seq {
+			t.Fatalf("record %d: seq %d after %d", i, recs[i].Seq, recs[i-1].Seq)
+		}
+	}
+}
+
+// TestRunEndToEnd runs the agent on the wall clock with short intervals
+// against the fake server: samples flow, commands run real jobs, a stop
+// reaches the job as its checkpoint signal, a partition heals without a
+// gap, and a restarted agent goes on numbering where it stopped.
+func TestRunEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	srv := fake.New()
+	src := &counting{calls: make(chan struct{}, 64), Source: gpu.NewFake(clock.Real{}, gpu.Step{Readings: []gpu.Reading{
+		{Index: 0, UUID: "GPU-0", Name: "NVIDIA H100 80GB HBM3", UtilPct: 80, MemUsedMiB: 1000, MemTotalMiB: 81559, ProcessesKnown: true},
+		{Index: 1, UUID: "GPU-1", Name: "NVIDIA H100 80GB HBM3", UtilPct: 0, MemUsedMiB: 0, MemTotalMiB: 81559, ProcessesKnown: true},
+	}})}
+	cfg := Config{AgentID: "node-1", LeaseID: "L7", DataDir: dir, Source: src, Uplink: srv,
+		SampleInterval: 20 * time.Millisecond, HeartbeatInterval: 20 * time.Millisecond,
+		BackoffBase: 5 * time.Millisecond, BackoffMax: 40 * time.Millisecond,
+		Grace: 10 * time.Second, TermGrace: time.Second, Seed: 1}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg) }()
+
+	waitFor(t, srv, "a heartbeat with the inventory and samples", func() bool {
+		hb := srv.Heartbeats()
+		return len(hb) > 0 && len(hb[len(hb)-1].GPUs) == 2 && countSamples(srv) >= 4
+	})
+	if hb := srv.Heartbeats()[len(srv.Heartbeats())-1]; hb.Agent != "node-1" || hb.LeaseID != "L7" || hb.Source != "fake" {
+		t.Errorf("heartbeat = %+v", hb)
+	}
+	if started := events(srv, EventStarting, "node-1"); len(started) != 1 {
+		t.Errorf("agent-starting events = %v", started)
+	}
+
+	srv.Push(link.Command{ID: "c1", Kind: link.CommandRun, Job: link.JobSpec{ID: "hello", Team: "nlp", Command: []string{"bash", "-c", "echo hi; exit 4"}, GPUs: []string{"1"}}})
+	srv.Push(link.Command{ID: "c1", Kind: link.CommandRun, Job: link.JobSpec{ID: "hello", Command: []string{"false"}}}) // resent: ignored
+	waitFor(t, srv, "the job's exit", func() bool { return len(events(srv, "job-exited", "hello")) == 1 })
+	if e := events(srv, "job-exited", "hello")[0]; e.Attrs["exit_code"] != "4" || e.Attrs["team"] != "nlp" {
+		t.Errorf("exit event = %+v", e)
+	}
+	if cmds := events(srv, EventCommand, ""); len(cmds) != 1 || cmds[0].Attrs["result"] != "ok" || cmds[0].Attrs["command"] != "c1" {
+		t.Errorf("command events = %+v, want one ok for c1", cmds)
+	}
+
+	// A long job, then the server's stop: the job sees its checkpoint
+	// signal and exits on its own, within the grace.
+	srv.Push(link.Command{ID: "c2", Kind: link.CommandRun, Job: link.JobSpec{ID: "train", GPUs: []string{"0"},
+		Command: []string{"bash", "-c", `trap 'echo "saved at $GPUFLEET_CHECKPOINT_DIR"; exit 0' USR1; while true; do sleep 0.02; done`}}})
+	waitFor(t, srv, "the job in a heartbeat and a sample", func() bool {
+		for _, r := range srv.Records() {
+			if r.Kind == link.KindSample && r.Sample.GPU == 0 && len(r.Sample.Jobs) == 1 && r.Sample.Jobs[0].Job == "train" {
+				return true
+			}
+		}
+		return false
+	})
+	srv.Push(link.Command{ID: "c3", Kind: link.CommandStop, Job: link.JobSpec{ID: "train"}, Reason: "spot reclaim in 2 minutes"})
+	waitFor(t, srv, "the stopped job's exit", func() bool { return len(events(srv, "job-exited", "train")) == 1 })
+	if sig := events(srv, "job-signal", "train"); len(sig) != 1 || sig[0].Attrs["signal"] != "USR1" || sig[0].Reason != "spot reclaim in 2 minutes" {
+		t.Errorf("signal events = %+v, want one USR1 with the reclaim reason", sig)
+	}
+	if e := events(srv, "job-exited", "train")[0]; e.Attrs["exit_code"] != "0" || e.Attrs["stopped"] != "true" {
+		t.Errorf("exit event = %+v", e)
+	}
+	srv.Push(link.Command{ID: "c4", Kind: link.CommandStop, Job: link.JobSpec{ID: "nope"}})
+	waitFor(t, srv, "the refused command", func() bool { return len(events(srv, EventCommand, "")) == 4 })
+	if last := events(srv, EventCommand, "")[3]; last.Attrs["result"] != "error" || !strings.Contains(last.Reason, "no such running job") {
+		t.Errorf("refused command event = %+v", last)
+	}
+
+	// A partition: samples pile up in the spool, then all arrive.
+	srv.SetDown(true)
+	before := countSamples(srv)
+	for len(src.calls) > 0 {
+		<-src.calls
+	}
+	for i := 0; i < 10; i++ { // ten rounds sampled while the server is away
+		select {
+		case <-src.calls:
+		case <-time.After(patience):
+			t.Fatal("the agent stopped sampling during the partition")
+		}
+	}
+	srv.SetDown(false)
+	waitFor(t, srv, "the backlog", func() bool { return countSamples(srv) >= before+20 })
+	checkOrdered(t, srv)
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if stopping := events(srv, EventStopping, "node-1"); len(stopping) != 1 {
+		t.Errorf("agent-stopping events = %d, want 1 (flushed at shutdown)", len(stopping))
+	}
+	lastSeq := srv.Records()[len(srv.Records())-1].Seq
+
+	// A second life of the agent on the same data dir.
+	ctx, cancel = context.WithCancel(context.Background())
+	go func() { done <- Run(ctx, cfg) }()
+	waitFor(t, srv, "the restarted agent", func() bool { return len(events(srv, EventStarting, "node-1")) == 2 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("second Run = %v", err)
+	}
+	checkOrdered(t, srv)
+	if first := events(srv, EventStarting, "node-1")[1]; first.At.IsZero() || srv.Records()[len(srv.Records())-1].Seq <= lastSeq {
+		t.Errorf("the restarted agent did not number on")
+	}
+}
+
+// counting is a source that says on calls each time it is sampled.
+type counting struct {
+	gpu.Source
+	calls chan struct{}
+}
+
+func (c *counting) Sample(ctx context.Context) ([]gpu.Reading, error) {
+	select {
+	case c.calls <- struct{}{}:
+	default:
+	}
+	return c.Source.Sample(ctx)
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, tt := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Uplink: fake.New()}, "data-dir"},
+		{Config{DataDir: "x"}, "server"},
+		{Config{DataDir: "x", Uplink: fake.New(), SampleInterval: -time.Second}, "sample-interval"},
+	} {
+		err := Run(context.Background(), tt.cfg)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Run(%+v) = %v, want an error about %s", tt.cfg, err, tt.want)
+		}
+	}
+	err := Run(context.Background(), Config{DataDir: t.TempDir(), Uplink: fake.New(), GPUSource: "rocm"})
+	if err == nil || !strings.Contains(err.Error(), `gpu-source: invalid value "rocm"`) {
+		t.Errorf("unknown source: %v", err)
+	}
+}
+
+// TestSpoolAndLinkThroughPartitionAndCrash drives the real spool, the
+// loop and the fake server on a manual clock: a 30 minute partition with
+// a bound small enough to summarise, lost replies, and an agent crash in
+// the middle. Every event arrives once; every sample arrives once, as
+// itself or inside exactly one summary; the order holds.
+func TestSpoolAndLinkThroughPartitionAndCrash(t *testing.T) {
+	dir := t.TempDir()
+	c := clock.NewManual(t0)
+	opt := spool.Options{SegmentRecords: 16, MaxRecords: 64}
+	sp, err := spool.Open(dir, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := fake.New()
+	newLoop := func() *link.Loop {
+		return &link.Loop{Up: srv, Queue: sp, Clock: c, Rand: rand.New(rand.NewPCG(3, 4)), Batch: 8, Interval: 10 * time.Second,
+			BackoffBase: time.Second, BackoffMax: 20 * time.Second}
+	}
+	l := newLoop()
+	ctx := context.Background()
+	var samples, evs int
+	nextStep, nextSample := t0, t0
+	end := t0.Add(60 * time.Minute)
+	for !nextSample.After(end) {
+		now := nextStep
+		if nextSample.Before(now) {
+			now = nextSample
+		}
+		c.Set(now)
+		m := now.Sub(t0)
+		srv.SetDown(m >= 10*time.Minute && m < 40*time.Minute)
+		if m == 45*time.Minute {
+			srv.LoseReplies(2)
+		}
+		if m == 25*time.Minute {
+			// The agent is killed and restarted mid-partition: the old
+			// spool is abandoned, not closed, as a killed process leaves
+			// its files.
+			if sp, err = spool.Open(dir, opt); err != nil {
+				t.Fatal(err)
+			}
+			l = newLoop()
+			nextStep = now
+		}
+		if !now.Before(nextSample) {
+			if (samples+evs)%20 == 19 {
+				sp.AppendEvent(core.Event{At: now, Kind: "job-exited", Subject: "j"})
+				evs++
+			} else {
+				sp.AppendSample(link.Sample{LeaseID: "L1", GPU: samples % 2, UUID: "GPU-x", At: now, UtilPct: samples % 100, MemUsedMiB: 10, Processes: 1})
+				samples++
+			}
+			nextSample = nextSample.Add(10 * time.Second)
+		}
+		if !now.Before(nextStep) {
+			nextStep = now.Add(l.Step(ctx))
+		}
+	}
+	for i := 0; sp.Len() > 0; i++ {
+		if i > 200 {
+			t.Fatalf("not drained: %d left", sp.Len())
+		}
+		c.Advance(l.Step(ctx))
+	}
+	checkOrdered(t, srv)
+	var gotSamples, summarised int64
+	var gotEvents int
+	for _, r := range srv.Records() {
+		switch r.Kind {
+		case link.KindSample:
+			gotSamples++
+		case link.KindSummary:
+			summarised += r.Summary.Samples()
+		case link.KindEvent:
+			gotEvents++
+		}
+	}
+	if gotEvents != evs {
+		t.Errorf("events: %d arrived, %d recorded", gotEvents, evs)
+	}
+	if gotSamples+summarised != int64(samples) || summarised == 0 {
+		t.Errorf("samples: %d arrived and %d summarised, %d taken; want all accounted for and some summarised", gotSamples, summarised, samples)
+	}
+	if srv.Duplicates() == 0 {
+		t.Error("the lost replies produced no duplicate for the server to ignore")
+	}
+}
