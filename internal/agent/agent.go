@@ -221,6 +221,7 @@ type agent struct {
 	seen      map[string]bool // command IDs carried out
 	seenOrder []string
 	failing   bool
+	stopping  bool // shutting down: no new jobs
 }
 
 func (a *agent) append(e core.Event) {
@@ -246,7 +247,11 @@ func (a *agent) sampleLoop(ctx context.Context) {
 
 // sampleOnce reads the GPUs once and spools a sample per device.
 func (a *agent) sampleOnce(ctx context.Context) {
-	readings, err := a.source.Sample(ctx)
+	// A source that hangs (nvidia-smi on a GPU in a bad state) must not
+	// stop the sampling for good.
+	sctx, cancel := context.WithTimeout(ctx, max(3*a.cfg.SampleInterval, 10*time.Second))
+	readings, err := a.source.Sample(sctx)
+	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
 			return
@@ -325,9 +330,18 @@ func (a *agent) commands(_ context.Context, cmds []link.Command) {
 	}
 }
 
-var errNoSuchJob = errors.New("agent: no such running job")
+var (
+	errNoSuchJob = errors.New("agent: no such running job")
+	errStopping  = errors.New("agent: stopping, not starting jobs")
+)
 
 func (a *agent) do(c link.Command) error {
+	a.mu.Lock()
+	stopping := a.stopping
+	a.mu.Unlock()
+	if stopping && c.Kind == link.CommandRun {
+		return errStopping
+	}
 	reason := c.Reason
 	if reason == "" {
 		reason = "server: " + string(c.Kind)
@@ -379,6 +393,9 @@ func toSpec(j link.JobSpec) (runner.Spec, error) {
 // shutdown stops the running jobs and waits for them; their exit events
 // go to the spool, for this run or the next to send.
 func (a *agent) shutdown() {
+	a.mu.Lock()
+	a.stopping = true
+	a.mu.Unlock()
 	done := a.runner.StopAll("agent stopping")
 	a.event(EventStopping, "agent stopping", map[string]string{"jobs": strconv.Itoa(len(done))})
 	for _, d := range done {

@@ -294,3 +294,26 @@ func TestSpoolAndLinkThroughPartitionAndCrash(t *testing.T) {
 		t.Error("the lost replies produced no duplicate for the server to ignore")
 	}
 }
+
+// TestRunOpensTheNamedSource: with no Source given, Run opens the one its
+// GPUSource names (the demo fake here) and reports it in heartbeats.
+func TestRunOpensTheNamedSource(t *testing.T) {
+	srv := fake.New()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{DataDir: t.TempDir(), Uplink: srv, GPUSource: "fake", LeaseID: "L1",
+			SampleInterval: 10 * time.Millisecond, HeartbeatInterval: 10 * time.Millisecond})
+	}()
+	waitFor(t, srv, "a heartbeat with the demo's two GPUs", func() bool {
+		hb := srv.Heartbeats()
+		return len(hb) > 0 && len(hb[len(hb)-1].GPUs) == 2
+	})
+	if hb := srv.Heartbeats()[len(srv.Heartbeats())-1]; hb.Source != "fake" || hb.GPUs[0].Model != "NVIDIA H100 80GB HBM3" {
+		t.Errorf("heartbeat = %+v", hb)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

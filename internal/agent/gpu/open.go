@@ -12,6 +12,10 @@ import (
 	"github.com/gpufleet/gpufleet/internal/core"
 )
 
+// ProbeTimeout bounds auto's first sample of each source: nvidia-smi can
+// hang for minutes on a GPU in a bad state.
+const ProbeTimeout = 15 * time.Second
+
 // Names lists the values Open accepts, as a --gpu-source flag would.
 var Names = []string{"auto", "nvml", "nvidia-smi", "dcgm", "fake"}
 
@@ -109,7 +113,10 @@ func auto(ctx context.Context, o Options) (Source, error) {
 			why = append(why, err.Error())
 			continue
 		}
-		if _, err := src.Sample(ctx); err != nil {
+		probe, cancel := context.WithTimeout(ctx, ProbeTimeout)
+		_, err = src.Sample(probe)
+		cancel()
+		if err != nil {
 			why = append(why, fmt.Sprintf("%s: first sample: %v", src.Name(), err))
 			src.Close()
 			if ctx.Err() != nil {

@@ -184,8 +184,8 @@ func (l *Loop) Backoff(n int) time.Duration {
 	return ceiling
 }
 
-// Run steps until ctx is done, waiting as Step says or until wake
-// receives (new records to send).
+// Run steps until ctx is done, waiting as Step says or, while the server
+// answers, until wake receives (new records to send).
 func (l *Loop) Run(ctx context.Context, wake <-chan struct{}) error {
 	l.init()
 	for {
@@ -196,11 +196,17 @@ func (l *Loop) Run(ctx context.Context, wake <-chan struct{}) error {
 			}
 			return err
 		}
+		// While the server fails, new records do not cut the backoff
+		// short: a fleet of agents would retry in step otherwise.
+		w := wake
+		if l.failures > 0 {
+			w = nil
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-l.Clock.After(wait):
-		case <-wake:
+		case <-w:
 		}
 	}
 }

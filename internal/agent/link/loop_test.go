@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -250,4 +251,34 @@ func TestRunWakesAndStops(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("Run = %v, want nil on cancel", err)
 	}
+}
+
+// TestRunBacksOffDespiteWakes: while the server fails, new records do not
+// make the loop retry before its backoff is over.
+func TestRunBacksOffDespiteWakes(t *testing.T) {
+	c := clock.NewManual(t0)
+	q := &memQueue{}
+	srv := fake.New()
+	srv.SetDown(true)
+	l := &link.Loop{Up: srv, Queue: q, Clock: c, Rand: rand.New(rand.NewPCG(1, 2)), BackoffBase: time.Minute, BackoffMax: time.Minute}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wake := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx, wake) }()
+	// The first step fails; Run then waits on the clock alone.
+	for c.Pending() == 0 {
+		runtime.Gosched()
+	}
+	calls := srv.Calls()
+	select {
+	case wake <- struct{}{}:
+		t.Fatal("Run took a wake while backing off")
+	case <-time.After(50 * time.Millisecond): // proving a negative: nobody receives
+	}
+	if srv.Calls() != calls {
+		t.Errorf("calls went from %d to %d without the backoff elapsing", calls, srv.Calls())
+	}
+	cancel()
+	<-done
 }

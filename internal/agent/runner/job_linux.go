@@ -240,14 +240,17 @@ func (j *Job) escalate(reason string) {
 func (j *Job) read(wg *sync.WaitGroup, r io.Reader, stream string) {
 	defer wg.Done()
 	br := bufio.NewReaderSize(r, maxLine)
+	continued := false // the previous piece was a long line's prefix
 	for {
 		line, isPrefix, err := br.ReadLine()
-		if len(line) > 0 || (err == nil && !isPrefix) {
+		// A long line's end may come back empty: it is not a line.
+		if len(line) > 0 || (err == nil && !isPrefix && !continued) {
 			j.line(stream, string(line))
 		}
 		if err != nil {
 			return
 		}
+		continued = isPrefix
 	}
 }
 

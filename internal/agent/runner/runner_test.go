@@ -328,7 +328,8 @@ func TestResourceUse(t *testing.T) {
 func TestOutputLines(t *testing.T) {
 	h := newHarness(t, Config{})
 	long := strings.Repeat("x", maxLine+10)
-	j, err := h.r.Start(Spec{ID: "out", Command: []string{"bash", "-c", `printf 'a\n\nb\n'; printf '%s\n' "$LONG"; printf 'no newline'`}, Env: []string{"LONG=" + long}})
+	exact := strings.Repeat("y", maxLine)
+	j, err := h.r.Start(Spec{ID: "out", Command: []string{"bash", "-c", `printf 'a\n\nb\n'; printf '%s\n' "$LONG"; printf '%s\n' "$EXACT"; printf 'no newline'`}, Env: []string{"LONG=" + long, "EXACT=" + exact}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +338,7 @@ func TestOutputLines(t *testing.T) {
 	for len(h.lines.C) > 0 {
 		got = append(got, (<-h.lines.C).Text)
 	}
-	want := []string{"a", "", "b", long[:maxLine], long[maxLine:], "no newline"}
+	want := []string{"a", "", "b", long[:maxLine], long[maxLine:], exact, "no newline"}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("(-want +got)\n%s", d)
 	}
