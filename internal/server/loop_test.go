@@ -29,20 +29,28 @@ func hourly() []core.Offer {
 type world struct {
 	t     *testing.T
 	path  string
-	st    *sqlite.Store
+	st    store.Store
+	// opener opens the world's store again (the SQLite file by default).
+	opener func() (store.Store, error)
 	cloud *sim.Cloud
 	clk   *clock.Manual
 	loop  *Loop
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t *testing.T) *world { t.Helper(); return newWorldOn(t, nil) }
+
+// newWorldOn is newWorld on the store opener returns (SQLite if nil).
+func newWorldOn(t *testing.T, opener func() (store.Store, error)) *world {
 	t.Helper()
 	clk := clock.NewManual(t0)
 	cloud, err := sim.New(sim.Config{Offers: hourly(), Source: rand.NewPCG(1, 2), Clock: clk, Default: sim.Settings{Delay: sim.Fixed(2 * time.Minute)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{t: t, path: t.TempDir() + "/loop.db", cloud: cloud, clk: clk}
+	w := &world{t: t, path: t.TempDir() + "/loop.db", cloud: cloud, clk: clk, opener: opener}
+	if w.opener == nil {
+		w.opener = func() (store.Store, error) { return sqlite.Open(context.Background(), w.path, sqlite.Options{}) }
+	}
 	w.open()
 	t.Cleanup(func() { w.st.Close() })
 	if err := w.st.Teams().CreateTeam(context.Background(), core.Team{ID: "a", Name: "a", Weight: 1}); err != nil {
@@ -54,7 +62,7 @@ func newWorld(t *testing.T) *world {
 // open (re)opens the store and starts a new loop on it, reconciling.
 func (w *world) open() {
 	w.t.Helper()
-	st, err := sqlite.Open(context.Background(), w.path, sqlite.Options{})
+	st, err := w.opener()
 	if err != nil {
 		w.t.Fatal(err)
 	}
