@@ -27,14 +27,14 @@ func hourly() []core.Offer {
 
 // world is a store file, a sim cloud on a manual clock, and a loop.
 type world struct {
-	t     *testing.T
-	path  string
-	st    store.Store
+	t    *testing.T
+	path string
+	st   store.Store
 	// opener opens the world's store again (the SQLite file by default).
 	opener func() (store.Store, error)
-	cloud *sim.Cloud
-	clk   *clock.Manual
-	loop  *Loop
+	cloud  *sim.Cloud
+	clk    *clock.Manual
+	loop   *Loop
 }
 
 func newWorld(t *testing.T) *world { t.Helper(); return newWorldOn(t, nil) }
