@@ -336,3 +336,30 @@ func TestCrashAroundAcquire(t *testing.T) {
 		})
 	}
 }
+
+// TestVanishedMachineRequeues: the machine of a running job disappears
+// while the loop is down; on restart the lease is failed and the job runs
+// again elsewhere to success.
+func TestVanishedMachineRequeues(t *testing.T) {
+	w := newWorld(t)
+	w.submit("j1", core.TierCore, 20*time.Minute)
+	w.run(5 * time.Minute)
+	if j := w.job("j1"); j.State != core.JobRunning {
+		t.Fatalf("job %s", j.State)
+	}
+	l := w.leases()[0]
+	if err := w.cloud.Release(context.Background(), l.ProviderID); err != nil { // gone behind the loop's back
+		t.Fatal(err)
+	}
+	w.restart()
+	if g, _ := w.st.Leases().GetLease(context.Background(), l.ID); g.State != core.LeaseFailed {
+		t.Fatalf("vanished lease %s", g.State)
+	}
+	w.runEvery(2*time.Hour, 30*time.Second)
+	if j := w.job("j1"); j.State != core.JobSucceeded {
+		t.Errorf("job %s", j.State)
+	}
+	if len(w.events("unit.requeued")) != 1 || len(w.leases()) != 2 {
+		t.Errorf("requeued %d times, %d leases", len(w.events("unit.requeued")), len(w.leases()))
+	}
+}

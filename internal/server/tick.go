@@ -76,6 +76,28 @@ func (l *Loop) Tick(ctx context.Context) error {
 			Reason: fmt.Sprintf("the provider reports machine %s %s", e.Machine.ProviderID, e.Machine.State)})
 	}
 
+	// Units on machines that ended while the loop was away (reconcile
+	// marked them failed, reclaimed or vanished) go back to the queue.
+	live := map[string]bool{}
+	for _, le := range st.Leases {
+		if !le.State.Final() {
+			live[le.ID] = true
+		}
+	}
+	for _, u := range st.Units {
+		if u.State != core.JobRunning && u.State != core.JobCheckpointing {
+			continue
+		}
+		for _, p := range u.Parts {
+			if !live[p.LeaseID] {
+				u.State, u.Parts, u.Since = core.JobPending, nil, now
+				events = append(events, core.Event{At: now, Kind: "unit.requeued", Subject: u.Key(),
+					Reason: fmt.Sprintf("its lease %s ended while the loop was not running: back to the queue from its last checkpoint", p.LeaseID)})
+				break
+			}
+		}
+	}
+
 	// Cancellations and finishes.
 	for _, u := range st.Units {
 		switch {
