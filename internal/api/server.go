@@ -122,6 +122,7 @@ type statusWriter struct {
 	code int
 }
 
+// WriteHeader records the status code for the metrics.
 func (w *statusWriter) WriteHeader(code int) { w.code = code; w.ResponseWriter.WriteHeader(code) }
 
 func (s *Server) instrument(name string, h http.HandlerFunc) http.Handler {

@@ -79,6 +79,7 @@ type OfferView struct {
 	Plans        []PlanView    `json:"plans"`
 }
 
+// PlanView is the JSON form of one price plan of an offer.
 type PlanView struct {
 	Mode        core.BillingMode `json:"mode"`
 	Price       json.Number      `json:"price"`
@@ -97,22 +98,26 @@ type PlanView struct {
 	Windows          []WindowView          `json:"time_of_use_windows,omitempty"`
 }
 
+// EarlyTerminationView is a committed plan's early-termination terms.
 type EarlyTerminationView struct {
 	Granularity int64       `json:"granularity_seconds"`
 	Fee         json.Number `json:"fee"`
 }
 
+// PricePointView is one point of a plan's price series.
 type PricePointView struct {
 	At    time.Time   `json:"at"`
 	Price json.Number `json:"price"`
 }
 
+// ReclaimView is a spot plan's reclaim model.
 type ReclaimView struct {
 	Bucket        string `json:"bucket,omitempty"`
 	MonthlyRateBP int64  `json:"monthly_rate_bp"`
 	NoticeSeconds int64  `json:"notice_seconds"`
 }
 
+// WindowView is one time-of-use window and its price multiplier.
 type WindowView struct {
 	Weekdays     []string `json:"weekdays"`
 	StartHour    int      `json:"start_hour"`
@@ -120,6 +125,7 @@ type WindowView struct {
 	MultiplierBP int64    `json:"multiplier_bp"`
 }
 
+// NewOfferView renders o.
 func NewOfferView(o *core.Offer) OfferView {
 	v := OfferView{ID: o.ID, Provider: o.Provider, Region: o.Region, InstanceType: o.InstanceType, GPUModel: o.GPUModel,
 		GPUs: o.GPUs, GPUMemMiB: o.GPUMemMiB, VCPUs: o.VCPUs, MemoryMiB: o.MemoryMiB, Currency: o.Currency, Plans: []PlanView{}}
