@@ -74,7 +74,7 @@ several servers may share it, one of them runs the loop.`,
 			if err != nil {
 				return fmt.Errorf("serve: %w", err)
 			}
-			srv := api.New(c, clk, log, api.WithStore(st)).HTTPServer(addr)
+			srv := api.New(c, clk, log, api.WithStore(st), api.WithCollectors(loop.Collectors()...)).HTTPServer(addr)
 			log.Info("gpufleet serving", "addr", "http://"+ln.Addr().String(), "offers", len(c.Offers), "currency", c.Currency, "db", redact(db))
 			lctx, stop := context.WithCancel(ctx)
 			var wg sync.WaitGroup

@@ -129,6 +129,12 @@ func TestServeEndToEnd(t *testing.T) {
 	if code, b := call(base, "GET", "/api/v1/jobs", ""); code != 200 || !strings.Contains(b, `"train-1"`) {
 		t.Fatalf("list: %d %s", code, b)
 	}
+	if code, b := call(base, "GET", "/readyz", ""); code != 200 {
+		t.Errorf("readyz: %d %s", code, b)
+	}
+	if code, b := call(base, "GET", "/metrics", ""); code != 200 || !strings.Contains(b, "gpufleet_loop_tick_seconds") {
+		t.Errorf("metrics without the loop's: %d", code)
+	}
 	stop()
 	if _, err := os.Stat("gpufleet.db"); err != nil {
 		t.Errorf("no gpufleet.db in the working directory: %v", err)

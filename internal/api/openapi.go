@@ -22,6 +22,7 @@ var apiDoc = map[string]struct {
 }{
 	"GET /healthz":             {response: map[string]any{}},
 	"GET /api/v1/openapi.json": {response: map[string]any{}},
+	"GET /readyz":              {response: map[string]any{}},
 	"GET /api/v1/offers": {response: struct {
 		Offers   []OfferView `json:"offers"`
 		Currency string      `json:"currency"`

@@ -32,9 +32,10 @@ type Server struct {
 	latency  *prometheus.HistogramVec
 	mux      *http.ServeMux
 
-	store     store.Store
-	limiter   *limiter
-	submitted prometheus.Counter
+	store      store.Store
+	limiter    *limiter
+	submitted  prometheus.Counter
+	collectors []prometheus.Collector
 }
 
 // Option configures New.
@@ -47,6 +48,11 @@ func WithStore(st store.Store) Option { return func(s *Server) { s.store = st } 
 // WithRateLimit sets the per-token rate limit (DefaultRateLimit otherwise;
 // a zero Rate disables it).
 func WithRateLimit(rl RateLimit) Option { return func(s *Server) { s.limiter = newLimiter(rl) } }
+
+// WithCollectors adds metrics (the control loop's) to /metrics.
+func WithCollectors(cs ...prometheus.Collector) Option {
+	return func(s *Server) { s.collectors = append(s.collectors, cs...) }
+}
 
 // New returns a server for catalog c. Time comes from clk; logs go to log.
 func New(c *pricing.Catalog, clk clock.Clock, log *slog.Logger, opts ...Option) *Server {
@@ -64,6 +70,7 @@ func New(c *pricing.Catalog, clk clock.Clock, log *slog.Logger, opts ...Option) 
 	offers := prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpufleet_catalog_offers", Help: "Offers in the loaded catalog."})
 	offers.Set(float64(len(c.Offers)))
 	s.registry.MustRegister(s.requests, s.latency, offers, s.submitted, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.registry.MustRegister(s.collectors...)
 	for _, r := range s.routes() {
 		h := r.handler
 		if r.roles != nil {
@@ -101,6 +108,7 @@ type route struct {
 func (s *Server) routes() []route {
 	return []route{
 		{"GET /healthz", "Liveness: 200 while the server runs.", s.health, nil},
+		{"GET /readyz", "Readiness: 200 when the store answers, 503 otherwise.", s.ready, nil},
 		{"GET /api/v1/openapi.json", "This API's OpenAPI 3 document.", s.openapi, nil},
 		{"GET /api/v1/offers", "List the catalog's offers, filtered by gpu and region.", s.listOffers, nil},
 		{"GET /api/v1/offers/{id...}", "One offer by id (provider/region/instance_type).", s.getOffer, nil},
@@ -138,6 +146,17 @@ func (s *Server) instrument(name string, h http.HandlerFunc) http.Handler {
 
 func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "time": s.clock.Now().UTC()})
+}
+
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	if s.store != nil {
+		if _, err := s.store.Loop().LoadLoop(r.Context()); err != nil {
+			s.log.Warn("not ready: store", "err", err)
+			writeError(w, http.StatusServiceUnavailable, "unavailable", "", "the store does not answer")
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "time": s.clock.Now().UTC()})
 }
 
 func (s *Server) listOffers(w http.ResponseWriter, r *http.Request) {

@@ -111,6 +111,7 @@ func TestRoleMatrix(t *testing.T) {
 		codes               want
 	}{
 		{"GET /healthz", "GET", "/healthz", nil, want{"none": 200, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 200}},
+		{"GET /readyz", "GET", "/readyz", nil, want{"none": 200, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 200}},
 		{"GET /api/v1/openapi.json", "GET", "/api/v1/openapi.json", nil, want{"none": 200, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 200}},
 		{"GET /api/v1/offers", "GET", "/api/v1/offers", nil, want{"none": 200, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 200}},
 		{"GET /api/v1/offers/{id...}", "GET", "/api/v1/offers/idc/cd/v100x8", nil, want{"none": 200, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 200}},

@@ -27,7 +27,7 @@ func TestHTTPEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	cat := &pricing.Catalog{Currency: "USD", Offers: hourly()}
-	ts := httptest.NewServer(api.New(cat, w.clk, slog.New(slog.NewTextHandler(io.Discard, nil)), api.WithStore(w.st)))
+	ts := httptest.NewServer(api.New(cat, w.clk, slog.New(slog.NewTextHandler(io.Discard, nil)), api.WithStore(w.st), api.WithCollectors(w.loop.Collectors()...)))
 	defer ts.Close()
 	call := func(token, method, path, body string, out any) int {
 		t.Helper()
@@ -61,6 +61,17 @@ func TestHTTPEndToEnd(t *testing.T) {
 	call(tok.Secret, "GET", "/api/v1/jobs/train", "", &job)
 	if job.State != string(core.JobRunning) {
 		t.Fatalf("after 10 min: %s", job.State)
+	}
+	resp, err := http.Get(ts.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"gpufleet_gpus_paid 1", `gpufleet_fleet_leases{mode="on-demand"} 1`, `gpufleet_queue_depth{tier="core"} 0`, "gpufleet_gpus_allocated_milli 1000", "gpufleet_loop_tick_seconds_count", "gpufleet_jobs_submitted_total 1"} {
+		if !strings.Contains(string(m), want) {
+			t.Errorf("metrics lack %q", want)
+		}
 	}
 	w.runEvery(2*time.Hour, 30*time.Second)
 	call(tok.Secret, "GET", "/api/v1/jobs/train", "", &job)

@@ -36,8 +36,9 @@ type Config struct {
 
 // Loop is the live control loop.
 type Loop struct {
-	cfg    Config
-	offers map[string]*core.Offer
+	cfg     Config
+	offers  map[string]*core.Offer
+	metrics *metrics
 }
 
 // NewLoop returns a loop on cfg.
@@ -48,7 +49,7 @@ func NewLoop(cfg Config) (*Loop, error) {
 	if cfg.Tick <= 0 {
 		cfg.Tick = DefaultTick
 	}
-	l := &Loop{cfg: cfg, offers: map[string]*core.Offer{}}
+	l := &Loop{cfg: cfg, offers: map[string]*core.Offer{}, metrics: newMetrics()}
 	for i := range cfg.Offers {
 		l.offers[cfg.Offers[i].ID] = &cfg.Offers[i]
 	}

@@ -16,6 +16,7 @@ import (
 // events, cancellations, finishes, engine.Step, persist, act.
 func (l *Loop) Tick(ctx context.Context) error {
 	now := l.cfg.Clock.Now()
+	began := time.Now() // latency is wall time, whatever the loop's clock
 	var st *engine.State
 	var ls store.LoopState
 	err := l.cfg.Store.Tx(ctx, func(tx store.Tx) error {
@@ -190,7 +191,9 @@ func (l *Loop) Tick(ctx context.Context) error {
 			l.cfg.Log.Warn("release failed; reconcile on restart retries it", "provider_id", pid, "err", err)
 		}
 	}
-	return l.acquire(ctx, st, now)
+	err = l.acquire(ctx, st, now)
+	l.metrics.observe(st, time.Since(began))
+	return err
 }
 
 // acquire calls the provider for every requested lease and saves what it
