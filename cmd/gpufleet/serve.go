@@ -26,6 +26,7 @@ import (
 func newServeCmd() *cobra.Command {
 	var addr, catalogPath, db string
 	var seed uint64
+	var logJSON bool
 	var tick time.Duration
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -46,7 +47,11 @@ several servers may share it, one of them runs the loop.`,
 			if err != nil {
 				return err
 			}
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			var handler slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
+			if logJSON {
+				handler = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
+			}
+			log := slog.New(handler)
 			ctx := cmd.Context()
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
@@ -93,6 +98,7 @@ several servers may share it, one of them runs the loop.`,
 	cmd.Flags().StringVar(&catalogPath, "catalog", "", "catalog file (.yaml or .csv); the embedded demo catalog if empty")
 	cmd.Flags().StringVar(&db, "db", "gpufleet.db", "store: a SQLite file path, or a postgres:// URL")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the sim provider's randomness (provisioning delays, failures, reclaims)")
+	cmd.Flags().BoolVar(&logJSON, "log-json", false, "log as JSON lines instead of text")
 	cmd.Flags().DurationVar(&tick, "tick", server.DefaultTick, "control loop period")
 	return cmd
 }

@@ -92,6 +92,13 @@ func (s *Server) authenticate(roles []store.Role, h http.HandlerFunc) http.Handl
 			writeError(w, http.StatusForbidden, "forbidden", "", fmt.Sprintf("role %s may not %s %s", tok.Role, r.Method, r.URL.Path))
 			return
 		}
+		if s.limiter.touchDue(tok.ID, now) {
+			// LastUsed to the minute: one write a minute per token, not
+			// one per request.
+			if err := s.store.Tokens().TouchToken(r.Context(), tok.ID, now); err != nil {
+				s.log.Warn("api: touch token", "token", tok.ID, "err", err)
+			}
+		}
 		p := Principal{TokenID: tok.ID, User: tok.User, Team: tok.Team, Role: tok.Role}
 		h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	}
@@ -112,6 +119,22 @@ type limiter struct {
 	cfg     RateLimit
 	mu      sync.Mutex
 	buckets map[string]*bucket
+	touched map[string]time.Time
+}
+
+// touchInterval is how often a token's LastUsed is written.
+const touchInterval = time.Minute
+
+// touchDue reports whether id's LastUsed should be written at now, and
+// if so counts it as written.
+func (l *limiter) touchDue(id string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if last, ok := l.touched[id]; ok && now.Sub(last) < touchInterval {
+		return false
+	}
+	l.touched[id] = now
+	return true
 }
 
 type bucket struct {
@@ -120,7 +143,7 @@ type bucket struct {
 }
 
 func newLimiter(cfg RateLimit) *limiter {
-	return &limiter{cfg: cfg, buckets: map[string]*bucket{}}
+	return &limiter{cfg: cfg, buckets: map[string]*bucket{}, touched: map[string]time.Time{}}
 }
 
 // take spends one request of id's bucket at now; when it is empty it

@@ -279,6 +279,15 @@ func TestRateLimit(t *testing.T) {
 	if code, b, _ := f.call(t, "viewer", "GET", "/api/v1/jobs", ""); code != 200 {
 		t.Errorf("after a second: %d %s", code, b)
 	}
+	toks, err := f.st.Tokens().ListTokens(context.Background(), store.TokenFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range toks {
+		if tok.ID == "t-viewer" && !tok.LastUsed.Equal(t0) {
+			t.Errorf("viewer token last used %s, want %s (touched once a minute)", tok.LastUsed, t0)
+		}
+	}
 }
 
 func TestTokensAndAudit(t *testing.T) {
