@@ -154,3 +154,24 @@ func TestLadderZombieFiresOncePerEpisode(t *testing.T) {
 		t.Errorf("alerts %v, want %v", kinds, want)
 	}
 }
+
+func TestLadderSharedGPUsHaveOneLadderPerUnit(t *testing.T) {
+	var state map[string]LadderState
+	alerts := map[string]int{}
+	for m := 0; m <= 31; m++ {
+		at := now.Add(time.Duration(m) * time.Minute)
+		// Two notebooks share GPU 0; only "idle" is idle.
+		readings := []GPUReading{
+			{LeaseID: "L1", GPU: 0, Unit: "idle", Team: "t", UtilPct: 5, At: at},
+			{LeaseID: "L1", GPU: 0, Unit: "busy", Team: "t", UtilPct: 90, At: at},
+		}
+		var as []Alert
+		state, as = Ladder(at, readings, state, Config{})
+		for _, a := range as {
+			alerts[a.Unit+" "+a.Kind]++
+		}
+	}
+	if alerts["idle idle-alert"] != 1 || len(alerts) != 1 {
+		t.Errorf("alerts %v, want one idle alert for the idle unit only", alerts)
+	}
+}

@@ -53,8 +53,9 @@ type Alert struct {
 	Reason  string
 }
 
-// GPUKey names a GPU in ladder state.
-func GPUKey(lease string, gpu int) string { return fmt.Sprintf("%s/%d", lease, gpu) }
+// GPUKey names one unit's use of one GPU in ladder state: several units
+// sharing a GPU each have their own ladder.
+func GPUKey(lease string, gpu int, unit string) string { return fmt.Sprintf("%s/%d|%s", lease, gpu, unit) }
 
 // Ladder advances the idle ladder on the latest readings. A GPU under
 // IdleUtilPct continuously for IdleFor raises an alert; NotifyAfter later
@@ -66,7 +67,7 @@ func Ladder(now time.Time, readings []GPUReading, prev map[string]LadderState, c
 	next := make(map[string]LadderState, len(readings))
 	var alerts []Alert
 	for _, r := range readings {
-		k := GPUKey(r.LeaseID, r.GPU)
+		k := GPUKey(r.LeaseID, r.GPU, r.Unit)
 		s := prev[k]
 		if s.Unit != r.Unit {
 			s = LadderState{Unit: r.Unit} // a new unit starts a new ladder

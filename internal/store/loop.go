@@ -18,7 +18,7 @@ type LoopState struct {
 	Spent map[string]core.Micros
 	// History is each team's decayed past usage, for fair share.
 	History map[string]sched.Usage
-	// Ladder is the idle ladder's state per GPU (fleet.GPUKey).
+	// Ladder is the idle ladder's state per GPU and unit (fleet.GPUKey).
 	Ladder map[string]fleet.LadderState
 	// BudgetAlerted remembers teams already warned this month.
 	BudgetAlerted map[string]bool
