@@ -55,7 +55,9 @@ type Alert struct {
 
 // GPUKey names one unit's use of one GPU in ladder state: several units
 // sharing a GPU each have their own ladder.
-func GPUKey(lease string, gpu int, unit string) string { return fmt.Sprintf("%s/%d|%s", lease, gpu, unit) }
+func GPUKey(lease string, gpu int, unit string) string {
+	return fmt.Sprintf("%s/%d|%s", lease, gpu, unit)
+}
 
 // Ladder advances the idle ladder on the latest readings. A GPU under
 // IdleUtilPct continuously for IdleFor raises an alert; NotifyAfter later
