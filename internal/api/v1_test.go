@@ -28,7 +28,7 @@ type fixture struct {
 	tokens map[string]string // role name → secret; "none" → ""
 }
 
-func newFixture(t *testing.T, opts ...Option) *fixture {
+func newFixture(t testing.TB, opts ...Option) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, t.TempDir()+"/api.db", sqlite.Options{})

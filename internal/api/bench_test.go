@@ -1,0 +1,56 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// BenchmarkSubmit submits jobs over loopback HTTP from parallel clients to
+// a SQLite store and reports submissions a second and the p99 latency:
+//
+//	go test -run '^$' -bench Submit -benchtime 10000x ./internal/api
+func BenchmarkSubmit(b *testing.B) {
+	f := newFixture(b)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	var n atomic.Int64
+	lat := make(chan time.Duration, b.N+64)
+	b.SetParallelism(8)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			req, _ := http.NewRequest("POST", f.ts.URL+"/api/v1/jobs", strings.NewReader(fmt.Sprintf(`{"id":"b%d","gpus":1,"est_duration_seconds":600}`, i)))
+			req.Header.Set("Authorization", "Bearer "+f.tokens["member"])
+			t0 := time.Now()
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 201 {
+				b.Errorf("status %d", resp.StatusCode)
+				return
+			}
+			lat <- time.Since(t0)
+		}
+	})
+	el := time.Since(start)
+	b.StopTimer()
+	close(lat)
+	var all []time.Duration
+	for d := range lat {
+		all = append(all, d)
+	}
+	slices.Sort(all)
+	if len(all) > 0 {
+		b.ReportMetric(float64(len(all))/el.Seconds(), "submits/s")
+		b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
+	}
+}
