@@ -167,6 +167,9 @@ func (l *Loop) Reconcile(ctx context.Context) error {
 				}
 				seen[adopted] = true
 				events = append(events, ev)
+				if _, known := l.offer(m.OfferID); !known {
+					release = append(release, m.ProviderID)
+				}
 			default:
 				return fmt.Errorf("reconcile: machine %s: %w", m.ProviderID, err)
 			}
@@ -223,6 +226,7 @@ func (l *Loop) adopt(ctx context.Context, m provider.Machine, now time.Time) (st
 	if token == "" {
 		token = id
 	}
+	_, known := l.offer(m.OfferID)
 	sl := store.Lease{Lease: core.Lease{ID: id, OfferID: m.OfferID, Mode: m.Mode, State: core.LeaseRequested, ClientToken: token}, Requested: now}
 	err := l.cfg.Store.Tx(ctx, func(tx store.Tx) error {
 		if err := tx.Leases().CreateLease(ctx, sl); err != nil {
@@ -230,13 +234,22 @@ func (l *Loop) adopt(ctx context.Context, m provider.Machine, now time.Time) (st
 		}
 		sl.ProviderID = m.ProviderID
 		applyMachine(&sl, m)
+		if !known {
+			// The engine cannot schedule on (or price) an offer outside
+			// the catalog: record the machine, then give it back.
+			sl.State, sl.End = core.LeaseReleased, now
+		}
 		return tx.Leases().UpdateLease(ctx, sl)
 	})
 	if err != nil {
 		return "", core.Event{}, fmt.Errorf("reconcile: adopt machine %s: %w", m.ProviderID, err)
 	}
+	why := "adopted"
+	if !known {
+		why = "recorded and released: its offer is not in the catalog"
+	}
 	return id, core.Event{At: now, Kind: "lease.adopted", Subject: id,
-		Reason: fmt.Sprintf("the provider holds machine %s (%s %s, %s) that the store had no lease for: adopted", m.ProviderID, m.OfferID, m.Mode, m.State)}, nil
+		Reason: fmt.Sprintf("the provider holds machine %s (%s %s, %s) that the store had no lease for: %s", m.ProviderID, m.OfferID, m.Mode, m.State, why)}, nil
 }
 
 // applyMachine moves a stored lease to what the provider reports.

@@ -363,3 +363,34 @@ func TestVanishedMachineRequeues(t *testing.T) {
 		t.Errorf("requeued %d times, %d leases", len(w.events("unit.requeued")), len(w.leases()))
 	}
 }
+
+// TestAdoptUnknownOffer: a stray machine of an offer the catalog lacks is
+// recorded and released, and the loop keeps running.
+func TestAdoptUnknownOffer(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	other := hourly()
+	other[0].ID = "test/r1/other"
+	cloud, err := sim.New(sim.Config{Offers: append(hourly(), other...), Source: rand.NewPCG(3, 4), Clock: w.clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.cloud = cloud
+	m, err := cloud.Acquire(ctx, provider.AcquireRequest{ClientToken: "stray", OfferID: other[0].ID, Mode: core.OnDemand})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.restart()
+	l, err := w.st.Leases().LeaseByProviderID(ctx, m.ProviderID)
+	if err != nil || l.State != core.LeaseReleased {
+		t.Fatalf("stray of an unknown offer: %+v %v", l, err)
+	}
+	if len(w.held()) != 0 {
+		t.Errorf("still held: %v", w.held())
+	}
+	w.submit("j1", core.TierCore, 10*time.Minute)
+	w.runEvery(time.Hour, 30*time.Second)
+	if j := w.job("j1"); j.State != core.JobSucceeded {
+		t.Errorf("job %s", j.State)
+	}
+}
