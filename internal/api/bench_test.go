@@ -14,8 +14,9 @@ import (
 // a SQLite store and reports submissions a second and the p99 latency:
 //
 //	go test -run '^$' -bench Submit -benchtime 10000x ./internal/api
-func BenchmarkSubmit(b *testing.B) {
-	f := newFixture(b)
+func BenchmarkSubmit(b *testing.B) { benchSubmit(b, newFixture(b)) }
+
+func benchSubmit(b *testing.B, f *fixture) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	var n atomic.Int64
 	lat := make(chan time.Duration, b.N+64)

@@ -30,11 +30,17 @@ type fixture struct {
 
 func newFixture(t testing.TB, opts ...Option) *fixture {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, t.TempDir()+"/api.db", sqlite.Options{})
+	st, err := sqlite.Open(context.Background(), t.TempDir()+"/api.db", sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newFixtureOn(t, st, opts...)
+}
+
+// newFixtureOn is newFixture on st, which it closes when t ends.
+func newFixtureOn(t testing.TB, st store.Store, opts ...Option) *fixture {
+	t.Helper()
+	ctx := context.Background()
 	t.Cleanup(func() { st.Close() })
 	clk := clock.NewManual(t0)
 	for _, team := range []string{"a", "b"} {
