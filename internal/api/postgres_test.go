@@ -2,43 +2,18 @@ package api
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"testing"
-	"time"
 
 	"github.com/gpufleet/gpufleet/internal/store"
 	"github.com/gpufleet/gpufleet/internal/store/postgres"
-	"github.com/jackc/pgx/v5"
+	"github.com/gpufleet/gpufleet/internal/store/postgres/pgtest"
 )
 
 // pgStore opens a fresh PostgreSQL schema, dropped when t ends.
 // PostgreSQL being down is a failure: CI starts it.
 func pgStore(t testing.TB) store.Store {
 	t.Helper()
-	dsn := os.Getenv("GPUFLEET_TEST_POSTGRES")
-	if dsn == "" {
-		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	schema := "gpufleet_api_" + hex.EncodeToString(b[:])
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
+	dsn, schema := pgtest.Schema(t, "gpufleet_api_")
 	st, err := postgres.Open(context.Background(), dsn, postgres.Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)

@@ -2,44 +2,20 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/store"
 	"github.com/gpufleet/gpufleet/internal/store/postgres"
-	"github.com/jackc/pgx/v5"
+	"github.com/gpufleet/gpufleet/internal/store/postgres/pgtest"
 )
 
 // pgOpener returns an opener of a fresh PostgreSQL schema, dropped when
 // t ends. PostgreSQL being down is a failure: CI starts it.
 func pgOpener(t *testing.T) func() (store.Store, error) {
 	t.Helper()
-	dsn := os.Getenv("GPUFLEET_TEST_POSTGRES")
-	if dsn == "" {
-		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	schema := "gpufleet_server_" + hex.EncodeToString(b[:])
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
+	dsn, schema := pgtest.Schema(t, "gpufleet_server_")
 	return func() (store.Store, error) {
 		return postgres.Open(context.Background(), dsn, postgres.Options{Schema: schema})
 	}
