@@ -123,16 +123,7 @@ func (p *DotProd) Score(n *core.Node, req *core.Request) int64 {
 
 // Place implements Policy.
 func (p *DotProd) Place(nodes []core.Node, req *core.Request) (Fit, bool) {
-	pk := newPicker(p.rng)
-	for i := range nodes {
-		if n := &nodes[i]; Fits(n, req) {
-			pk.offer(p.Score(n, req), i, -1)
-		}
-	}
-	if !pk.found {
-		return Fit{}, false
-	}
-	return p.buf.place(&nodes[pk.node], pk.node, req), true
+	return placeBest(nodes, req, p.rng, &p.buf, func(i int) int64 { return p.Score(&nodes[i], req) })
 }
 
 // BestFit prefers the node left with the least free resources: it scores
@@ -166,16 +157,7 @@ func (p *BestFit) Score(n *core.Node, req *core.Request) int64 {
 
 // Place implements Policy.
 func (p *BestFit) Place(nodes []core.Node, req *core.Request) (Fit, bool) {
-	pk := newPicker(p.rng)
-	for i := range nodes {
-		if n := &nodes[i]; Fits(n, req) {
-			pk.offer(p.Score(n, req), i, -1)
-		}
-	}
-	if !pk.found {
-		return Fit{}, false
-	}
-	return p.buf.place(&nodes[pk.node], pk.node, req), true
+	return placeBest(nodes, req, p.rng, &p.buf, func(i int) int64 { return p.Score(&nodes[i], req) })
 }
 
 // GpuPacking fills used GPUs first, then used nodes, then empty nodes:
@@ -248,16 +230,7 @@ func (p *GpuPacking) Score(n *core.Node, req *core.Request) int64 {
 
 // Place implements Policy.
 func (p *GpuPacking) Place(nodes []core.Node, req *core.Request) (Fit, bool) {
-	pk := newPicker(p.rng)
-	for i := range nodes {
-		if n := &nodes[i]; Fits(n, req) {
-			pk.offer(p.Score(n, req), i, -1)
-		}
-	}
-	if !pk.found {
-		return Fit{}, false
-	}
-	return p.buf.place(&nodes[pk.node], pk.node, req), true
+	return placeBest(nodes, req, p.rng, &p.buf, func(i int) int64 { return p.Score(&nodes[i], req) })
 }
 
 // GpuClustering keeps requests of the same kind together — shares with
@@ -372,14 +345,20 @@ func (p *GpuClustering) Score(nodes []core.Node, i int, req *core.Request) int64
 
 // Place implements Policy.
 func (p *GpuClustering) Place(nodes []core.Node, req *core.Request) (Fit, bool) {
-	pk := newPicker(p.rng)
+	return placeBest(nodes, req, p.rng, &p.buf, func(i int) int64 { return p.Score(nodes, i, req) })
+}
+
+// placeBest is the node-scoring policies' Place: the best-scoring node
+// that fits (ties by rng), the request's GPUs on it chosen by buf.
+func placeBest(nodes []core.Node, req *core.Request, rng Rand, buf *gpuBuf, score func(i int) int64) (Fit, bool) {
+	pk := newPicker(rng)
 	for i := range nodes {
-		if n := &nodes[i]; Fits(n, req) {
-			pk.offer(p.Score(nodes, i, req), i, -1)
+		if Fits(&nodes[i], req) {
+			pk.offer(score(i), i, -1)
 		}
 	}
 	if !pk.found {
 		return Fit{}, false
 	}
-	return p.buf.place(&nodes[pk.node], pk.node, req), true
+	return buf.place(&nodes[pk.node], pk.node, req), true
 }
