@@ -73,7 +73,12 @@ func billedSeconds(p *core.PricePlan, used int64, reclaimed bool) (int64, core.M
 			}
 			return p.Term + ceil(used-p.Term, g), 0
 		case p.EarlyTermination != nil:
-			return min(ceil(used, p.EarlyTermination.Granularity), p.Term), p.EarlyTermination.Fee
+			// Settling used time that rounds up to the whole term is not
+			// leaving early: no fee.
+			if settled := ceil(used, p.EarlyTermination.Granularity); settled < p.Term {
+				return settled, p.EarlyTermination.Fee
+			}
+			return p.Term, 0
 		default:
 			return p.Term, 0
 		}
