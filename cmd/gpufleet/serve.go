@@ -15,16 +15,14 @@ import (
 	"github.com/gpufleet/gpufleet/internal/api"
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/engine"
+	"github.com/gpufleet/gpufleet/internal/provider"
 	"github.com/gpufleet/gpufleet/internal/provider/sim"
 	"github.com/gpufleet/gpufleet/internal/server"
-	"github.com/gpufleet/gpufleet/internal/store"
-	"github.com/gpufleet/gpufleet/internal/store/postgres"
-	"github.com/gpufleet/gpufleet/internal/store/sqlite"
 	"github.com/spf13/cobra"
 )
 
 func newServeCmd() *cobra.Command {
-	var addr, catalogPath, db string
+	var addr, catalogPath, db, providerKind, providerConfig string
 	var seed uint64
 	var logJSON bool
 	var tick time.Duration
@@ -71,9 +69,19 @@ several servers may share it, one of them runs the loop.`,
 			if secret != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "admin token (shown once, store it now): %s\n", secret)
 			}
-			cloud, err := sim.New(sim.DemoConfig(c.Offers, rand.NewPCG(seed, 0x5eed), clk))
+			var cloud provider.Provider
+			switch providerKind {
+			case "sim":
+				cloud, err = sim.New(sim.DemoConfig(c.Offers, rand.NewPCG(seed, 0x5eed), clk))
+			case "static":
+				cloud, err = newStaticProvider(ctx, providerConfig, c, st, clk, log)
+			case "exec":
+				cloud, err = newExecProvider(ctx, providerConfig, c, clk, log)
+			default:
+				return usageError{fmt.Errorf("--provider %q: want sim, static or exec", providerKind)}
+			}
 			if err != nil {
-				return fmt.Errorf("serve: sim provider: %w", err)
+				return fmt.Errorf("serve: %s provider: %w", providerKind, err)
 			}
 			loop, err := server.NewLoop(server.Config{Store: st, Provider: cloud, Offers: c.Offers, Engine: engine.Config{}, Clock: clk, Log: log, Tick: tick})
 			if err != nil {
@@ -97,26 +105,12 @@ several servers may share it, one of them runs the loop.`,
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "listen address")
 	cmd.Flags().StringVar(&catalogPath, "catalog", "", "catalog file (.yaml or .csv); the embedded demo catalog if empty")
 	cmd.Flags().StringVar(&db, "db", "gpufleet.db", "store: a SQLite file path, or a postgres:// URL")
+	cmd.Flags().StringVar(&providerKind, "provider", "sim", "where machines come from: sim (simulated cloud over the catalog), static (machines joined by their agents), exec (user scripts)")
+	cmd.Flags().StringVar(&providerConfig, "provider-config", "", "the static or exec provider's configuration file")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the sim provider's randomness (provisioning delays, failures, reclaims)")
 	cmd.Flags().BoolVar(&logJSON, "log-json", false, "log as JSON lines instead of text")
 	cmd.Flags().DurationVar(&tick, "tick", server.DefaultTick, "control loop period")
 	return cmd
-}
-
-// openStore opens the SQLite file or PostgreSQL database db names.
-func openStore(ctx context.Context, db string) (store.Store, error) {
-	if strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://") {
-		st, err := postgres.Open(ctx, db, postgres.Options{})
-		if err != nil {
-			return nil, err
-		}
-		return st, nil
-	}
-	st, err := sqlite.Open(ctx, db, sqlite.Options{})
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
 }
 
 // redact drops the password from a database URL for logs.

@@ -79,6 +79,7 @@ func New(c *pricing.Catalog, clk clock.Clock, log *slog.Logger, opts ...Option) 
 		s.mux.Handle(r.pattern, s.instrument(r.pattern, h))
 	}
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+	s.mountUI(s.mux)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})
@@ -106,7 +107,7 @@ type route struct {
 }
 
 func (s *Server) routes() []route {
-	return []route{
+	base := []route{
 		{"GET /healthz", "Liveness: 200 while the server runs.", s.health, nil},
 		{"GET /readyz", "Readiness: 200 when the store answers, 503 otherwise.", s.ready, nil},
 		{"GET /api/v1/openapi.json", "This API's OpenAPI 3 document.", s.openapi, nil},
@@ -123,6 +124,10 @@ func (s *Server) routes() []route {
 		{"GET /api/v1/leases", "List leases, newest first, filtered by state; cursor pagination.", s.listLeases, readers},
 		{"GET /api/v1/events", "The audit trail of decisions and admin actions, filtered by subject, kind and [from, to) (admin).", s.listEvents, adminOnly},
 	}
+	// Routes of other areas live with their handlers, one file each.
+	base = append(base, s.agentRoutes()...)
+	base = append(base, s.auditRoutes()...)
+	return base
 }
 
 type statusWriter struct {
