@@ -24,4 +24,3 @@ func openStore(ctx context.Context, db string) (store.Store, error) {
 	}
 	return st, nil
 }
-
