@@ -127,6 +127,7 @@ func (s *Server) routes() []route {
 	// Routes of other areas live with their handlers, one file each.
 	base = append(base, s.agentRoutes()...)
 	base = append(base, s.auditRoutes()...)
+	base = append(base, s.uiRoutes()...)
 	return base
 }
 
