@@ -24,6 +24,11 @@ type Alert struct {
 	Raised time.Time
 	// Resolved is zero while the alert is open.
 	Resolved time.Time
+	// Acked is when someone acknowledged it (zero: not yet) and AckedBy
+	// who: an acknowledged alert stays open until its condition ends, but
+	// the dashboard stops asking for attention.
+	Acked   time.Time
+	AckedBy string
 }
 
 // AlertFilter selects alerts; empty fields match everything.
@@ -47,6 +52,9 @@ type Alerts interface {
 	// ResolveAlert closes the alert with id at at; resolving twice keeps
 	// the first time.
 	ResolveAlert(ctx context.Context, id int64, at time.Time) error
+	// AckAlert records that by acknowledged the alert with id at at;
+	// acknowledging twice keeps the first.
+	AckAlert(ctx context.Context, id int64, by string, at time.Time) error
 	// ListAlerts returns a page of the alerts f selects, newest first.
 	ListAlerts(ctx context.Context, f AlertFilter) (Page[Alert], error)
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
@@ -13,8 +14,12 @@ import (
 type EventFilter struct {
 	Subject string
 	Kind    string
-	From    time.Time
-	To      time.Time
+	// Team selects the events that concern one team (see EventTeam), so
+	// that a team's own roles can read its trail without seeing another
+	// team's.
+	Team string
+	From time.Time
+	To   time.Time
 	// Limit is the page size (0: DefaultLimit); Cursor the Next of the
 	// previous page.
 	Limit  int
@@ -33,7 +38,52 @@ type Events interface {
 	// carry a sequence number below the cursor; a reader that follows the
 	// trail live re-reads from a cursor a little behind.
 	ListEvents(ctx context.Context, f EventFilter) (Page[core.Event], error)
+	// ListRuns returns the finished runs of units that overlap [f.From,
+	// f.To), in the order they ended. The store records a run itself
+	// whenever a running unit's row stops running or moves (a trigger on
+	// the units table), so reports can allocate cost to teams after the
+	// unit's Parts are gone. Runs in progress are not here: they are the
+	// live units.
+	ListRuns(ctx context.Context, f RunFilter) ([]Run, error)
 }
+
+// EventTeam is the rule by which an event concerns a team, applied when it
+// is appended: its Attrs["team"] when set; else, for an event that is not
+// an admin action (kind "audit.*"), the team of the job its subject names
+// ("job" or a unit key "job#shard"); else none. Audit events name their
+// team explicitly, so that a team id that happens to equal a job id
+// cannot expose one team's administration to another.
+const EventTeam = "team"
+
+// JobOfSubject returns the job id an event subject names when it is a
+// job id or a unit key ("job#shard"); job ids cannot contain '#'.
+func JobOfSubject(subject string) string {
+	if i := strings.LastIndexByte(subject, '#'); i >= 0 {
+		return subject[:i]
+	}
+	return subject
+}
+
+// Run is one stretch of time a unit held GPUs: Parts from Start to End,
+// with the team and per-GPU share of its job.
+type Run struct {
+	JobID       string
+	Shard       int
+	Team        string
+	MilliPerGPU core.Milli
+	Parts       []Part
+	Start, End  time.Time
+}
+
+// RunFilter selects runs overlapping [From, To); a zero bound is open.
+type RunFilter struct {
+	From, To time.Time
+	// Limit caps the result (0: MaxRuns).
+	Limit int
+}
+
+// MaxRuns is the most runs one ListRuns returns.
+const MaxRuns = 100_000
 
 // ValidateEvent reports the first problem with e.
 func ValidateEvent(e *core.Event) error {

@@ -3,6 +3,7 @@ package storetest
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/store"
@@ -71,6 +72,10 @@ func testEvents(t *testing.T, open Opener) {
 	}
 	_, err = s.Events().ListEvents(c, store.EventFilter{Cursor: store.EncodeCursor("jobs", 1)})
 	wantField(t, err, "cursor", "-", "a jobs cursor for events")
+	// Run from here rather than from Run's list, which another file
+	// keeps: each on its own database.
+	t.Run("Teams", func(t *testing.T) { testEventTeams(t, open) })
+	t.Run("Runs", func(t *testing.T) { testRuns(t, open) })
 }
 
 func testSamples(t *testing.T, open Opener) {
@@ -205,4 +210,104 @@ func testAlerts(t *testing.T, open Opener) {
 			diff(t, "alerts", tc.want, got)
 		})
 	}
+	t.Run("Acks", func(t *testing.T) { testAlertAcks(t, open) })
+}
+
+// testEventTeams: an event concerns the team its attrs name, else (not
+// for audit events) the team of the job or unit its subject names.
+func testEventTeams(t *testing.T, open Opener) {
+	s := open(t)
+	c := ctx(t)
+	setupTeams(t, s, "a", "b")
+	submit(t, s, job("ja", "a"))
+	jb := job("jb", "b")
+	jb.Shards = 2
+	submit(t, s, jb)
+	evs := []core.Event{
+		{At: at(0), Kind: "place", Subject: "ja", Reason: "best fit"},
+		{At: at(1), Kind: "unit.succeeded", Subject: "jb#1", Reason: "done"},
+		{At: at(2), Kind: "audit.team_created", Subject: "ja", Reason: "a team named like a job", Attrs: map[string]string{"actor": "root"}},
+		{At: at(3), Kind: "audit.token_created", Subject: "tok-1", Reason: "token", Attrs: map[string]string{"team": "b"}},
+		{At: at(4), Kind: "acquire", Subject: "L1", Reason: "demand"},
+		{At: at(5), Kind: "place", Subject: "nope#0", Reason: "a job the store does not know"},
+	}
+	seqs, err := s.Events().AppendEvents(c, evs...)
+	ok(t, err, "append")
+	for i := range evs {
+		evs[i].Seq = seqs[i]
+	}
+	for _, tc := range []struct {
+		team string
+		want []core.Event
+	}{
+		{"a", []core.Event{evs[0]}},
+		{"b", []core.Event{evs[1], evs[3]}},
+		{"c", nil},
+	} {
+		p, err := s.Events().ListEvents(c, store.EventFilter{Team: tc.team})
+		ok(t, err, "list team "+tc.team)
+		diff(t, "events of team "+tc.team, tc.want, p.Items)
+	}
+	p, err := s.Events().ListEvents(c, store.EventFilter{Team: "b", Kind: "unit.succeeded"})
+	ok(t, err, "team and kind")
+	diff(t, "team b's unit events", []core.Event{evs[1]}, p.Items)
+}
+
+// testRuns: the store keeps a unit's run when it stops running or moves,
+// and only then.
+func testRuns(t *testing.T, open Opener) {
+	s := open(t)
+	c := ctx(t)
+	setupTeams(t, s, "a", "b")
+	submit(t, s, job("ja", "a"))
+	jb := job("jb", "b")
+	jb.Request.GPUs, jb.Request.MilliPerGPU = 1, 500
+	submit(t, s, jb)
+	running := func(id string, start time.Time, lease string, gpus ...int) store.Unit {
+		return store.Unit{JobID: id, State: core.JobRunning, Parts: []store.Part{{LeaseID: lease, GPUs: gpus}}, Start: start, LastCheckpoint: start}
+	}
+	ok(t, s.Units().SaveUnits(c, running("ja", at(10), "L1", 0, 1)), "ja runs")
+	ok(t, s.Units().SaveUnits(c, running("ja", at(10), "L1", 0, 1)), "ja saved again, still running")
+	cp := running("ja", at(10), "L1", 0, 1)
+	cp.State = core.JobCheckpointing
+	ok(t, s.Units().SaveUnits(c, cp), "ja checkpoints")
+	ok(t, s.Units().SaveUnits(c, running("jb", at(5), "L2", 3)), "jb runs")
+	ok(t, s.Units().SaveUnits(c, running("jb", at(20), "L3", 0)), "jb moves")
+	ok(t, s.Units().SaveUnits(c, store.Unit{JobID: "jb", State: core.JobPending, Since: at(30), Done: 25 * time.Minute}), "jb preempted")
+	runs, err := s.Events().ListRuns(c, store.RunFilter{})
+	ok(t, err, "runs while ja still runs")
+	jbRuns := []store.Run{
+		{JobID: "jb", Team: "b", MilliPerGPU: 500, Parts: []store.Part{{LeaseID: "L2", GPUs: []int{3}}}, Start: at(5), End: at(20)},
+		{JobID: "jb", Team: "b", MilliPerGPU: 500, Parts: []store.Part{{LeaseID: "L3", GPUs: []int{0}}}, Start: at(20), End: at(30)},
+	}
+	diff(t, "runs", jbRuns, runs)
+	ok(t, s.Units().SaveUnits(c, store.Unit{JobID: "ja", State: core.JobSucceeded, Start: at(10), End: at(70), Done: time.Hour}), "ja succeeds")
+	jaRun := store.Run{JobID: "ja", Team: "a", MilliPerGPU: 1000, Parts: []store.Part{{LeaseID: "L1", GPUs: []int{0, 1}}}, Start: at(10), End: at(70)}
+	runs, err = s.Events().ListRuns(c, store.RunFilter{})
+	ok(t, err, "all runs")
+	diff(t, "all runs", append(jbRuns, jaRun), runs)
+	runs, err = s.Events().ListRuns(c, store.RunFilter{From: at(30), To: at(60)})
+	ok(t, err, "runs in [30, 60)")
+	diff(t, "runs overlapping [30, 60)", []store.Run{jaRun}, runs)
+	runs, err = s.Events().ListRuns(c, store.RunFilter{To: at(10)})
+	ok(t, err, "runs before 10")
+	diff(t, "runs before 10", jbRuns[:1], runs)
+	_, err = s.Events().ListRuns(c, store.RunFilter{Limit: -1})
+	wantField(t, err, "limit", "-1", "negative limit")
+}
+
+// testAlertAcks: an acknowledgement is kept once, by whom, and shown.
+func testAlertAcks(t *testing.T, open Opener) {
+	s := open(t)
+	c := ctx(t)
+	a, _, err := s.Alerts().RaiseAlert(c, store.Alert{Kind: "idle-alert", LeaseID: "L1", Team: "ml", Reason: "idle", Raised: at(1)})
+	ok(t, err, "raise")
+	ok(t, s.Alerts().AckAlert(c, a.ID, "alice", at(2)), "ack")
+	ok(t, s.Alerts().AckAlert(c, a.ID, "bob", at(3)), "ack again")
+	wantErr(t, s.Alerts().AckAlert(c, 999_999, "bob", at(3)), store.ErrNotFound, "ack missing")
+	wantField(t, s.Alerts().AckAlert(c, a.ID, "", at(3)), "by", "", "ack by nobody")
+	p, err := s.Alerts().ListAlerts(c, store.AlertFilter{})
+	ok(t, err, "list")
+	a.Acked, a.AckedBy = at(2), "alice"
+	diff(t, "acknowledged alert", []store.Alert{a}, p.Items)
 }

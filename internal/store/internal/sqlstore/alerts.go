@@ -10,11 +10,11 @@ import (
 	"github.com/gpufleet/gpufleet/internal/store"
 )
 
-const alertCols = `id, kind, lease_id, gpu, unit, team_id, action, reason, raised_at, resolved_at`
+const alertCols = `id, kind, lease_id, gpu, unit, team_id, action, reason, raised_at, resolved_at, acked_at, acked_by`
 
 func scanAlert(r interface{ Scan(...any) error }) (store.Alert, error) {
 	var a store.Alert
-	err := r.Scan(&a.ID, &a.Kind, &a.LeaseID, &a.GPU, &a.Unit, &a.Team, &a.Action, &a.Reason, T(&a.Raised), T(&a.Resolved))
+	err := r.Scan(&a.ID, &a.Kind, &a.LeaseID, &a.GPU, &a.Unit, &a.Team, &a.Action, &a.Reason, T(&a.Raised), T(&a.Resolved), T(&a.Acked), &a.AckedBy)
 	return a, err
 }
 
@@ -71,6 +71,30 @@ func (o *ops) ResolveAlert(ctx context.Context, id int64, at time.Time) error {
 		var x int
 		if err := q.QueryRow(ctx, `SELECT 1 FROM alerts WHERE id = $1`, id).Scan(&x); err != nil {
 			return fmt.Errorf("resolve alert: %w", one(err, "alert", fmt.Sprint(id)))
+		}
+		return nil
+	})
+}
+
+// AckAlert implements store.Alerts.
+func (o *ops) AckAlert(ctx context.Context, id int64, by string, at time.Time) error {
+	if at.IsZero() {
+		return fmt.Errorf("ack alert %d: %w", id, &core.FieldError{Field: "at", Value: "", Allowed: "a non-zero time"})
+	}
+	if err := store.CheckID("by", by); err != nil {
+		return fmt.Errorf("ack alert %d: %w", id, err)
+	}
+	return o.atomic(ctx, func(q Querier) error {
+		n, err := q.Exec(ctx, `UPDATE alerts SET acked_at = $2, acked_by = $3 WHERE id = $1 AND acked_at IS NULL`, id, o.t(at), by)
+		if err != nil {
+			return o.fail(err, "ack alert %d", id)
+		}
+		if n > 0 {
+			return nil
+		}
+		var x int
+		if err := q.QueryRow(ctx, `SELECT 1 FROM alerts WHERE id = $1`, id).Scan(&x); err != nil {
+			return fmt.Errorf("ack alert: %w", one(err, "alert", fmt.Sprint(id)))
 		}
 		return nil
 	})

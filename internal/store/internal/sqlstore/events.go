@@ -22,8 +22,19 @@ func (o *ops) AppendEvents(ctx context.Context, events ...core.Event) ([]int64, 
 		// One statement per event: the order of RETURNING rows of a
 		// multi-row insert is not defined.
 		for i, e := range events {
-			if err := q.QueryRow(ctx, `INSERT INTO events (at, kind, subject, reason, attrs) VALUES ($1, $2, $3, $4, $5) RETURNING seq`,
-				o.t(e.At), e.Kind, e.Subject, e.Reason, marshal(e.Attrs)).Scan(&seqs[i]); err != nil {
+			// The team column follows store.EventTeam: an explicit
+			// attribute, else the team of the job the subject names.
+			team := `$6`
+			arg := e.Attrs[store.EventTeam]
+			switch {
+			case arg != "":
+			case strings.HasPrefix(e.Kind, "audit."):
+			default:
+				team = `COALESCE((SELECT team_id FROM jobs WHERE id = $6), '')`
+				arg = store.JobOfSubject(e.Subject)
+			}
+			if err := q.QueryRow(ctx, `INSERT INTO events (at, kind, subject, reason, attrs, team_id) VALUES ($1, $2, $3, $4, $5, `+team+`) RETURNING seq`,
+				o.t(e.At), e.Kind, e.Subject, e.Reason, marshal(e.Attrs), arg).Scan(&seqs[i]); err != nil {
 				return o.fail(err, "append event %d (%s)", i, e.Kind)
 			}
 		}
@@ -51,6 +62,9 @@ func (o *ops) ListEvents(ctx context.Context, f store.EventFilter) (store.Page[c
 	}
 	if f.Kind != "" {
 		w.add("kind = " + w.p(f.Kind))
+	}
+	if f.Team != "" {
+		w.add("team_id = " + w.p(f.Team))
 	}
 	if !f.From.IsZero() {
 		w.add("at >= " + w.p(o.t(f.From)))
@@ -86,6 +100,52 @@ func (o *ops) ListEvents(ctx context.Context, f store.EventFilter) (store.Page[c
 		page.Next = store.EncodeCursor("events", page.Items[limit-1].Seq)
 	}
 	return page, nil
+}
+
+// ListRuns implements store.Events.
+func (o *ops) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, error) {
+	limit := f.Limit
+	if limit == 0 {
+		limit = store.MaxRuns
+	}
+	if limit < 0 || limit > store.MaxRuns {
+		return nil, fmt.Errorf("list runs: %w", &core.FieldError{Field: "limit", Value: fmt.Sprint(f.Limit), Allowed: fmt.Sprintf("1..%d (0 for %d)", store.MaxRuns, store.MaxRuns)})
+	}
+	var w where
+	if !f.From.IsZero() {
+		w.add("r.end_at > " + w.p(o.t(f.From)))
+	}
+	if !f.To.IsZero() {
+		w.add("r.start_at < " + w.p(o.t(f.To)))
+	}
+	rows, err := o.r().Query(ctx, `SELECT r.job_id, r.shard, j.team_id, j.milli_per_gpu, r.parts, r.start_at, r.end_at
+		FROM unit_runs r JOIN jobs j ON j.id = r.job_id`+w.String()+` ORDER BY r.seq LIMIT `+w.p(limit), w.vals...)
+	if err != nil {
+		return nil, o.fail(err, "list runs")
+	}
+	defer rows.Close()
+	var out []store.Run
+	for rows.Next() {
+		var r store.Run
+		var parts string
+		var milli int64
+		if err := rows.Scan(&r.JobID, &r.Shard, &r.Team, &milli, &parts, T(&r.Start), T(&r.End)); err != nil {
+			return nil, fmt.Errorf("list runs: %w", err)
+		}
+		r.MilliPerGPU = core.Milli(milli)
+		var docs []partDoc
+		if err := unmarshal(parts, &docs); err != nil {
+			return nil, fmt.Errorf("list runs: unit %s#%d: parts: %w", r.JobID, r.Shard, err)
+		}
+		for _, d := range docs {
+			r.Parts = append(r.Parts, store.Part{LeaseID: d.Lease, GPUs: d.GPUs})
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, o.fail(err, "list runs")
+	}
+	return out, nil
 }
 
 // sampleBatch is how many samples one INSERT writes (8 parameters each).
