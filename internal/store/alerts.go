@@ -33,6 +33,8 @@ type Alert struct {
 
 // AlertFilter selects alerts; empty fields match everything.
 type AlertFilter struct {
+	// ID selects one alert (0: any).
+	ID       int64
 	Team     string
 	Kind     string
 	LeaseID  string

@@ -133,6 +133,18 @@ func NewToken() (secret string, hash TokenHash, err error) {
 	return secret, HashToken(secret), nil
 }
 
+// PrefixLen is how much of a secret SecretPrefix keeps: "gpf_" and six
+// characters (36 of the secret's 256 bits).
+const PrefixLen = len(TokenPrefix) + 6
+
+// SecretPrefix returns the public start of secret.
+func SecretPrefix(secret string) string {
+	if len(secret) <= PrefixLen {
+		return ""
+	}
+	return secret[:PrefixLen]
+}
+
 // Token is an API credential. It carries its own role and team, which may
 // be narrower than its user's; agent tokens have no user.
 type Token struct {
@@ -143,6 +155,9 @@ type Token struct {
 	Team string
 	Role Role
 	Name string
+	// Prefix is the start of the secret (SecretPrefix), shown in
+	// listings so that a token can be recognised without the secret.
+	Prefix string
 	// Created is when it was made; Expires when it stops working (zero:
 	// never); Revoked when it was revoked (zero: not revoked); LastUsed
 	// the last TouchToken.
@@ -197,6 +212,12 @@ func ValidateToken(t *Token) error {
 		return &core.FieldError{Field: "user", Value: "", Allowed: fmt.Sprintf("a user for role %s (only agent tokens have none)", t.Role)}
 	}
 	if err := CheckText("name", t.Name); err != nil {
+		return err
+	}
+	if len(t.Prefix) > PrefixLen {
+		return &core.FieldError{Field: "prefix", Value: abbrev(t.Prefix), Allowed: fmt.Sprintf("at most %d bytes (SecretPrefix)", PrefixLen)}
+	}
+	if err := CheckText("prefix", t.Prefix); err != nil {
 		return err
 	}
 	if t.Created.IsZero() {

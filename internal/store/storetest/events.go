@@ -193,6 +193,7 @@ func testAlerts(t *testing.T, open Opener) {
 		{"team", store.AlertFilter{Team: "ml"}, []store.Alert{again, idle}},
 		{"kind", store.AlertFilter{Kind: "budget"}, []store.Alert{budget}},
 		{"lease", store.AlertFilter{LeaseID: "L1", OpenOnly: true}, []store.Alert{again}},
+		{"id", store.AlertFilter{ID: budget.ID}, []store.Alert{budget}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []store.Alert

@@ -99,7 +99,10 @@ func testTokens(t *testing.T, open Opener) {
 		t.Error("two tokens alike")
 	}
 
-	tok := store.Token{ID: "t1", Hash: hash, User: "alice", Team: "ml", Role: store.RoleMember, Name: "laptop", Created: at(0), Expires: at(60)}
+	if p := store.SecretPrefix(secret); len(p) != store.PrefixLen || p != secret[:store.PrefixLen] {
+		t.Errorf("SecretPrefix(%q) = %q", secret, p)
+	}
+	tok := store.Token{ID: "t1", Hash: hash, User: "alice", Team: "ml", Role: store.RoleMember, Name: "laptop", Prefix: store.SecretPrefix(secret), Created: at(0), Expires: at(60)}
 	ok(t, s.Tokens().CreateToken(c, tok), "create t1")
 	agent := store.Token{ID: "t2", Hash: store.HashToken("agent-secret"), Role: store.RoleAgent, Name: "node agents", Created: at(0)}
 	ok(t, s.Tokens().CreateToken(c, agent), "create agent token")
@@ -132,6 +135,10 @@ func testTokens(t *testing.T, open Opener) {
 	list, err = s.Tokens().ListTokens(c, store.TokenFilter{})
 	ok(t, err, "list all tokens")
 	diff(t, "all tokens", []store.Token{tok, agent}, list)
+	list, err = s.Tokens().ListTokens(c, store.TokenFilter{Team: "ml"})
+	ok(t, err, "list team ml's tokens")
+	diff(t, "team ml's tokens", []store.Token{tok}, list)
+	wantField(t, s.Tokens().CreateToken(c, store.Token{ID: "t5", Hash: store.HashToken("z"), Role: store.RoleAgent, Prefix: secret, Created: at(0)}), "prefix", "-", "a whole secret as prefix")
 
 	fresh := tok
 	fresh.Revoked = time.Time{}

@@ -111,6 +111,9 @@ func (o *ops) ListAlerts(ctx context.Context, f store.AlertFilter) (store.Page[s
 		return store.Page[store.Alert]{}, fmt.Errorf("list alerts: %w", err)
 	}
 	var w where
+	if f.ID != 0 {
+		w.add("id = " + w.p(f.ID))
+	}
 	if f.Team != "" {
 		w.add("team_id = " + w.p(f.Team))
 	}

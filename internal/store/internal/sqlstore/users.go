@@ -89,13 +89,13 @@ func (o *ops) UpdateUser(ctx context.Context, u store.User) error {
 	})
 }
 
-const tokenCols = `id, hash, user_id, team_id, role, name, created_at, expires_at, revoked_at, last_used_at`
+const tokenCols = `id, hash, user_id, team_id, role, name, prefix, created_at, expires_at, revoked_at, last_used_at`
 
 func scanToken(r interface{ Scan(...any) error }) (store.Token, error) {
 	var t store.Token
 	var role string
 	var hash []byte
-	err := r.Scan(&t.ID, &hash, S(&t.User), S(&t.Team), &role, &t.Name, T(&t.Created), T(&t.Expires), T(&t.Revoked), T(&t.LastUsed))
+	err := r.Scan(&t.ID, &hash, S(&t.User), S(&t.Team), &role, &t.Name, &t.Prefix, T(&t.Created), T(&t.Expires), T(&t.Revoked), T(&t.LastUsed))
 	if err == nil && len(hash) != len(t.Hash) {
 		return t, fmt.Errorf("token %q: stored hash has %d bytes", t.ID, len(hash))
 	}
@@ -110,8 +110,8 @@ func (o *ops) CreateToken(ctx context.Context, t store.Token) error {
 		return fmt.Errorf("create token: %w", err)
 	}
 	return o.atomic(ctx, func(q Querier) error {
-		_, err := q.Exec(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-			t.ID, t.Hash[:], nullStr(t.User), nullStr(t.Team), string(t.Role), t.Name, o.t(t.Created), o.t(t.Expires), o.t(t.Revoked), o.t(t.LastUsed))
+		_, err := q.Exec(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+			t.ID, t.Hash[:], nullStr(t.User), nullStr(t.Team), string(t.Role), t.Name, t.Prefix, o.t(t.Created), o.t(t.Expires), o.t(t.Revoked), o.t(t.LastUsed))
 		if err != nil {
 			return o.fail(err, "create token %q (user %q, team %q)", t.ID, t.User, t.Team)
 		}

@@ -1,10 +1,14 @@
--- 0002: events name the team they concern (team roles read their own
+-- 0002: tokens keep a public prefix, events name the team they concern (team roles read their own
 -- trail), alerts can be acknowledged, and units' finished runs are kept
 -- (reports allocate cost to teams after a unit's parts are cleared). Keep
 -- in step with ../../sqlite/migrations.
 
 ALTER TABLE events ADD COLUMN team_id TEXT NOT NULL DEFAULT '';
 CREATE INDEX events_team ON events (team_id, seq);
+
+-- A token's public prefix ("gpf_" and a few characters of the secret)
+-- names it in listings and leak scans without revealing it.
+ALTER TABLE tokens ADD COLUMN prefix TEXT NOT NULL DEFAULT '';
 
 ALTER TABLE alerts ADD COLUMN acked_at TIMESTAMPTZ;
 ALTER TABLE alerts ADD COLUMN acked_by TEXT NOT NULL DEFAULT '';
