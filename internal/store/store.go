@@ -23,6 +23,8 @@ type Aggregates interface {
 	Samples() Samples
 	Alerts() Alerts
 	Loop() Loop
+	Agents() Agents
+	JobLogs() JobLogs
 }
 
 // Tx is the view of a store inside a transaction: everything done through

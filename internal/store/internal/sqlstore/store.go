@@ -59,6 +59,12 @@ func (s *Store) Alerts() store.Alerts { return s.ops() }
 // Loop implements store.Aggregates.
 func (s *Store) Loop() store.Loop { return s.ops() }
 
+// Agents implements store.Aggregates.
+func (s *Store) Agents() store.Agents { return s.ops() }
+
+// JobLogs implements store.Aggregates.
+func (s *Store) JobLogs() store.JobLogs { return s.ops() }
+
 // Close implements store.Store.
 func (s *Store) Close() error { return s.b.Close() }
 
@@ -129,6 +135,8 @@ func (o *ops) Events() store.Events   { return o }
 func (o *ops) Samples() store.Samples { return o }
 func (o *ops) Alerts() store.Alerts   { return o }
 func (o *ops) Loop() store.Loop       { return o }
+func (o *ops) Agents() store.Agents   { return o }
+func (o *ops) JobLogs() store.JobLogs { return o }
 
 // r is where reads go.
 func (o *ops) r() Querier {
