@@ -1,9 +1,642 @@
 package api
 
-import "net/http"
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
 
-// mountUI serves the web dashboard's embedded assets on mux.
-func (s *Server) mountUI(mux *http.ServeMux) {}
+	"github.com/gpufleet/gpufleet/internal/billing"
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/dashboard"
+	"github.com/gpufleet/gpufleet/internal/engine"
+	"github.com/gpufleet/gpufleet/internal/fleet"
+	"github.com/gpufleet/gpufleet/internal/pricing"
+	"github.com/gpufleet/gpufleet/internal/store"
+)
 
-// uiRoutes are the JSON routes only the dashboard needs (an overview).
-func (s *Server) uiRoutes() []route { return nil }
+// mountUI serves the web dashboard's embedded assets on mux: the page at
+// GET / and its scripts and styles under GET /ui/.
+func (s *Server) mountUI(mux *http.ServeMux) {
+	h := dashboard.Handler()
+	mux.Handle("GET /{$}", h)
+	mux.Handle("GET /ui/", h)
+}
+
+// uiRoutes are the JSON routes only the dashboard needs: the overview, the
+// GPU heatmap and the live leases with their next billing boundary.
+func (s *Server) uiRoutes() []route {
+	return []route{
+		{"GET /api/v1/overview", "The dashboard's figures: spend today and this month, idle spend, utilization, fleet by billing mode, queue per tier and team, budgets, open alerts and idle GPUs (a team token sees its own team's queue, budget and alerts).", s.overview, readers},
+		{"GET /api/v1/overview/heatmap", "Mean GPU utilization per GPU and time bucket over the last hours (1..168, default 6), from the agents' samples.", s.heatmap, readers},
+		{"GET /api/v1/overview/leases", "Live leases with their next billing boundary and the seconds left to it.", s.boundaryLeases, readers},
+	}
+}
+
+func init() {
+	// The OpenAPI document describes these routes like the others.
+	doc := func(pattern string, response any, params ...string) {
+		e := apiDoc[pattern]
+		e.response, e.params = response, params
+		apiDoc[pattern] = e
+	}
+	doc("GET /api/v1/overview", Overview{})
+	doc("GET /api/v1/overview/heatmap", Heatmap{}, "hours")
+	doc("GET /api/v1/overview/leases", BoundaryLeases{})
+}
+
+// Overview is the dashboard's overview: every figure the page shows, as
+// of AsOf. Money is an exact decimal in Currency.
+type Overview struct {
+	AsOf     time.Time     `json:"as_of"`
+	Currency core.Currency `json:"currency"`
+	// Team is the team the figures below Fleet are limited to (a team
+	// token's); empty for the whole fleet.
+	Team string `json:"team,omitempty"`
+	// DayStart and MonthStart (UTC) begin the windows of the spend figures.
+	DayStart   time.Time `json:"day_start"`
+	MonthStart time.Time `json:"month_start"`
+	// SpendToday and SpendMonth are the fleet's lease bills accrued in
+	// [DayStart, AsOf) and [MonthStart, AsOf): each lease's billed time
+	// priced by billing.Split, counted as it elapses.
+	SpendToday json.Number `json:"spend_today"`
+	SpendMonth json.Number `json:"spend_month"`
+	// IdleSpendToday and IdleSpendMonth are the part of those spent on
+	// machines that ran nothing: from each lease's IdleSince (when it last
+	// became empty) to AsOf.
+	IdleSpendToday json.Number     `json:"idle_spend_today"`
+	IdleSpendMonth json.Number     `json:"idle_spend_month"`
+	Utilization    UtilizationView `json:"utilization"`
+	Fleet          []FleetModeView `json:"fleet"`
+	Queue          []QueueView     `json:"queue"`
+	// QueueByTier sums Queue's units per tier (every tier present).
+	QueueByTier map[string]int  `json:"queue_by_tier"`
+	Budgets     []BudgetView    `json:"budgets"`
+	Alerts      []OverviewAlert `json:"alerts"`
+	IdleGPUs    []IdleGPUView   `json:"idle_gpus"`
+	// Jobs counts the jobs (of Team, or all) by state.
+	Jobs map[string]int `json:"jobs"`
+}
+
+// UtilizationView is how much of what is paid for is used.
+type UtilizationView struct {
+	// PaidGPUs is the GPUs on live leases (billed from launch).
+	PaidGPUs int `json:"paid_gpus"`
+	// ReadyGPUs is the GPUs on leases that can take work (ready, draining).
+	ReadyGPUs int `json:"ready_gpus"`
+	// AllocatedMilli is the milli-GPUs held by running units.
+	AllocatedMilli int64 `json:"allocated_milli"`
+	// AllocatedPct is AllocatedMilli over PaidGPUs×1000, in percent (two
+	// decimals, half to even); 0 with nothing paid.
+	AllocatedPct json.Number `json:"allocated_pct"`
+	// SampledGPUs is the GPUs with a sample in the last SampleWindow
+	// seconds; MeanUtilPct their latest readings' mean (two decimals),
+	// absent without samples.
+	SampledGPUs   int         `json:"sampled_gpus"`
+	MeanUtilPct   json.Number `json:"mean_util_pct,omitempty"`
+	SampleWindowS int64       `json:"sample_window_seconds"`
+}
+
+// FleetModeView is the live leases of one billing mode.
+type FleetModeView struct {
+	Mode   string `json:"mode"`
+	Leases int    `json:"leases"`
+	GPUs   int    `json:"gpus"`
+	// Ready counts leases that can take work (ready, draining); Starting
+	// those requested or provisioning.
+	Ready    int `json:"ready"`
+	Starting int `json:"starting"`
+}
+
+// QueueView is the units waiting (pending, admitted or preempted) of one
+// tier and team.
+type QueueView struct {
+	Tier  string `json:"tier"`
+	Team  string `json:"team"`
+	Units int    `json:"units"`
+	// GPUMilli is the milli-GPUs they ask for in all.
+	GPUMilli int64 `json:"gpu_milli"`
+}
+
+// BudgetView is a team's monthly budget, as billing.Budget computes it
+// from the spend the control loop records for the team (LoopState.Spent).
+type BudgetView struct {
+	Team        string      `json:"team"`
+	Budget      json.Number `json:"budget"`
+	Spent       json.Number `json:"spent"`
+	Remaining   json.Number `json:"remaining"`
+	BurnPerHour json.Number `json:"burn_per_hour"`
+	Projected   json.Number `json:"projected"`
+	// SpentPct is Spent/Budget in percent (two decimals); 0 without a
+	// budget.
+	SpentPct   json.Number `json:"spent_pct"`
+	Alert      bool        `json:"alert"`
+	Exhausted  bool        `json:"exhausted"`
+	ExhaustsAt *time.Time  `json:"exhausts_at,omitempty"`
+}
+
+// OverviewAlert is an open alert the store holds.
+type OverviewAlert struct {
+	ID     int64     `json:"id"`
+	Kind   string    `json:"kind"`
+	Lease  string    `json:"lease,omitempty"`
+	GPU    int       `json:"gpu"`
+	Unit   string    `json:"unit,omitempty"`
+	Team   string    `json:"team,omitempty"`
+	Action string    `json:"action,omitempty"`
+	Reason string    `json:"reason"`
+	Raised time.Time `json:"raised"`
+}
+
+// IdleGPUView is a GPU whose samples have all been under the idle
+// threshold (fleet.Config's IdleUtilPct, 20%) for at least IdleFor (30
+// minutes): the first rung of the idle ladder, read from the samples.
+type IdleGPUView struct {
+	Lease string `json:"lease"`
+	GPU   int    `json:"gpu"`
+	// Unit and Team are who holds the GPU now; empty if nobody.
+	Unit string `json:"unit,omitempty"`
+	Team string `json:"team,omitempty"`
+	// MaxUtilPct is the highest reading since LowSince.
+	MaxUtilPct int       `json:"max_util_pct"`
+	LowSince   time.Time `json:"low_since"`
+	Reason     string    `json:"reason"`
+}
+
+// SampleWindow is how recent a sample must be to count in the overview's
+// utilization and idle GPUs.
+const SampleWindow = 5 * time.Minute
+
+// overviewScan is how far back the overview reads samples for idle GPUs.
+const overviewScan = 2 * time.Hour
+
+func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
+	p, _ := PrincipalFrom(r.Context())
+	team := ""
+	if p.Role != store.RoleAdmin {
+		team = p.Team
+	}
+	ov, err := BuildOverview(r.Context(), s.store, s.catalog, s.clock.Now(), team)
+	if err != nil {
+		s.storeError(w, r, err, "")
+		return
+	}
+	writeJSON(w, http.StatusOK, ov)
+}
+
+// pct renders num/den as a percentage with two decimals, half to even.
+func pct(num, den int64) json.Number {
+	if den <= 0 {
+		return "0"
+	}
+	return scaled(core.MulDivHalfEven(num, 10000, den), 100)
+}
+
+// leaseSpan is the billed span of l as of now, and whether it has one
+// (a lease never launched has none).
+func leaseSpan(l *store.Lease, now time.Time) (billing.Span, bool) {
+	if l.Start.IsZero() || l.Start.After(now) {
+		return billing.Span{}, false
+	}
+	end := now
+	if l.State.Final() {
+		end = l.End
+		if end.IsZero() || end.Before(l.Start) {
+			end = l.Start
+		}
+		if end.After(now) {
+			end = now
+		}
+	}
+	return billing.Span{Start: l.Start, End: end, Reclaimed: l.State == core.LeaseReclaimed}, true
+}
+
+// costIn is the part of l's bill that falls in [from, to); zero for an
+// empty interval.
+func costIn(p *core.PricePlan, sp billing.Span, from, to time.Time) (core.Micros, error) {
+	if !to.After(from) {
+		return 0, nil
+	}
+	return billing.CostIn(p, sp, from, to)
+}
+
+// BuildOverview computes the dashboard's overview from the store as of
+// now. With team set, the queue, budgets, alerts, idle GPUs and job counts
+// are that team's only; spend, utilization and the fleet are the whole
+// fleet's (every reader may list the leases). GET /api/v1/overview answers
+// exactly this; the dashboard renders it without recomputing anything.
+func BuildOverview(ctx context.Context, st store.Store, cat *pricing.Catalog, now time.Time, team string) (Overview, error) {
+	now = now.UTC()
+	monthStart, _ := billing.MonthBounds(now, time.UTC)
+	dayStart := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+	ov := Overview{AsOf: now, Currency: cat.Currency, Team: team, DayStart: dayStart, MonthStart: monthStart,
+		Fleet: []FleetModeView{}, Queue: []QueueView{}, QueueByTier: map[string]int{}, Budgets: []BudgetView{},
+		Alerts: []OverviewAlert{}, IdleGPUs: []IdleGPUView{}, Jobs: map[string]int{}}
+	offer := func(id string) (*core.Offer, bool) {
+		o, err := cat.Offer(id)
+		return o, err == nil
+	}
+	var es *engine.State
+	var ls store.LoopState
+	var all []store.Lease
+	var alerts []store.Alert
+	err := st.Tx(ctx, func(tx store.Tx) error {
+		var err error
+		if es, ls, err = store.LoadEngineState(ctx, tx, offer); err != nil {
+			return err
+		}
+		for cursor := ""; ; {
+			page, err := tx.Leases().ListLeases(ctx, store.LeaseFilter{Limit: store.MaxLimit, Cursor: cursor})
+			if err != nil {
+				return err
+			}
+			all = append(all, page.Items...)
+			if cursor = page.Next; cursor == "" {
+				break
+			}
+		}
+		for cursor := ""; ; {
+			page, err := tx.Alerts().ListAlerts(ctx, store.AlertFilter{Team: team, OpenOnly: true, Limit: store.MaxLimit, Cursor: cursor})
+			if err != nil {
+				return err
+			}
+			alerts = append(alerts, page.Items...)
+			if cursor = page.Next; cursor == "" || len(alerts) >= 10*store.MaxLimit {
+				break
+			}
+		}
+		for _, state := range store.JobStates {
+			for cursor := ""; ; {
+				f := store.JobFilter{Team: team, States: []core.JobState{state}, Limit: store.MaxLimit, Cursor: cursor}
+				page, err := tx.Jobs().ListJobs(ctx, f)
+				if err != nil {
+					return err
+				}
+				ov.Jobs[string(state)] += len(page.Items)
+				if cursor = page.Next; cursor == "" {
+					break
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return Overview{}, fmt.Errorf("overview: %w", err)
+	}
+
+	// Spend and idle spend, lease by lease.
+	var today, month, idleToday, idleMonth core.Micros
+	for i := range all {
+		l := &all[i]
+		sp, ok := leaseSpan(l, now)
+		if !ok {
+			continue
+		}
+		o, ok := offer(l.OfferID)
+		if !ok {
+			return Overview{}, fmt.Errorf("overview: lease %s: %w", l.ID, store.NotFound("offer", l.OfferID))
+		}
+		plan, ok := o.Plan(l.Mode)
+		if !ok {
+			return Overview{}, fmt.Errorf("overview: lease %s: offer %s has no %s plan: %w", l.ID, l.OfferID, l.Mode, store.ErrNotFound)
+		}
+		for _, c := range []struct {
+			from time.Time
+			dst  *core.Micros
+		}{{dayStart, &today}, {monthStart, &month}} {
+			m, err := costIn(plan, sp, c.from, now)
+			if err != nil {
+				return Overview{}, fmt.Errorf("overview: lease %s: %w", l.ID, err)
+			}
+			*c.dst += m
+		}
+		if !l.IdleSince.IsZero() {
+			for _, c := range []struct {
+				from time.Time
+				dst  *core.Micros
+			}{{dayStart, &idleToday}, {monthStart, &idleMonth}} {
+				m, err := costIn(plan, sp, maxT(c.from, l.IdleSince), now)
+				if err != nil {
+					return Overview{}, fmt.Errorf("overview: lease %s: %w", l.ID, err)
+				}
+				*c.dst += m
+			}
+		}
+	}
+	ov.SpendToday, ov.SpendMonth, ov.IdleSpendToday, ov.IdleSpendMonth = Amount(today), Amount(month), Amount(idleToday), Amount(idleMonth)
+
+	// Fleet by mode and utilization, from the live leases and units.
+	modes := map[core.BillingMode]*FleetModeView{}
+	u := &ov.Utilization
+	for _, l := range es.Leases {
+		if l.State.Final() {
+			continue
+		}
+		m := modes[l.Mode]
+		if m == nil {
+			m = &FleetModeView{Mode: string(l.Mode)}
+			modes[l.Mode] = m
+		}
+		m.Leases++
+		m.GPUs += l.Offer.GPUs
+		u.PaidGPUs += l.Offer.GPUs
+		switch l.State {
+		case core.LeaseReady, core.LeaseDraining:
+			m.Ready++
+			u.ReadyGPUs += l.Offer.GPUs
+		case core.LeaseRequested, core.LeaseProvisioning:
+			m.Starting++
+		}
+	}
+	for _, mode := range core.BillingModes {
+		if m := modes[mode]; m != nil {
+			ov.Fleet = append(ov.Fleet, *m)
+		}
+	}
+	holder := map[string]*engine.Unit{} // "lease/gpu" → unit running there
+	queue := map[[2]string]*QueueView{}
+	for _, t := range []core.Tier{core.TierCore, core.TierRegular, core.TierOffline} {
+		ov.QueueByTier[string(t)] = 0
+	}
+	for _, un := range es.Units {
+		switch un.State {
+		case core.JobRunning, core.JobCheckpointing:
+			for _, part := range un.Parts {
+				u.AllocatedMilli += int64(len(part.GPUs)) * int64(un.Job.Request.MilliPerGPU)
+				for _, g := range part.GPUs {
+					holder[fmt.Sprintf("%s/%d", part.LeaseID, g)] = un
+				}
+			}
+		case core.JobPending, core.JobAdmitted, core.JobPreempted:
+			if team != "" && un.Job.Team != team {
+				continue
+			}
+			k := [2]string{string(un.Job.Tier), un.Job.Team}
+			q := queue[k]
+			if q == nil {
+				q = &QueueView{Tier: k[0], Team: k[1]}
+				queue[k] = q
+			}
+			q.Units++
+			q.GPUMilli += int64(un.Job.Request.GPUs) * int64(un.Job.Request.MilliPerGPU)
+			ov.QueueByTier[k[0]]++
+		}
+	}
+	u.AllocatedPct = pct(u.AllocatedMilli, int64(u.PaidGPUs)*int64(core.WholeGPU))
+	for _, q := range queue {
+		ov.Queue = append(ov.Queue, *q)
+	}
+	sort.Slice(ov.Queue, func(i, j int) bool {
+		a, b := ov.Queue[i], ov.Queue[j]
+		if a.Tier != b.Tier {
+			return tierRank(a.Tier) < tierRank(b.Tier)
+		}
+		return a.Team < b.Team
+	})
+
+	// Samples: the latest readings' mean, and idle GPUs.
+	u.SampleWindowS = int64(SampleWindow / time.Second)
+	samples, err := st.Samples().QuerySamples(ctx, store.SampleFilter{From: now.Add(-overviewScan), To: now.Add(time.Nanosecond)})
+	if err != nil {
+		return Overview{}, fmt.Errorf("overview: %w", err)
+	}
+	type gpuSamples struct {
+		lease string
+		gpu   int
+		all   []core.Sample
+	}
+	byGPU := map[string]*gpuSamples{}
+	var keys []string
+	for _, sm := range samples {
+		k := fmt.Sprintf("%s/%d", sm.LeaseID, sm.GPU)
+		g := byGPU[k]
+		if g == nil {
+			g = &gpuSamples{lease: sm.LeaseID, gpu: sm.GPU}
+			byGPU[k] = g
+			keys = append(keys, k)
+		}
+		g.all = append(g.all, sm)
+	}
+	sort.Strings(keys)
+	cfg := fleet.Config{}.Defaults()
+	var utilSum int64
+	for _, k := range keys {
+		g := byGPU[k]
+		last := g.all[len(g.all)-1]
+		if now.Sub(last.At) > SampleWindow {
+			continue // the GPU stopped reporting: its lease may be gone
+		}
+		u.SampledGPUs++
+		utilSum += int64(last.UtilPct)
+		// The ladder's first rung: every reading under the threshold
+		// since LowSince, and LowSince at least IdleFor ago.
+		lowSince, maxUtil := time.Time{}, 0
+		for i := len(g.all) - 1; i >= 0 && g.all[i].UtilPct < cfg.IdleUtilPct; i-- {
+			lowSince, maxUtil = g.all[i].At, max(maxUtil, g.all[i].UtilPct)
+		}
+		if lowSince.IsZero() || now.Sub(lowSince) < cfg.IdleFor {
+			continue
+		}
+		iv := IdleGPUView{Lease: g.lease, GPU: g.gpu, MaxUtilPct: maxUtil, LowSince: lowSince.UTC()}
+		if un := holder[k]; un != nil {
+			iv.Unit, iv.Team = un.Key(), un.Job.Team
+		}
+		if team != "" && iv.Team != team {
+			continue
+		}
+		iv.Reason = fmt.Sprintf("GPU %d of lease %s has been under %d%% utilization (at most %d%%) since %s, %s: at least the idle ladder's %s",
+			g.gpu, g.lease, cfg.IdleUtilPct, maxUtil, lowSince.UTC().Format(time.RFC3339), now.Sub(lowSince).Round(time.Second), cfg.IdleFor)
+		ov.IdleGPUs = append(ov.IdleGPUs, iv)
+	}
+	if u.SampledGPUs > 0 {
+		u.MeanUtilPct = pct(utilSum, int64(u.SampledGPUs)*100)
+	}
+
+	// Budgets: billing.Budget on what the loop records as spent.
+	monthStartB, monthEnd := billing.MonthBounds(now, time.UTC)
+	for _, t := range es.Teams {
+		if team != "" && t.ID != team {
+			continue
+		}
+		b := billing.Budget(t, ls.Spent[t.ID], monthStartB, monthEnd, now)
+		bv := BudgetView{Team: t.ID, Budget: Amount(b.Budget), Spent: Amount(b.Spent), Remaining: Amount(b.Remaining),
+			BurnPerHour: Amount(b.BurnPerHour), Projected: Amount(b.Projected), SpentPct: scaled(b.SpentBP, 100), Alert: b.Alert, Exhausted: b.Exhausted}
+		if !b.ExhaustsAt.IsZero() {
+			at := b.ExhaustsAt.UTC()
+			bv.ExhaustsAt = &at
+		}
+		ov.Budgets = append(ov.Budgets, bv)
+	}
+
+	for _, a := range alerts {
+		ov.Alerts = append(ov.Alerts, OverviewAlert{ID: a.ID, Kind: a.Kind, Lease: a.LeaseID, GPU: a.GPU, Unit: a.Unit, Team: a.Team,
+			Action: a.Action, Reason: a.Reason, Raised: a.Raised.UTC()})
+	}
+	return ov, nil
+}
+
+func tierRank(t string) int {
+	return slices.Index([]string{string(core.TierCore), string(core.TierRegular), string(core.TierOffline)}, t)
+}
+
+func maxT(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// Heatmap is mean utilization per GPU and time bucket.
+type Heatmap struct {
+	AsOf          time.Time `json:"as_of"`
+	From          time.Time `json:"from"`
+	BucketSeconds int64     `json:"bucket_seconds"`
+	Buckets       int       `json:"buckets"`
+	GPUs          []HeatRow `json:"gpus"`
+}
+
+// HeatRow is one GPU's buckets: the mean of its readings in each (rounded
+// half up to a whole percent), null where it sent none.
+type HeatRow struct {
+	Lease string `json:"lease"`
+	GPU   int    `json:"gpu"`
+	Cells []*int `json:"cells"`
+}
+
+// HeatmapBuckets is the number of columns of the heatmap.
+const HeatmapBuckets = 48
+
+// BuildHeatmap buckets the samples of the hours before now.
+func BuildHeatmap(ctx context.Context, st store.Store, now time.Time, hours int) (Heatmap, error) {
+	now = now.UTC()
+	span := time.Duration(hours) * time.Hour
+	bucket := span / HeatmapBuckets
+	from := now.Add(-span)
+	hm := Heatmap{AsOf: now, From: from, BucketSeconds: int64(bucket / time.Second), Buckets: HeatmapBuckets, GPUs: []HeatRow{}}
+	samples, err := st.Samples().QuerySamples(ctx, store.SampleFilter{From: from, To: now.Add(time.Nanosecond)})
+	if err != nil {
+		return Heatmap{}, fmt.Errorf("heatmap: %w", err)
+	}
+	type acc struct{ sum, n [HeatmapBuckets]int }
+	rows := map[string]*acc{}
+	var keys []string
+	idx := map[string][2]any{}
+	for _, sm := range samples {
+		k := fmt.Sprintf("%s\x00%09d", sm.LeaseID, sm.GPU)
+		a := rows[k]
+		if a == nil {
+			a = &acc{}
+			rows[k] = a
+			keys = append(keys, k)
+			idx[k] = [2]any{sm.LeaseID, sm.GPU}
+		}
+		b := int(sm.At.Sub(from) / bucket)
+		if b < 0 || b >= HeatmapBuckets {
+			b = min(max(b, 0), HeatmapBuckets-1)
+		}
+		a.sum[b] += sm.UtilPct
+		a.n[b]++
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		a := rows[k]
+		row := HeatRow{Lease: idx[k][0].(string), GPU: idx[k][1].(int), Cells: make([]*int, HeatmapBuckets)}
+		for i := range HeatmapBuckets {
+			if a.n[i] > 0 {
+				v := (2*a.sum[i] + a.n[i]) / (2 * a.n[i])
+				row.Cells[i] = &v
+			}
+		}
+		hm.GPUs = append(hm.GPUs, row)
+	}
+	return hm, nil
+}
+
+func (s *Server) heatmap(w http.ResponseWriter, r *http.Request) {
+	hours := 6
+	if v := r.URL.Query().Get("hours"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 168 {
+			writeError(w, http.StatusBadRequest, "invalid_argument", "hours", "hours: want 1..168")
+			return
+		}
+		hours = n
+	}
+	hm, err := BuildHeatmap(r.Context(), s.store, s.clock.Now(), hours)
+	if err != nil {
+		s.storeError(w, r, err, "")
+		return
+	}
+	writeJSON(w, http.StatusOK, hm)
+}
+
+// BoundaryLeases is the response of GET /api/v1/overview/leases.
+type BoundaryLeases struct {
+	AsOf   time.Time       `json:"as_of"`
+	Leases []BoundaryLease `json:"leases"`
+}
+
+// BoundaryLease is a live lease and its next billing boundary: the end of
+// the time already paid for (billing.PaidUntil), where releasing an idle
+// machine costs nothing more.
+type BoundaryLease struct {
+	Lease    LeaseView `json:"lease"`
+	GPUModel string    `json:"gpu_model"`
+	GPUs     int       `json:"gpus"`
+	// Committed is set for a lease on a committed term (daily, weekly,
+	// monthly), which is never released inside its term.
+	Committed bool `json:"committed"`
+	// NextBoundary is zero (and SecondsLeft 0) before the machine launches.
+	NextBoundary time.Time `json:"next_boundary"`
+	SecondsLeft  int64     `json:"seconds_left"`
+	// Busy is set while a unit runs on it.
+	Busy bool `json:"busy"`
+}
+
+func (s *Server) boundaryLeases(w http.ResponseWriter, r *http.Request) {
+	now := s.clock.Now().UTC()
+	live, err := s.store.Leases().ListLiveLeases(r.Context())
+	if err != nil {
+		s.storeError(w, r, err, "")
+		return
+	}
+	units, err := s.store.Units().ListLiveUnits(r.Context())
+	if err != nil {
+		s.storeError(w, r, err, "")
+		return
+	}
+	busy := map[string]bool{}
+	for _, u := range units {
+		if u.State == core.JobRunning || u.State == core.JobCheckpointing {
+			for _, p := range u.Parts {
+				busy[p.LeaseID] = true
+			}
+		}
+	}
+	out := BoundaryLeases{AsOf: now, Leases: []BoundaryLease{}}
+	for i := len(live) - 1; i >= 0; i-- { // newest first, as /leases
+		l := &live[i]
+		bl := BoundaryLease{Lease: NewLeaseView(l), Busy: busy[l.ID]}
+		if o, err := s.catalog.Offer(l.OfferID); err == nil {
+			bl.GPUModel, bl.GPUs = o.GPUModel, o.GPUs
+			if p, ok := o.Plan(l.Mode); ok {
+				bl.Committed = p.Committed()
+				if !l.Start.IsZero() && !l.Start.After(now) {
+					paid, err := billing.PaidUntil(p, l.Start, now)
+					if err != nil {
+						s.internal(w, r, err)
+						return
+					}
+					bl.NextBoundary = paid.UTC()
+					bl.SecondsLeft = int64(paid.Sub(now) / time.Second)
+				}
+			}
+		}
+		out.Leases = append(out.Leases, bl)
+	}
+	writeJSON(w, http.StatusOK, out)
+}

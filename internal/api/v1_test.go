@@ -138,6 +138,10 @@ func TestRoleMatrix(t *testing.T) {
 		{"POST /api/v1/jobs/{id}/cancel", "POST", "/api/v1/jobs/ja/cancel", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 403, "agent": 403}},
 		{"GET /api/v1/leases", "GET", "/api/v1/leases", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 403}},
 		{"GET /api/v1/events", "GET", "/api/v1/events", nil, want{"none": 401, "admin": 200, "team-admin": 403, "member": 403, "viewer": 403, "agent": 403}},
+		// The dashboard's own routes (ui.go).
+		{"GET /api/v1/overview", "GET", "/api/v1/overview", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 403}},
+		{"GET /api/v1/overview/heatmap", "GET", "/api/v1/overview/heatmap", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 403}},
+		{"GET /api/v1/overview/leases", "GET", "/api/v1/overview/leases", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 403}},
 	}
 	covered := map[string]bool{}
 	for _, tc := range cases {
