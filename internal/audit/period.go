@@ -82,23 +82,25 @@ func Periods(from, to time.Time, loc *time.Location, kind PeriodKind) []Window {
 
 // ParseTime reads one end of an audit range: a month "2026-11" (its first
 // instant), a date "2026-11-02" (its midnight) — both in loc — or an RFC
-// 3339 instant. field names the flag or parameter in the error.
+// 3339 instant, from 1970 to 9998. field names the flag or parameter in
+// the error.
 func ParseTime(field, s string, loc *time.Location) (time.Time, error) {
 	if loc == nil {
 		loc = time.UTC
 	}
 	t := strings.TrimSpace(s)
+	ok := func(v time.Time) bool { return v.UTC().Year() >= 1970 && v.UTC().Year() < 9999 }
 	for _, layout := range []string{"2006-01", "2006-01-02"} {
 		if len(t) == len(layout) {
-			if v, err := time.ParseInLocation(layout, t, loc); err == nil {
+			if v, err := time.ParseInLocation(layout, t, loc); err == nil && ok(v) {
 				return v, nil
 			}
 		}
 	}
-	if v, err := time.Parse(time.RFC3339Nano, t); err == nil && v.Year() >= 1970 && v.Year() < 10000 {
+	if v, err := time.Parse(time.RFC3339Nano, t); err == nil && ok(v) {
 		return v, nil
 	}
-	return time.Time{}, &core.FieldError{Field: field, Value: s, Allowed: "a month (2026-11), a date (2026-11-02) or an RFC 3339 time (2026-11-02T08:00:00Z)"}
+	return time.Time{}, &core.FieldError{Field: field, Value: s, Allowed: "a month (2026-11), a date (2026-11-02) or an RFC 3339 time (2026-11-02T08:00:00Z), years 1970..9998"}
 }
 
 // ParseLocation validates an IANA time zone name; empty is UTC.
