@@ -204,7 +204,7 @@ func EnsureAdminToken(ctx context.Context, st store.Store, clk clock.Clock) (str
 		} else if err != nil {
 			return err
 		}
-		if err := tx.Tokens().CreateToken(ctx, store.Token{ID: id, Hash: hash, User: AdminUser, Role: store.RoleAdmin, Name: "bootstrap admin", Created: now}); err != nil {
+		if err := tx.Tokens().CreateToken(ctx, store.Token{ID: id, Hash: hash, User: AdminUser, Role: store.RoleAdmin, Name: "bootstrap admin", Prefix: store.SecretPrefix(secret), Created: now}); err != nil {
 			return err
 		}
 		_, err := tx.Events().AppendEvents(ctx, core.Event{At: now, Kind: "audit.token_created", Subject: id,

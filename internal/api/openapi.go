@@ -33,13 +33,18 @@ var apiDoc = map[string]struct {
 	"GET /api/v1/teams": {response: struct {
 		Teams []TeamView `json:"teams"`
 	}{}},
-	"POST /api/v1/tokens":           {request: TokenRequest{}, response: TokenView{}, created: true},
-	"POST /api/v1/jobs":             {request: JobRequest{}, response: JobView{}, created: true, headers: []string{"Idempotency-Key"}},
-	"GET /api/v1/jobs":              {response: JobsPage{}, params: []string{"team", "state", "tier", "limit", "cursor"}},
-	"GET /api/v1/jobs/{id}":         {response: JobView{}},
-	"POST /api/v1/jobs/{id}/cancel": {response: JobView{}},
-	"GET /api/v1/leases":            {response: LeasesPage{}, params: []string{"state", "limit", "cursor"}},
-	"GET /api/v1/events":            {response: EventsPage{}, params: []string{"subject", "kind", "from", "to", "limit", "cursor"}},
+	"POST /api/v1/tokens":             {request: TokenRequest{}, response: TokenView{}, created: true},
+	"POST /api/v1/jobs":               {request: JobRequest{}, response: JobView{}, created: true, headers: []string{"Idempotency-Key"}},
+	"GET /api/v1/jobs":                {response: JobsPage{}, params: []string{"team", "state", "tier", "limit", "cursor"}},
+	"GET /api/v1/jobs/{id}":           {response: JobView{}},
+	"POST /api/v1/jobs/{id}/cancel":   {response: JobView{}},
+	"GET /api/v1/leases":              {response: LeasesPage{}, params: []string{"state", "limit", "cursor"}},
+	"GET /api/v1/events":              {response: EventsPage{}, params: []string{"subject", "kind", "team", "from", "to", "limit", "cursor"}},
+	"GET /api/v1/tokens":              {response: TokensPage{}, params: []string{"team", "user", "active"}},
+	"POST /api/v1/tokens/{id}/revoke": {response: TokenInfoView{}},
+	"GET /api/v1/alerts":              {response: AlertsPage{}, params: []string{"team", "kind", "lease", "open", "limit", "cursor"}},
+	"POST /api/v1/alerts/{id}/ack":    {response: AlertView{}},
+	"GET /api/v1/reports/usage":       {response: UsageReportView{}, params: []string{"from", "to", "team"}},
 }
 
 // OpenAPI returns the OpenAPI 3 document of the server's routes.

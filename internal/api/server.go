@@ -122,7 +122,12 @@ func (s *Server) routes() []route {
 		{"GET /api/v1/jobs/{id}", "One job; another team's job is a 404.", s.getJob, readers},
 		{"POST /api/v1/jobs/{id}/cancel", "Cancel a job; the control loop stops its units.", s.cancelJob, writers},
 		{"GET /api/v1/leases", "List leases, newest first, filtered by state; cursor pagination.", s.listLeases, readers},
-		{"GET /api/v1/events", "The audit trail of decisions and admin actions, filtered by subject, kind and [from, to) (admin).", s.listEvents, adminOnly},
+		{"GET /api/v1/tokens", "List tokens (never their secrets: id, prefix, owner, role, times), filtered by team, user and active (admin; team-admin for its team).", s.listTokens, managers},
+		{"POST /api/v1/tokens/{id}/revoke", "Revoke a token; it is refused (401) from the next request on. Another team's token is a 404.", s.revokeToken, managers},
+		{"GET /api/v1/events", "The audit trail of decisions and admin actions, filtered by subject, kind, team and [from, to); a team role sees its own team's events only.", s.listEvents, readers},
+		{"GET /api/v1/alerts", "Alerts (idle or zombie GPUs, budgets), newest first, filtered by team, kind, lease and open; a team role sees its own team's only; cursor pagination.", s.listAlerts, readers},
+		{"POST /api/v1/alerts/{id}/ack", "Acknowledge an alert (it stays open until its condition ends). Another team's alert is a 404.", s.ackAlert, writers},
+		{"GET /api/v1/reports/usage", "Cost and utilization per team over [from, to) (default: this month so far): cost, allocated, sampled and busy GPU-hours; admins also get the bill, paid GPU-hours and the idle line.", s.usageReport, readers},
 	}
 	// Routes of other areas live with their handlers, one file each.
 	base = append(base, s.agentRoutes()...)

@@ -127,7 +127,7 @@ func (s *Server) createTeam(w http.ResponseWriter, r *http.Request) {
 		if err := tx.Teams().CreateTeam(r.Context(), t); err != nil {
 			return err
 		}
-		return audit(r, tx, now, "audit.team_created", t.ID, "team created through the API", nil)
+		return audit(r, tx, now, "audit.team_created", t.ID, "team created through the API", map[string]string{store.EventTeam: t.ID})
 	})
 	if err != nil {
 		s.storeError(w, r, err, "id")
@@ -165,6 +165,7 @@ type TokenRequest struct {
 type TokenView struct {
 	ID      string    `json:"id"`
 	Secret  string    `json:"secret,omitempty"`
+	Prefix  string    `json:"prefix,omitempty"`
 	User    string    `json:"user,omitempty"`
 	Team    string    `json:"team,omitempty"`
 	Role    string    `json:"role"`
@@ -211,7 +212,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.clock.Now()
-	t := store.Token{ID: id, Hash: hash, User: req.User, Team: req.Team, Role: role, Name: req.Name, Created: now, Expires: req.Expires}
+	t := store.Token{ID: id, Hash: hash, User: req.User, Team: req.Team, Role: role, Name: req.Name, Prefix: store.SecretPrefix(secret), Created: now, Expires: req.Expires}
 	if err := store.ValidateToken(&t); err != nil {
 		writeValidation(w, err)
 		return
@@ -238,7 +239,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 			return err
 		}
 		return audit(r, tx, now, "audit.token_created", t.ID, "token created through the API",
-			map[string]string{"token_role": string(role), "token_team": t.Team, "token_user": t.User})
+			map[string]string{store.EventTeam: t.Team, "token_role": string(role), "token_team": t.Team, "token_user": t.User})
 	})
 	if err != nil {
 		var fe *core.FieldError
@@ -250,7 +251,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err, "team")
 		return
 	}
-	writeJSON(w, http.StatusCreated, TokenView{ID: t.ID, Secret: secret, User: t.User, Team: t.Team, Role: string(t.Role), Name: t.Name, Created: now.UTC(), Expires: t.Expires})
+	writeJSON(w, http.StatusCreated, TokenView{ID: t.ID, Secret: secret, Prefix: t.Prefix, User: t.User, Team: t.Team, Role: string(t.Role), Name: t.Name, Created: now.UTC(), Expires: t.Expires})
 }
 
 // JobRequest is the body of POST /api/v1/jobs. Team defaults to the
@@ -485,7 +486,7 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
 		if out, err = tx.Jobs().CancelJob(r.Context(), j.ID, now); err != nil {
 			return err
 		}
-		return audit(r, tx, now, "job.cancel_requested", j.ID, "cancelled through the API", map[string]string{"team": j.Team})
+		return audit(r, tx, now, "job.cancel_requested", j.ID, "cancelled through the API", map[string]string{store.EventTeam: j.Team})
 	})
 	if err != nil {
 		s.storeError(w, r, err, "id")
@@ -570,7 +571,17 @@ type EventsPage struct {
 
 func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := store.EventFilter{Subject: q.Get("subject"), Kind: q.Get("kind"), Cursor: q.Get("cursor")}
+	p, _ := PrincipalFrom(r.Context())
+	f := store.EventFilter{Subject: q.Get("subject"), Kind: q.Get("kind"), Team: q.Get("team"), Cursor: q.Get("cursor")}
+	if p.Role != store.RoleAdmin {
+		// A team role reads its own team's trail; fleet-wide events
+		// (leases, other teams) are an admin's.
+		if f.Team != "" && f.Team != p.Team {
+			writeJSON(w, http.StatusOK, EventsPage{Events: []EventView{}})
+			return
+		}
+		f.Team = p.Team
+	}
 	for _, tf := range []struct {
 		name string
 		dst  *time.Time

@@ -74,6 +74,24 @@ func newFixtureOn(t testing.TB, st store.Store, opts ...Option) *fixture {
 		}
 		f.tokens[string(role)] = secret
 	}
+	// Team b has a member token (t-other) and each team an open alert
+	// (1 for a, 2 for b), for the isolation checks.
+	secret, hash, err := store.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Users().CreateUser(ctx, store.User{ID: "u-other", Team: "b", Role: store.RoleMember, Created: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Tokens().CreateToken(ctx, store.Token{ID: "t-other", Hash: hash, User: "u-other", Team: "b", Role: store.RoleMember, Prefix: store.SecretPrefix(secret), Created: t0}); err != nil {
+		t.Fatal(err)
+	}
+	f.tokens["other"] = secret
+	for _, team := range []string{"a", "b"} {
+		if _, _, err := st.Alerts().RaiseAlert(ctx, store.Alert{Kind: "idle-alert", LeaseID: "L-" + team, Team: team, Reason: "idle 30 min", Raised: t0}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	opts = append([]Option{WithStore(st), WithRateLimit(RateLimit{})}, opts...)
 	f.ts = httptest.NewServer(New(testCatalog(), clk, slog.New(slog.NewTextHandler(io.Discard, nil)), opts...))
 	t.Cleanup(f.ts.Close)
@@ -137,7 +155,13 @@ func TestRoleMatrix(t *testing.T) {
 		{"POST /api/v1/jobs/{id}/cancel", "POST", "/api/v1/jobs/jb/cancel", nil, want{"none": 401, "admin": 200, "team-admin": 404, "member": 404, "viewer": 403, "agent": 403}},
 		{"POST /api/v1/jobs/{id}/cancel", "POST", "/api/v1/jobs/ja/cancel", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 403, "agent": 403}},
 		{"GET /api/v1/leases", "GET", "/api/v1/leases", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 403}},
-		{"GET /api/v1/events", "GET", "/api/v1/events", nil, want{"none": 401, "admin": 200, "team-admin": 403, "member": 403, "viewer": 403, "agent": 403}},
+		{"GET /api/v1/events", "GET", "/api/v1/events", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 403}},
+		{"GET /api/v1/tokens", "GET", "/api/v1/tokens", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 403, "viewer": 403, "agent": 403}},
+		{"POST /api/v1/tokens/{id}/revoke", "POST", "/api/v1/tokens/t-other/revoke", nil, want{"none": 401, "admin": 200, "team-admin": 404, "member": 403, "viewer": 403, "agent": 403}},
+		{"GET /api/v1/alerts", "GET", "/api/v1/alerts", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 403}},
+		{"POST /api/v1/alerts/{id}/ack", "POST", "/api/v1/alerts/1/ack", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 403, "agent": 403}},
+		{"POST /api/v1/alerts/{id}/ack", "POST", "/api/v1/alerts/2/ack", nil, want{"none": 401, "admin": 200, "team-admin": 404, "member": 404, "viewer": 403, "agent": 403}},
+		{"GET /api/v1/reports/usage", "GET", "/api/v1/reports/usage", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 403}},
 		// The dashboard's own routes (ui.go).
 		{"GET /api/v1/overview", "GET", "/api/v1/overview", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 403}},
 		{"GET /api/v1/overview/heatmap", "GET", "/api/v1/overview/heatmap", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 403}},
