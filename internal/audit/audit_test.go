@@ -1,7 +1,9 @@
-package audit
+package audit_test
 
 import (
 	"errors"
+	. "github.com/gpufleet/gpufleet/internal/audit"
+	. "github.com/gpufleet/gpufleet/internal/audit/audittest"
 	"testing"
 	"time"
 
@@ -20,7 +22,7 @@ func mustAudit(t *testing.T, in Input) Report {
 // TestSavingsByHand checks one saving of every kind against a figure
 // worked out here from the catalog's prices, independently of the code.
 func TestSavingsByHand(t *testing.T) {
-	r := mustAudit(t, workload())
+	r := mustAudit(t, Workload())
 	cases := []struct {
 		kind    Kind
 		subject string
@@ -29,23 +31,23 @@ func TestSavingsByHand(t *testing.T) {
 	}{
 		// 10 h on an A100 at 4.00/h = 40.00; the same 10 h on a T4
 		// (16 GiB ≥ 8 GiB peak + 25%) at 0.50/h = 5.00.
-		{RightSizeMemory, "mem-16", money("35"), "40 - 10 x 0.5"},
+		{RightSizeMemory, "mem-16", Money("35"), "40 - 10 x 0.5"},
 		// 20 h x 8 A100 at 4.00 = 640.00; 3 of 8 GPUs showed work, so
 		// 5/8 of it.
-		{RightSizeCount, "gang-8", money("400"), "640 x 5/8"},
+		{RightSizeCount, "gang-8", Money("400"), "640 x 5/8"},
 		// 50 h on an H100 at 8.00 = 400.00; an L4 at 0.80 does 300/h x 80%
 		// = 240/h >= 1000/h x p95 20% = 200/h, and 24 GiB >= 20 GB asked.
-		{ModelDowngrade, "infer-h100", money("360"), "400 - 50 x 0.8"},
+		{ModelDowngrade, "infer-h100", Money("360"), "400 - 50 x 0.8"},
 		// 4 h of V100 at 1.20 x 1.5 (weekday 10-14) = 7.20; at the 0.5x
 		// night window it would be 2.40.
-		{OffPeak, "etl-peak", money("4.8"), "7.2 - 4 x 1.2 x 0.5"},
+		{OffPeak, "etl-peak", Money("4.8"), "7.2 - 4 x 1.2 x 0.5"},
 		// Demand: 8 GPUs x 20 h, 1 x 10 h, 1 x 100 h (no two at once).
 		// Two monthly A100s (2000 each for the month) + 6 x 20 h on demand
 		// = 4480; no base, all 270 GPU-h on demand at 4.00 = 1080.
-		{LeaseChange, "A100-80G", money("3400"), "4000 + 480 - 1080"},
+		{LeaseChange, "A100-80G", Money("3400"), "4000 + 480 - 1080"},
 	}
 	for _, c := range cases {
-		got := recByKind(r, c.kind)
+		got := ByKind(r, c.kind)
 		if len(got) != 1 || got[0].Subject != c.subject {
 			t.Errorf("%s: got %+v, want one for %s", c.kind, got, c.subject)
 			continue
@@ -54,13 +56,13 @@ func TestSavingsByHand(t *testing.T) {
 			t.Errorf("%s %s: saving %s, want %s (%s)", c.kind, c.subject, got[0].Saving, c.want, c.why)
 		}
 	}
-	if got := evidence(recByKind(r, RightSizeMemory)[0], "to_model"); got != "T4" {
+	if got := EvidenceOf(ByKind(r, RightSizeMemory)[0], "to_model"); got != "T4" {
 		t.Errorf("memory: to_model %s, want T4", got)
 	}
-	if got := evidence(recByKind(r, ModelDowngrade)[0], "to_model"); got != "L4" {
+	if got := EvidenceOf(ByKind(r, ModelDowngrade)[0], "to_model"); got != "L4" {
 		t.Errorf("downgrade: to_model %s, want L4 (T4 is not in the throughput table)", got)
 	}
-	if got := evidence(recByKind(r, LeaseChange)[0], "committed_gpus_planned"); got != "0" {
+	if got := EvidenceOf(ByKind(r, LeaseChange)[0], "committed_gpus_planned"); got != "0" {
 		t.Errorf("lease change: planned base %s, want 0", got)
 	}
 	// Ordering: by saving, largest first.
@@ -69,19 +71,19 @@ func TestSavingsByHand(t *testing.T) {
 			t.Errorf("recommendations out of order at %d", i)
 		}
 	}
-	if want := money("4199.8"); r.Saving != want {
+	if want := Money("4199.8"); r.Saving != want {
 		t.Errorf("total saving %s, want %s", r.Saving, want)
 	}
 }
 
 // TestBillByHand checks the period's bill and idle line.
 func TestBillByHand(t *testing.T) {
-	r := mustAudit(t, workload())
+	r := mustAudit(t, Workload())
 	p := r.Periods[0]
 	// On demand: 40 + 640 + 400 + 7.2; two monthly A100s, 720 of their
 	// 730 h in November: 2 x 2000 x 720/730 = 3945.205479 (each part
 	// rounded half to even: 1972.602740).
-	want := money("40") + money("640") + money("400") + money("7.2") + 2*money("1972.60274")
+	want := Money("40") + Money("640") + Money("400") + Money("7.2") + 2*Money("1972.60274")
 	if p.Summary.Cost != want {
 		t.Errorf("cost %s, want %s", p.Summary.Cost, want)
 	}
@@ -95,7 +97,7 @@ func TestBillByHand(t *testing.T) {
 			small = j
 		}
 	}
-	if w := core.Micros(core.MulDivHalfEven(int64(money("1972.60274")), 100, 720)); small.Cost != w {
+	if w := core.Micros(core.MulDivHalfEven(int64(Money("1972.60274")), 100, 720)); small.Cost != w {
 		t.Errorf("train-small cost %s, want %s", small.Cost, w)
 	}
 	if p.Summary.ZombiesFound != 1 || p.Summary.ZombiesReleased != 1 || p.Summary.Alerts != 2 {
@@ -110,7 +112,7 @@ func TestBillByHand(t *testing.T) {
 // TestOneRecommendationPerJob: a job with a memory and a model
 // recommendation gets the larger, and names the other.
 func TestOneRecommendationPerJob(t *testing.T) {
-	in := workload()
+	in := Workload()
 	// mem-16 at 10% utilization: a downgrade candidate too.
 	for i := range in.Samples {
 		if in.Samples[i].LeaseID == "l-mem" {
@@ -130,13 +132,13 @@ func TestOneRecommendationPerJob(t *testing.T) {
 	// Memory: T4 at 0.5 saves 35; the downgrade keeps the 16 GiB asked, so
 	// the cheapest model is again T4 (16 GiB): the same 35. Ties go to
 	// memory, and the downgrade is listed as superseded.
-	if got[0].Kind != RightSizeMemory || got[0].Saving != money("35") || len(got[0].Supersedes) != 1 || got[0].Supersedes[0].Kind != ModelDowngrade {
+	if got[0].Kind != RightSizeMemory || got[0].Saving != Money("35") || len(got[0].Supersedes) != 1 || got[0].Supersedes[0].Kind != ModelDowngrade {
 		t.Errorf("mem-16: %+v", got[0])
 	}
 }
 
 func TestTeamReport(t *testing.T) {
-	in := workload()
+	in := Workload()
 	full := mustAudit(t, in)
 	var sum core.Micros
 	for _, team := range []string{"data", "nlp", "research", "vision"} {
@@ -167,7 +169,7 @@ func TestTeamReport(t *testing.T) {
 }
 
 func TestWeeks(t *testing.T) {
-	in := workload()
+	in := Workload()
 	in.Period = Week
 	r := mustAudit(t, in)
 	// Nov 2026 starts on a Sunday: W44 (1 day), W45..W48, W49 (Nov 30).
@@ -184,7 +186,7 @@ func TestWeeks(t *testing.T) {
 			t.Errorf("labels %v, want %v", labels, want)
 		}
 	}
-	month := mustAudit(t, workload())
+	month := mustAudit(t, Workload())
 	if r.Total.Cost != month.Total.Cost {
 		t.Errorf("weeks cost %s, month %s", r.Total.Cost, month.Total.Cost)
 	}
@@ -203,10 +205,10 @@ func TestInputErrors(t *testing.T) {
 		{"to before from", func(in *Input) { in.To = in.From }, "to"},
 		{"period", func(in *Input) { in.Period = "year" }, "period"},
 		{"threshold", func(in *Input) { in.Config.UtilP95Pct = 101 }, "util_p95_pct"},
-		{"overcommitted", func(in *Input) { in.Runs = append(in.Runs, run("mem-16", "l-mem", []int{0}, at(2, 0), at(2, 10))) }, "runs"},
+		{"overcommitted", func(in *Input) { in.Runs = append(in.Runs, NewRun("mem-16", "l-mem", []int{0}, At(2, 0), At(2, 10))) }, "runs"},
 	}
 	for _, c := range cases {
-		in := workload()
+		in := Workload()
 		c.edit(&in)
 		_, err := Audit(in)
 		var fe *core.FieldError
@@ -223,9 +225,9 @@ func TestParseTime(t *testing.T) {
 		loc  *time.Location
 		want time.Time
 	}{
-		{"2026-11", time.UTC, nov},
-		{"2026-11-02", time.UTC, at(2, 0)},
-		{"2026-11-02T08:00:00Z", sh, at(2, 8)},
+		{"2026-11", time.UTC, Nov},
+		{"2026-11-02", time.UTC, At(2, 0)},
+		{"2026-11-02T08:00:00Z", sh, At(2, 8)},
 		{"2026-11", sh, time.Date(2026, 11, 1, 0, 0, 0, 0, sh)},
 	}
 	for _, c := range cases {

@@ -190,7 +190,7 @@ func (a *auditor) period(i int) (PeriodReport, error) {
 	}
 	// Lines, team filter.
 	for _, l := range lines {
-		if a.in.Team != "" && l.Team != a.in.Team {
+		if a.in.Team != "" && l.Team != a.in.Team || *l == (Line{Team: l.Team, GPUModel: l.GPUModel}) {
 			continue
 		}
 		pr.Lines = append(pr.Lines, *l)

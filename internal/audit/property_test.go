@@ -1,7 +1,9 @@
-package audit
+package audit_test
 
 import (
 	"fmt"
+	. "github.com/gpufleet/gpufleet/internal/audit"
+	. "github.com/gpufleet/gpufleet/internal/audit/audittest"
 	"testing"
 	"time"
 
@@ -13,15 +15,15 @@ import (
 // genInput draws a random workload on the fixed catalog: leases on demand
 // or monthly, at most one run per GPU of a lease, samples on some GPUs.
 func genInput(t *rapid.T) Input {
-	offers := catalog()
-	in := Input{From: nov, To: nov.AddDate(0, 1, 0), Period: rapid.SampledFrom([]PeriodKind{Week, Month}).Draw(t, "period"),
-		Currency: "USD", Offers: offers, Now: nov.AddDate(0, 1, 0)}
+	offers := Catalog()
+	in := Input{From: Nov, To: Nov.AddDate(0, 1, 0), Period: rapid.SampledFrom([]PeriodKind{Week, Month}).Draw(t, "period"),
+		Currency: "USD", Offers: offers, Now: Nov.AddDate(0, 1, 0)}
 	teams := []string{"a", "b", "c"}
 	nLeases := rapid.IntRange(1, 6).Draw(t, "leases")
 	for i := range nLeases {
 		o := rapid.SampledFrom(offers).Draw(t, "offer")
 		mode := rapid.SampledFrom(o.Modes()).Draw(t, "mode")
-		start := nov.Add(time.Duration(rapid.IntRange(-72, 700).Draw(t, "start")) * time.Hour).Add(time.Duration(rapid.IntRange(0, 3599).Draw(t, "startSec")) * time.Second)
+		start := Nov.Add(time.Duration(rapid.IntRange(-72, 700).Draw(t, "start")) * time.Hour).Add(time.Duration(rapid.IntRange(0, 3599).Draw(t, "startSec")) * time.Second)
 		var end time.Time
 		if rapid.Bool().Draw(t, "closed") {
 			end = start.Add(time.Duration(rapid.IntRange(1, 400*3600).Draw(t, "length")) * time.Second)
@@ -40,19 +42,19 @@ func genInput(t *rapid.T) Input {
 			a := start.Add(time.Duration(rapid.Int64Range(0, int64(span/time.Second)).Draw(t, "ra")) * time.Second)
 			b := a.Add(time.Duration(rapid.Int64Range(0, int64(stop.Sub(a)/time.Second)).Draw(t, "rb")) * time.Second)
 			jid := fmt.Sprintf("j%d-%d", i, g)
-			jb := job(jid, rapid.SampledFrom(teams).Draw(t, "team")).mem(rapid.Int64Range(0, 90000).Draw(t, "mem"))
+			jb := NewJob(jid, rapid.SampledFrom(teams).Draw(t, "team")).Mem(rapid.Int64Range(0, 90000).Draw(t, "mem"))
 			if rapid.Bool().Draw(t, "deferrable") {
-				jb = jb.deferrable()
+				jb = jb.Deferrable()
 			}
-			in.Jobs = append(in.Jobs, jb.build())
+			in.Jobs = append(in.Jobs, jb.Build())
 			milli := core.Milli(rapid.SampledFrom([]int{250, 500, 1000}).Draw(t, "milli"))
-			r := run(jid, id, []int{g}, a, b)
+			r := NewRun(jid, id, []int{g}, a, b)
 			r.Milli = milli
 			in.Runs = append(in.Runs, r)
 			if rapid.Bool().Draw(t, "sampled") && b.After(a) {
 				util := rapid.IntRange(0, 100).Draw(t, "util")
 				mem := rapid.Int64Range(0, o.GPUMemMiB).Draw(t, "memUsed")
-				in.Samples = append(in.Samples, samples(id, g, a, b, time.Duration(rapid.IntRange(5, 240).Draw(t, "step"))*time.Minute, util, mem)...)
+				in.Samples = append(in.Samples, Samples(id, g, a, b, time.Duration(rapid.IntRange(5, 240).Draw(t, "step"))*time.Minute, util, mem)...)
 			}
 		}
 	}

@@ -20,10 +20,11 @@ func costAt(ms int64, rate core.Micros) core.Micros {
 	return core.Micros(core.MulDivHalfEven(ms, int64(rate), core.Hour.Seconds()*int64(core.WholeGPU)))
 }
 
-// gpuHours formats milli-GPU-seconds as GPU-hours with three decimals.
+// gpuHours formats milli-GPU-seconds as GPU-hours, to three decimals at
+// most.
 func gpuHours(ms int64) string {
 	v := core.MulDivHalfEven(ms, 1000, core.Hour.Seconds()*int64(core.WholeGPU))
-	return core.Micros(v * 1000).String()
+	return core.Micros(v * 1000).Decimal()
 }
 
 func mib(v int64) string { return fmt.Sprintf("%d MiB", v) }
