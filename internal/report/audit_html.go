@@ -39,7 +39,9 @@ func WriteAuditHTML(w io.Writer, r audit.Report) error {
 	fmt.Fprintf(&b, "<h1>%s</h1>\n<p class=\"muted\">Range [%s, %s), periods by calendar %s in %s. Money in %s; savings are per period, on the work as it ran.</p>\n",
 		esc(title), r.From.Format("2006-01-02 15:04 MST"), r.To.Format("2006-01-02 15:04 MST"), esc(string(r.Period)), esc(r.Location), esc(cur))
 	t := r.Total
-	kpi := func(label, value string) { fmt.Fprintf(&b, `<span class="kpi">%s<b>%s</b></span>`, esc(label), esc(value)) }
+	kpi := func(label, value string) {
+		fmt.Fprintf(&b, `<span class="kpi">%s<b>%s</b></span>`, esc(label), esc(value))
+	}
 	kpi("Cost", t.Cost.String()+" "+cur)
 	if r.Team == "" {
 		kpi("Idle cost", t.IdleCost.String()+" "+cur)
