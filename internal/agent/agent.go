@@ -40,8 +40,14 @@ const (
 type Config struct {
 	// AgentID names this agent to the server; empty means the hostname.
 	AgentID string
-	// LeaseID is the lease this machine is; samples carry it.
+	// LeaseID is the lease this machine is; samples carry it. Empty on
+	// a machine of the static pool: the server binds it to a lease.
 	LeaseID string
+	// OfferID is the catalog offer this machine is, declared when it
+	// joins (the static pool rents it out as that offer). Version is
+	// the agent's build, reported in heartbeats.
+	OfferID string
+	Version string
 	// DataDir holds the spool (DataDir/spool) and the jobs' logs and
 	// checkpoints (DataDir/jobs). Required.
 	DataDir string
@@ -75,6 +81,10 @@ type Config struct {
 
 	// Spool bounds the outbox (see spool.Options).
 	Spool spool.Options
+	// LogInterval is how often the jobs' log files are shipped to the
+	// server when the Uplink is a link.LogSender (1 s). What the server
+	// has not acknowledged stays in the files and goes later.
+	LogInterval time.Duration
 
 	// Clock is the agent's time; nil means the wall clock.
 	Clock clock.Clock
@@ -123,6 +133,9 @@ func (c Config) withDefaults() Config {
 	if c.FlushTimeout == 0 {
 		c.FlushTimeout = 5 * time.Second
 	}
+	if c.LogInterval <= 0 {
+		c.LogInterval = time.Second
+	}
 	if c.Seed == 0 {
 		c.Seed = uint64(c.Clock.Now().UnixNano())
 	}
@@ -153,7 +166,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 	defer sp.Close()
-	a := &agent{cfg: cfg, log: log, spool: sp, seen: map[string]bool{}}
+	a := &agent{cfg: cfg, log: log, spool: sp, seen: map[string]bool{}, ckpt: map[string]time.Time{}}
 	a.event(EventStarting, "agent started", map[string]string{"agent": cfg.AgentID, "seed": strconv.FormatUint(cfg.Seed, 10)})
 
 	a.runner, err = runner.New(runner.Config{
@@ -191,9 +204,24 @@ func Run(ctx context.Context, cfg Config) error {
 		defer wg.Done()
 		a.sampleLoop(ctx)
 	}()
+	ship, canShip := cfg.Uplink.(link.LogSender)
+	var logs *logShipper
+	if canShip {
+		logs = newLogShipper(a.runner, ship, log)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			logs.loop(ctx, cfg.Clock, cfg.LogInterval)
+		}()
+	}
 	<-ctx.Done()
 	wg.Wait()
 	a.shutdown()
+	if logs != nil {
+		fctx, cancel := context.WithTimeout(context.Background(), cfg.FlushTimeout)
+		logs.ship(fctx) // what the stopped jobs wrote last
+		cancel()
+	}
 	// One last try to send what shutting down recorded; what does not
 	// go now waits in the spool for the next run.
 	flush, cancel := context.WithTimeout(context.Background(), cfg.FlushTimeout)
@@ -221,7 +249,8 @@ type agent struct {
 	seen      map[string]bool // command IDs carried out
 	seenOrder []string
 	failing   bool
-	stopping  bool // shutting down: no new jobs
+	stopping  bool                 // shutting down: no new jobs
+	ckpt      map[string]time.Time // running job → its checkpoint directory's last change seen
 }
 
 func (a *agent) append(e core.Event) {
@@ -275,7 +304,9 @@ func (a *agent) sampleOnce(ctx context.Context) {
 	a.failing = false
 	a.inventory = inv
 	a.mu.Unlock()
-	for _, s := range Samples(a.cfg.LeaseID, now, readings, a.runner.Running(), Getpgid) {
+	running := a.runner.Running()
+	a.checkpoints(running)
+	for _, s := range Samples(a.cfg.LeaseID, now, readings, running, Getpgid) {
 		if _, err := a.spool.AppendSample(s); err != nil {
 			a.log.Error("sample lost: spool refused it", "gpu", s.GPU, "err", err)
 		}
@@ -292,7 +323,7 @@ func (a *agent) heartbeat() link.Heartbeat {
 	}
 	st := a.spool.Stats()
 	return link.Heartbeat{Agent: a.cfg.AgentID, LeaseID: a.cfg.LeaseID, At: a.cfg.Clock.Now(), Source: a.source.Name(),
-		GPUs: inv, Jobs: jobs, Backlog: st.Records, Summarised: st.Summarised}
+		GPUs: inv, Jobs: jobs, Backlog: st.Records, Summarised: st.Summarised, Offer: a.cfg.OfferID, Version: a.cfg.Version}
 }
 
 // remember marks a command ID carried out and reports whether it was
@@ -373,7 +404,7 @@ func (a *agent) do(c link.Command) error {
 
 // toSpec converts the server's job to the runner's.
 func toSpec(j link.JobSpec) (runner.Spec, error) {
-	s := runner.Spec{ID: j.ID, Team: j.Team, Command: j.Command, Env: j.Env, GPUs: j.GPUs, Grace: time.Duration(j.GraceSeconds) * time.Second}
+	s := runner.Spec{ID: j.ID, Team: j.Team, Command: j.Command, Env: j.Env, GPUs: j.GPUs, Grace: time.Duration(j.GraceSeconds) * time.Second, CheckpointDir: j.CheckpointDir}
 	if j.MPSThreadPct > 0 || j.MPSPinnedMemMiB > 0 {
 		s.MPS = &runner.MPS{ActiveThreadPct: j.MPSThreadPct, PinnedMemMiB: j.MPSPinnedMemMiB}
 	}

@@ -1,5 +1,583 @@
 package api
 
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/agent/link"
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/store"
+)
+
+// The agent protocol. Every route takes an agent token; the body names
+// the agent (one token may serve a whole fleet, though a token per
+// machine limits what a stolen one can do). The wire types are the
+// agent's own (package link), so the two sides cannot drift apart.
+//
+// Records (samples, summaries, events) carry the agent's outbox sequence
+// numbers, strictly increasing within an epoch (one spool's life). A
+// batch is applied in one transaction with the agent's new high-water
+// mark; a record at or below the mark is acknowledged without being
+// applied again, so a batch resent after a lost reply is harmless.
+
+var agentsOnly = []store.Role{store.RoleAgent}
+
+// Event kinds the agent reports that the control loop acts on: the
+// runner's, and the checkpoint the agent saw a job write.
+const (
+	agentJobStarted    = "job-started"
+	agentJobSignal     = "job-signal"
+	agentJobExited     = "job-exited"
+	agentJobCheckpoint = "job-checkpoint"
+	agentCommandResult = "agent-command"
+)
+
 // agentRoutes are the routes node agents call (join, heartbeat, samples,
 // events, commands, logs) and the node listing built from them.
-func (s *Server) agentRoutes() []route { return nil }
+func (s *Server) agentRoutes() []route {
+	return []route{
+		{"POST /api/v1/agent/heartbeat", "An agent's join and heartbeat: its offer, GPUs, running jobs and backlog (agent).", s.agentHeartbeat, agentsOnly},
+		{"POST /api/v1/agent/samples", "A batch of an agent's sample and summary records, applied once by sequence number (agent).", s.agentSamples, agentsOnly},
+		{"POST /api/v1/agent/events", "A batch of an agent's event records (job started, signalled, exited with status and resource use; checkpoint written; command results), applied once by sequence number (agent).", s.agentEvents, agentsOnly},
+		{"GET /api/v1/agent/commands", "The commands waiting for an agent: run a unit on GPUs, checkpoint, stop or kill a run (agent).", s.agentCommands, agentsOnly},
+		{"POST /api/v1/agent/commands/{id}/ack", "Acknowledge a command with its result (agent).", s.agentAck, agentsOnly},
+		{"POST /api/v1/agent/logs", "A chunk of a run's output at its byte offset; resent bytes are skipped, a gap is a 409 naming where to resume (agent).", s.agentLogs, agentsOnly},
+		{"GET /api/v1/nodes", "The machines' agents: state (ok, suspect, down), lease, GPUs, jobs; a team role sees the nodes running its team's jobs.", s.listNodes, readers},
+		{"GET /api/v1/jobs/{id}/logs", "A job's output from offset (bytes) or its last tail bytes; another team's job is a 404.", s.jobLogs, readers},
+	}
+}
+
+func init() {
+	for pattern, d := range map[string]struct {
+		request, response any
+		params            []string
+	}{
+		"POST /api/v1/agent/heartbeat":        {link.Heartbeat{}, HeartbeatReply{}, nil},
+		"POST /api/v1/agent/samples":          {RecordBatch{}, BatchReply{}, nil},
+		"POST /api/v1/agent/events":           {RecordBatch{}, BatchReply{}, nil},
+		"GET /api/v1/agent/commands":          {nil, CommandsReply{}, []string{"agent"}},
+		"POST /api/v1/agent/commands/{id}/ack": {AckRequest{}, AckRequest{}, nil},
+		"POST /api/v1/agent/logs":             {LogChunk{}, LogChunkReply{}, nil},
+		"GET /api/v1/nodes":                   {nil, NodesPage{}, []string{"state", "limit", "cursor"}},
+		"GET /api/v1/jobs/{id}/logs":          {nil, LogView{}, []string{"offset", "tail", "limit"}},
+	} {
+		e := apiDoc[pattern]
+		e.request, e.response, e.params = d.request, d.response, d.params
+		apiDoc[pattern] = e
+	}
+}
+
+// HeartbeatReply answers a heartbeat: the lease the server has the
+// machine on ("" while not leased) and the agent's state.
+type HeartbeatReply struct {
+	Agent  string `json:"agent"`
+	Lease  string `json:"lease,omitempty"`
+	State  string `json:"state"`
+	Joined bool   `json:"joined"`
+}
+
+// RecordBatch is the body of the samples and events routes.
+type RecordBatch struct {
+	Agent string `json:"agent"`
+	// Epoch names the agent's outbox incarnation; a new one restarts
+	// the sequence numbers.
+	Epoch   string        `json:"epoch"`
+	Records []link.Record `json:"records"`
+}
+
+// BatchReply acknowledges a batch: every record up to Applied is had.
+type BatchReply struct {
+	Applied    int64 `json:"applied"`
+	New        int   `json:"new"`
+	Duplicates int   `json:"duplicates"`
+}
+
+// CommandsReply lists an agent's pending commands.
+type CommandsReply struct {
+	Commands []link.Command `json:"commands"`
+}
+
+// AckRequest acknowledges a command.
+type AckRequest struct {
+	Agent  string `json:"agent"`
+	Result string `json:"result"`
+}
+
+// LogChunk is a piece of a run's output: Data starts at byte Offset of
+// the run's log.
+type LogChunk struct {
+	Agent  string    `json:"agent"`
+	Run    string    `json:"run"`
+	Offset int64     `json:"offset"`
+	Data   []byte    `json:"data"`
+	At     time.Time `json:"at"`
+}
+
+// LogChunkReply says how much of the run's log the server has.
+type LogChunkReply struct {
+	End int64 `json:"end"`
+}
+
+// LogEndHeader carries, on a 409 for a log chunk, how many bytes of the
+// run's log the server has: where the agent resumes.
+const LogEndHeader = "X-Gpufleet-Log-End"
+
+// NodeView is the JSON form of a node agent.
+type NodeView struct {
+	ID       string           `json:"id"`
+	Lease    string           `json:"lease,omitempty"`
+	Offer    string           `json:"offer,omitempty"`
+	State    string           `json:"state"`
+	StateAt  time.Time        `json:"state_at"`
+	Joined   time.Time        `json:"joined"`
+	LastSeen time.Time        `json:"last_seen"`
+	Version  string           `json:"version,omitempty"`
+	Source   string           `json:"source,omitempty"`
+	GPUs     []store.AgentGPU `json:"gpus"`
+	// Jobs are the units running on the node's lease (a team role sees
+	// its team's only).
+	Jobs    []string `json:"jobs"`
+	Backlog int64    `json:"backlog"`
+}
+
+// NodesPage is the response of GET /api/v1/nodes.
+type NodesPage struct {
+	Nodes []NodeView `json:"nodes"`
+	Next  string     `json:"next,omitempty"`
+}
+
+// LogView is a stretch of a job's log: Text starts at byte Start; End is
+// the log's length so far (read on from Start+len(Text)).
+type LogView struct {
+	Job   string `json:"job"`
+	Start int64  `json:"start"`
+	End   int64  `json:"end"`
+	Text  string `json:"text"`
+}
+
+// agentID checks the agent named in a request.
+func agentID(w http.ResponseWriter, id string) bool {
+	if err := store.CheckID("agent", id); err != nil {
+		writeValidation(w, err)
+		return false
+	}
+	return true
+}
+
+func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
+	var hb link.Heartbeat
+	if !decode(w, r, &hb) {
+		return
+	}
+	if !agentID(w, hb.Agent) {
+		return
+	}
+	a := store.Agent{ID: hb.Agent, LeaseID: hb.LeaseID, OfferID: hb.Offer, Version: hb.Version, Source: hb.Source,
+		Running: hb.Jobs, Backlog: int64(hb.Backlog), LastSeen: s.clock.Now()}
+	for _, g := range hb.GPUs {
+		a.GPUs = append(a.GPUs, store.AgentGPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MIG: g.MIG, MemTotalMiB: g.MemTotalMiB})
+	}
+	if hb.Offer != "" {
+		if _, err := s.catalog.Offer(hb.Offer); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_argument", "offer", fmt.Sprintf("offer %q: want an offer id of the server's catalog", hb.Offer))
+			return
+		}
+	}
+	var prev store.Agent
+	var created bool
+	err := s.store.Tx(r.Context(), func(tx store.Tx) error {
+		var err error
+		prev, created, err = tx.Agents().SaveHeartbeat(r.Context(), a)
+		if err != nil {
+			return err
+		}
+		switch {
+		case created:
+			_, err = tx.Events().AppendEvents(r.Context(), core.Event{At: a.LastSeen, Kind: "agent.joined", Subject: a.ID,
+				Reason: fmt.Sprintf("agent %s joined: offer %q, %d GPUs, source %s, version %q", a.ID, a.OfferID, len(a.GPUs), a.Source, a.Version)})
+		case prev.State != store.AgentOK:
+			_, err = tx.Events().AppendEvents(r.Context(), core.Event{At: a.LastSeen, Kind: "agent.ok", Subject: a.ID,
+				Reason: fmt.Sprintf("agent %s heartbeats again after %s silent (was %s)", a.ID, a.LastSeen.Sub(prev.LastSeen).Round(time.Millisecond), prev.State)})
+		}
+		return err
+	})
+	if err != nil {
+		s.storeError(w, r, err, "agent")
+		return
+	}
+	lease := prev.LeaseID
+	if a.LeaseID != "" {
+		lease = a.LeaseID
+	}
+	writeJSON(w, http.StatusOK, HeartbeatReply{Agent: a.ID, Lease: lease, State: string(store.AgentOK), Joined: created})
+}
+
+// applyBatch checks a batch, then in one transaction applies the records
+// above the agent's high-water mark with apply and raises the mark.
+func (s *Server) applyBatch(w http.ResponseWriter, r *http.Request, events bool, apply func(tx store.Tx, a store.Agent, recs []link.Record) error) {
+	var b RecordBatch
+	if !decode(w, r, &b) {
+		return
+	}
+	if !agentID(w, b.Agent) {
+		return
+	}
+	if len(b.Records) > 4096 {
+		writeError(w, http.StatusBadRequest, "invalid_argument", "records", fmt.Sprintf("records: %d in one batch, at most 4096", len(b.Records)))
+		return
+	}
+	var prev uint64
+	for i, rec := range b.Records {
+		if err := rec.Validate(); err != nil {
+			writeValidation(w, fmt.Errorf("records[%d]: %w", i, err))
+			return
+		}
+		if (rec.Kind == link.KindEvent) != events {
+			writeError(w, http.StatusBadRequest, "invalid_argument", fmt.Sprintf("records[%d].kind", i),
+				fmt.Sprintf("records[%d]: a %s record sent to the %s route", i, rec.Kind, map[bool]string{true: "events", false: "samples"}[events]))
+			return
+		}
+		if rec.Seq == 0 || rec.Seq > 1<<62 || (i > 0 && rec.Seq <= prev) {
+			writeError(w, http.StatusBadRequest, "invalid_argument", fmt.Sprintf("records[%d].seq", i),
+				fmt.Sprintf("records[%d].seq %d: want sequence numbers above 0, strictly increasing within the batch (previous %d)", i, rec.Seq, prev))
+			return
+		}
+		prev = rec.Seq
+	}
+	var reply BatchReply
+	err := s.store.Tx(r.Context(), func(tx store.Tx) error {
+		a, err := tx.Agents().GetAgent(r.Context(), b.Agent)
+		if err != nil {
+			return err
+		}
+		applied := a.AppliedSeq
+		if b.Epoch != a.Epoch {
+			applied = 0 // a new outbox numbers from 1 again
+		}
+		var fresh []link.Record
+		for _, rec := range b.Records {
+			if int64(rec.Seq) <= applied {
+				reply.Duplicates++
+				continue
+			}
+			fresh = append(fresh, rec)
+		}
+		reply.New = len(fresh)
+		if len(fresh) > 0 {
+			if err := apply(tx, a, fresh); err != nil {
+				return err
+			}
+			applied = int64(fresh[len(fresh)-1].Seq)
+		}
+		reply.Applied = applied
+		if applied != a.AppliedSeq || b.Epoch != a.Epoch {
+			return tx.Agents().AdvanceAgent(r.Context(), a.ID, b.Epoch, applied)
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			writeError(w, http.StatusNotFound, "not_found", "agent", fmt.Sprintf("agent %q has not joined: heartbeat first", b.Agent))
+			return
+		}
+		s.storeError(w, r, err, "records")
+		return
+	}
+	writeJSON(w, http.StatusOK, reply)
+}
+
+func (s *Server) agentSamples(w http.ResponseWriter, r *http.Request) {
+	s.applyBatch(w, r, false, func(tx store.Tx, a store.Agent, recs []link.Record) error {
+		var samples []core.Sample
+		var events []core.Event
+		for _, rec := range recs {
+			if rec.Kind == link.KindSummary {
+				sm := rec.Summary
+				events = append(events, core.Event{At: s.clock.Now(), Kind: "agent.samples-summarised", Subject: a.ID,
+					Reason: fmt.Sprintf("agent %s kept a summary of %d samples (records %d..%d) to stay within its outbox bound", a.ID, sm.Samples(), sm.FromSeq, sm.ToSeq),
+					Attrs:  map[string]string{"from_seq": strconv.FormatUint(sm.FromSeq, 10), "to_seq": strconv.FormatUint(sm.ToSeq, 10), "samples": strconv.FormatInt(sm.Samples(), 10)}})
+				continue
+			}
+			c, known := rec.Sample.Core()
+			if !known {
+				continue // says nothing of idleness; the ladder would take it for idle
+			}
+			if a.LeaseID != "" {
+				c.LeaseID = a.LeaseID // the server's name for the machine wins
+			}
+			if c.LeaseID == "" {
+				continue // a machine nobody leases: nothing to attribute
+			}
+			samples = append(samples, c)
+		}
+		if len(samples) > 0 {
+			if err := tx.Samples().InsertSamples(r.Context(), samples...); err != nil {
+				return err
+			}
+		}
+		if len(events) > 0 {
+			if _, err := tx.Events().AppendEvents(r.Context(), events...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (s *Server) agentEvents(w http.ResponseWriter, r *http.Request) {
+	now := s.clock.Now()
+	s.applyBatch(w, r, true, func(tx store.Tx, a store.Agent, recs []link.Record) error {
+		var events []core.Event
+		var reports []store.AgentReport
+		for _, rec := range recs {
+			e := *rec.Event
+			if e.At.IsZero() {
+				e.At = now
+			}
+			attrs := map[string]string{}
+			for k, v := range e.Attrs {
+				attrs[k] = v
+			}
+			attrs["agent"] = a.ID
+			subject := e.Subject
+			switch e.Kind {
+			case agentJobStarted, agentJobSignal, agentJobExited, agentJobCheckpoint:
+				attrs["run"] = e.Subject
+				reports = append(reports, store.AgentReport{Agent: a.ID, Kind: e.Kind, Run: e.Subject, At: e.At, Reason: e.Reason, Attrs: e.Attrs})
+				// The trail names the unit, so that its team sees it.
+				if cmd, err := tx.Agents().GetCommand(r.Context(), "run:"+e.Subject); err == nil {
+					subject = cmd.Unit
+					attrs[store.EventTeam] = cmd.Team
+				}
+			case agentCommandResult:
+				if id := e.Attrs["command"]; id != "" {
+					result := e.Attrs["result"]
+					if result != "ok" {
+						result = "error: " + e.Reason
+					}
+					if err := tx.Agents().AckCommand(r.Context(), a.ID, id, e.At, result); err != nil && !errors.Is(err, store.ErrNotFound) {
+						return err
+					}
+				}
+			}
+			events = append(events, core.Event{At: e.At, Kind: "agent." + e.Kind, Subject: subject, Reason: e.Reason, Attrs: attrs})
+		}
+		if len(reports) > 0 {
+			if err := tx.Agents().AppendReports(r.Context(), reports...); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Events().AppendEvents(r.Context(), events...)
+		return err
+	})
+}
+
+func (s *Server) agentCommands(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("agent")
+	if !agentID(w, id) {
+		return
+	}
+	cmds, err := s.store.Agents().PendingCommands(r.Context(), id)
+	if err != nil {
+		s.storeError(w, r, err, "agent")
+		return
+	}
+	out := CommandsReply{Commands: []link.Command{}}
+	for _, c := range cmds {
+		var lc link.Command
+		if err := json.Unmarshal([]byte(c.Spec), &lc); err != nil {
+			s.internal(w, r, fmt.Errorf("command %s: stored spec: %w", c.ID, err))
+			return
+		}
+		lc.ID, lc.Kind = c.ID, link.CommandKind(c.Kind)
+		out.Commands = append(out.Commands, lc)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) agentAck(w http.ResponseWriter, r *http.Request) {
+	var req AckRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if !agentID(w, req.Agent) {
+		return
+	}
+	if req.Result == "" {
+		req.Result = "ok"
+	}
+	if err := s.store.Agents().AckCommand(r.Context(), req.Agent, r.PathValue("id"), s.clock.Now(), req.Result); err != nil {
+		s.storeError(w, r, err, "id")
+		return
+	}
+	writeJSON(w, http.StatusOK, req)
+}
+
+func (s *Server) agentLogs(w http.ResponseWriter, r *http.Request) {
+	var c LogChunk
+	if !decode(w, r, &c) {
+		return
+	}
+	if !agentID(w, c.Agent) {
+		return
+	}
+	if err := store.CheckID("run", c.Run); err != nil {
+		writeValidation(w, err)
+		return
+	}
+	if c.At.IsZero() {
+		c.At = s.clock.Now()
+	}
+	cmd, err := s.store.Agents().GetCommand(r.Context(), "run:"+c.Run)
+	if err == nil && cmd.Agent != c.Agent {
+		err = store.NotFound("run of agent "+c.Agent, c.Run)
+	}
+	if err != nil {
+		s.storeError(w, r, err, "run")
+		return
+	}
+	stream := c.Agent + "/" + c.Run
+	end, err := s.store.JobLogs().AppendLog(r.Context(), cmd.Job, stream, c.Offset, c.Data, c.At)
+	if errors.Is(err, store.ErrConflict) {
+		if have, err2 := s.store.JobLogs().LogStreamEnd(r.Context(), cmd.Job, stream); err2 == nil {
+			w.Header().Set(LogEndHeader, strconv.FormatInt(have, 10))
+		}
+	}
+	if err != nil {
+		s.storeError(w, r, err, "offset")
+		return
+	}
+	writeJSON(w, http.StatusOK, LogChunkReply{End: end})
+}
+
+func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p, _ := PrincipalFrom(r.Context())
+	f := store.AgentFilter{Cursor: q.Get("cursor")}
+	if v := q.Get("state"); v != "" {
+		for _, name := range strings.Split(v, ",") {
+			st, err := store.ParseAgentState("state", name)
+			if err != nil {
+				writeValidation(w, err)
+				return
+			}
+			f.States = append(f.States, st)
+		}
+	}
+	if !parseLimit(w, q.Get("limit"), &f.Limit) {
+		return
+	}
+	page, err := s.store.Agents().ListAgents(r.Context(), f)
+	if err != nil {
+		s.storeError(w, r, err, "")
+		return
+	}
+	// What runs where: the live units by lease, with their jobs' teams.
+	units, err := s.store.Units().ListLiveUnits(r.Context())
+	if err != nil {
+		s.storeError(w, r, err, "")
+		return
+	}
+	type jobInfo struct {
+		team   string
+		shards int
+	}
+	jobOf := map[string]jobInfo{}
+	onLease := map[string][]string{}
+	for i := range units {
+		u := &units[i]
+		if u.State != core.JobRunning && u.State != core.JobCheckpointing {
+			continue
+		}
+		ji, ok := jobOf[u.JobID]
+		if !ok {
+			j, err := s.store.Jobs().GetJob(r.Context(), u.JobID)
+			if err != nil {
+				s.storeError(w, r, err, "")
+				return
+			}
+			ji = jobInfo{j.Team, j.Shards}
+			jobOf[u.JobID] = ji
+		}
+		if !p.seesTeam(ji.team) {
+			continue
+		}
+		for _, part := range u.Parts {
+			onLease[part.LeaseID] = append(onLease[part.LeaseID], u.Key(ji.shards))
+		}
+	}
+	out := NodesPage{Nodes: []NodeView{}, Next: page.Next}
+	for _, a := range page.Items {
+		jobs := onLease[a.LeaseID]
+		if a.LeaseID == "" {
+			jobs = nil
+		}
+		if p.Role != store.RoleAdmin && len(jobs) == 0 {
+			continue // a team role sees the nodes that run its jobs
+		}
+		sort.Strings(jobs)
+		v := NodeView{ID: a.ID, Lease: a.LeaseID, Offer: a.OfferID, State: string(a.State), StateAt: a.StateAt.UTC(), Joined: a.Joined.UTC(),
+			LastSeen: a.LastSeen.UTC(), Version: a.Version, Source: a.Source, GPUs: nonNilGPUs(a.GPUs), Jobs: append([]string{}, jobs...), Backlog: a.Backlog}
+		out.Nodes = append(out.Nodes, v)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func nonNilGPUs(g []store.AgentGPU) []store.AgentGPU {
+	if g == nil {
+		return []store.AgentGPU{}
+	}
+	return g
+}
+
+func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
+	j, ok := s.visibleJob(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	num := func(name string) (int64, bool) {
+		v := q.Get(name)
+		if v == "" {
+			return 0, true
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, "invalid_argument", name, fmt.Sprintf("%s %q: want a whole number of bytes >= 0", name, v))
+			return 0, false
+		}
+		return n, true
+	}
+	offset, ok1 := num("offset")
+	tail, ok2 := num("tail")
+	limit, ok3 := num("limit")
+	if !ok1 || !ok2 || !ok3 {
+		return
+	}
+	if q.Get("offset") != "" && q.Get("tail") != "" {
+		writeError(w, http.StatusBadRequest, "invalid_argument", "tail", "tail: give offset or tail, not both")
+		return
+	}
+	if tail > store.MaxLogRead || limit > store.MaxLogRead {
+		writeError(w, http.StatusBadRequest, "invalid_argument", "limit", fmt.Sprintf("tail and limit: at most %d bytes", store.MaxLogRead))
+		return
+	}
+	var lr store.LogRead
+	var err error
+	if tail > 0 {
+		lr, err = s.store.JobLogs().TailLog(r.Context(), j.ID, int(tail))
+	} else {
+		lr, err = s.store.JobLogs().ReadLog(r.Context(), j.ID, offset, int(limit))
+	}
+	if err != nil {
+		s.storeError(w, r, err, "offset")
+		return
+	}
+	writeJSON(w, http.StatusOK, LogView{Job: j.ID, Start: lr.Start, End: lr.End, Text: string(lr.Data)})
+}

@@ -209,6 +209,10 @@ type Heartbeat struct {
 	Backlog int `json:"backlog"`
 	// Summarised is how many samples the outbox has summarised so far.
 	Summarised int64 `json:"summarised"`
+	// Offer is the catalog offer the agent declares its machine to be:
+	// how a machine joins the static pool. Version is the agent's build.
+	Offer   string `json:"offer,omitempty"`
+	Version string `json:"version,omitempty"`
 }
 
 // CommandKind is what a command asks.
@@ -239,6 +243,10 @@ type JobSpec struct {
 	// agent's defaults.
 	CheckpointSignal string `json:"checkpoint_signal,omitempty"`
 	GraceSeconds     int    `json:"grace_seconds,omitempty"`
+	// CheckpointDir, when set, is where the job keeps its checkpoints
+	// instead of the agent's own data directory: storage every machine
+	// mounts, so that a run resumed on another machine finds them.
+	CheckpointDir string `json:"checkpoint_dir,omitempty"`
 }
 
 // Command is an instruction from the server. ID makes it idempotent: the

@@ -65,7 +65,7 @@ func (r *Runner) Start(spec Spec) (*Job, error) {
 	if _, ok := r.running[spec.ID]; ok {
 		return nil, fmt.Errorf("runner: job %s: already running", spec.ID)
 	}
-	if err := os.MkdirAll(r.CheckpointDir(spec.ID), 0o750); err != nil {
+	if err := os.MkdirAll(r.checkpointDir(spec), 0o750); err != nil {
 		return nil, fmt.Errorf("runner: job %s: %w", spec.ID, err)
 	}
 	logf, err := os.OpenFile(r.LogPath(spec.ID), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
@@ -118,7 +118,7 @@ func (r *Runner) Start(spec Spec) (*Job, error) {
 	j.logf("=== attempt %d started: pid %d, %s=%s", j.attempt, j.pgid, EnvVisibleDevices, strings.Join(spec.GPUs, ","))
 	j.event(EventStarted, "started", map[string]string{
 		"pid": strconv.Itoa(j.pgid), "attempt": strconv.Itoa(j.attempt), "gpus": strings.Join(spec.GPUs, ","),
-		"checkpoint_dir": r.CheckpointDir(spec.ID),
+		"checkpoint_dir": r.checkpointDir(spec),
 	})
 	r.cfg.Logger.Info("job started", "job", spec.ID, "pid", j.pgid, "gpus", spec.GPUs, "attempt", j.attempt)
 

@@ -2,7 +2,10 @@
 
 package runner
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // ErrUnsupported is returned by Start where the runner cannot control
 // process groups as it must.
@@ -10,10 +13,11 @@ var ErrUnsupported = errors.New("runner: jobs run on Linux only")
 
 // Job is a running job; on this system there never is one.
 type Job struct {
-	spec Spec
-	pgid int
-	done chan struct{}
-	exit Exit
+	spec    Spec
+	pgid    int
+	started time.Time
+	done    chan struct{}
+	exit    Exit
 }
 
 // Start refuses: the runner needs Linux.

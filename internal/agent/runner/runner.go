@@ -59,6 +59,10 @@ type Spec struct {
 	// CheckpointSignal and Grace override the runner's defaults.
 	CheckpointSignal syscall.Signal
 	Grace            time.Duration
+	// CheckpointDir overrides the job's checkpoint directory (the
+	// runner's jobs/<id>/checkpoint): shared storage, so that a job
+	// resumed on another machine finds what it saved here.
+	CheckpointDir string
 }
 
 // MPS are the limits of a job on a shared GPU.
@@ -102,7 +106,18 @@ func (s *Spec) Validate() error {
 	if s.Grace < 0 {
 		return &core.FieldError{Field: "grace", Value: s.Grace.String(), Allowed: ">= 0"}
 	}
+	if s.CheckpointDir != "" && !filepath.IsAbs(s.CheckpointDir) {
+		return &core.FieldError{Field: "checkpoint_dir", Value: s.CheckpointDir, Allowed: "an absolute path"}
+	}
 	return nil
+}
+
+// checkpointDir is where the job of spec s keeps its checkpoints.
+func (r *Runner) checkpointDir(s Spec) string {
+	if s.CheckpointDir != "" {
+		return s.CheckpointDir
+	}
+	return r.CheckpointDir(s.ID)
 }
 
 // Line is one line a job wrote.
@@ -243,6 +258,10 @@ type Proc struct {
 	// PGID is the job's process group (its leader's pid).
 	PGID int
 	GPUs []string
+	// CheckpointDir is where the job saves its checkpoints; Started
+	// when it started.
+	CheckpointDir string
+	Started       time.Time
 }
 
 // Running lists the running jobs, by ID.
@@ -251,7 +270,8 @@ func (r *Runner) Running() []Proc {
 	defer r.mu.Unlock()
 	out := make([]Proc, 0, len(r.running))
 	for _, j := range r.running {
-		out = append(out, Proc{ID: j.spec.ID, Team: j.spec.Team, PGID: j.pgid, GPUs: append([]string(nil), j.spec.GPUs...)})
+		out = append(out, Proc{ID: j.spec.ID, Team: j.spec.Team, PGID: j.pgid, GPUs: append([]string(nil), j.spec.GPUs...),
+			CheckpointDir: r.checkpointDir(j.spec), Started: j.started})
 	}
 	slices.SortFunc(out, func(a, b Proc) int { return strings.Compare(a.ID, b.ID) })
 	return out
@@ -288,7 +308,7 @@ func (r *Runner) env(s Spec, sig syscall.Signal) []string {
 	env = append(env, s.Env...)
 	env = append(env,
 		EnvVisibleDevices+"="+strings.Join(s.GPUs, ","),
-		EnvCheckpointDir+"="+r.CheckpointDir(s.ID),
+		EnvCheckpointDir+"="+r.checkpointDir(s),
 		EnvCheckpointSignal+"="+signalName(sig),
 		EnvJobID+"="+s.ID,
 	)

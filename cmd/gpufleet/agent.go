@@ -1,0 +1,107 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/agent"
+	"github.com/gpufleet/gpufleet/internal/agent/gpu"
+	"github.com/gpufleet/gpufleet/internal/agent/link"
+	"github.com/gpufleet/gpufleet/internal/agent/runner"
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/spf13/cobra"
+)
+
+// agentVersion is what agents report in their heartbeats.
+const agentVersion = "gpufleet-agent/dev"
+
+func newAgentCmd() *cobra.Command {
+	var (
+		serverURL, token, source, dataDir, id, offer, lease, ckptSignal, dcgmURL, smiPath string
+		sampleEvery, beatEvery, grace, termGrace, timeout                                 time.Duration
+		logJSON                                                                           bool
+	)
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run the node agent: report this machine's GPUs and run the jobs the server places here",
+		Long: `Run the node agent on a GPU machine: it joins the server with an agent token,
+heartbeats, samples the GPUs (NVML, nvidia-smi, a DCGM exporter, or a fake
+source), runs the jobs the server places here (each a process group with
+CUDA_VISIBLE_DEVICES, its checkpoint directory in GPUFLEET_CHECKPOINT_DIR),
+passes on checkpoint and stop requests (checkpoint signal, grace, SIGTERM,
+SIGKILL), and streams the jobs' output. Samples and job events wait on disk
+under --data-dir while the server is unreachable and are sent in order when it
+returns. The token may come from GPUFLEET_TOKEN instead of --token.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if token == "" {
+				token = os.Getenv("GPUFLEET_TOKEN")
+			}
+			switch {
+			case serverURL == "":
+				return usageError{&core.FieldError{Field: "server", Value: "", Allowed: "the server's URL, e.g. http://10.0.0.1:8080"}}
+			case !strings.HasPrefix(serverURL, "http://") && !strings.HasPrefix(serverURL, "https://"):
+				return usageError{&core.FieldError{Field: "server", Value: serverURL, Allowed: "an http:// or https:// URL"}}
+			case token == "":
+				return usageError{&core.FieldError{Field: "token", Value: "", Allowed: "an agent token (--token or GPUFLEET_TOKEN)"}}
+			case !slices.Contains(gpu.Names, source):
+				return usageError{&core.FieldError{Field: "gpu-source", Value: source, Allowed: strings.Join(gpu.Names, ", ")}}
+			case dataDir == "":
+				return usageError{&core.FieldError{Field: "data-dir", Value: "", Allowed: "a directory for the outbox, job logs and checkpoints"}}
+			}
+			var sig = runner.Config{}.CheckpointSignal
+			if ckptSignal != "" {
+				s, err := runner.ParseSignal(ckptSignal)
+				if err != nil {
+					return usageError{err}
+				}
+				sig = s
+			}
+			if id == "" {
+				h, err := os.Hostname()
+				if err != nil {
+					return fmt.Errorf("agent: --agent-id not given and no hostname: %w", err)
+				}
+				id = h
+			}
+			var handler slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
+			if logJSON {
+				handler = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
+			}
+			epoch, err := agent.SpoolEpoch(dataDir)
+			if err != nil {
+				return fmt.Errorf("agent: data dir %s: %w", dataDir, err)
+			}
+			up := &link.HTTP{URL: serverURL, Token: token, Agent: id, Epoch: epoch, Timeout: timeout}
+			cfg := agent.Config{
+				AgentID: id, LeaseID: lease, OfferID: offer, Version: agentVersion, DataDir: dataDir,
+				GPUSource: source, GPU: gpu.Options{DCGMURL: dcgmURL, SMIPath: smiPath}, Uplink: up,
+				SampleInterval: sampleEvery, HeartbeatInterval: beatEvery,
+				CheckpointSignal: sig, Grace: grace, TermGrace: termGrace, Logger: slog.New(handler),
+			}
+			return agent.Run(cmd.Context(), cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&serverURL, "server", "", "the gpufleet server's URL (http://host:8080)")
+	f.StringVar(&token, "token", "", "an agent token (or GPUFLEET_TOKEN)")
+	f.StringVar(&source, "gpu-source", "auto", "where GPU readings come from: "+strings.Join(gpu.Names, ", "))
+	f.StringVar(&dataDir, "data-dir", "/var/lib/gpufleet-agent", "the outbox, job logs and checkpoints")
+	f.StringVar(&id, "agent-id", "", "this agent's name (the hostname if empty)")
+	f.StringVar(&offer, "offer", "", "the catalog offer this machine is (joins the static pool as one)")
+	f.StringVar(&lease, "lease", "", "the lease this machine is, when the provider told it (otherwise the server binds it)")
+	f.StringVar(&ckptSignal, "checkpoint-signal", "USR1", "the signal that asks a job to checkpoint")
+	f.StringVar(&dcgmURL, "dcgm-url", "", "a DCGM exporter's metrics URL (for --gpu-source dcgm or auto)")
+	f.StringVar(&smiPath, "nvidia-smi", "", "nvidia-smi's path (PATH lookup if empty)")
+	f.DurationVar(&sampleEvery, "sample-interval", 10*time.Second, "time between GPU samples")
+	f.DurationVar(&beatEvery, "heartbeat-interval", 10*time.Second, "time between heartbeats and command fetches")
+	f.DurationVar(&grace, "grace", 30*time.Second, "how long a stopping job has after the checkpoint signal before SIGTERM")
+	f.DurationVar(&termGrace, "term-grace", 10*time.Second, "how long after SIGTERM before SIGKILL")
+	f.DurationVar(&timeout, "timeout", link.DefaultTimeout, "bound on each request to the server")
+	f.BoolVar(&logJSON, "log-json", false, "log as JSON lines instead of text")
+	return cmd
+}
