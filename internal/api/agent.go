@@ -58,14 +58,14 @@ func init() {
 		request, response any
 		params            []string
 	}{
-		"POST /api/v1/agent/heartbeat":        {link.Heartbeat{}, HeartbeatReply{}, nil},
-		"POST /api/v1/agent/samples":          {RecordBatch{}, BatchReply{}, nil},
-		"POST /api/v1/agent/events":           {RecordBatch{}, BatchReply{}, nil},
-		"GET /api/v1/agent/commands":          {nil, CommandsReply{}, []string{"agent"}},
+		"POST /api/v1/agent/heartbeat":         {link.Heartbeat{}, HeartbeatReply{}, nil},
+		"POST /api/v1/agent/samples":           {RecordBatch{}, BatchReply{}, nil},
+		"POST /api/v1/agent/events":            {RecordBatch{}, BatchReply{}, nil},
+		"GET /api/v1/agent/commands":           {nil, CommandsReply{}, []string{"agent"}},
 		"POST /api/v1/agent/commands/{id}/ack": {AckRequest{}, AckRequest{}, nil},
-		"POST /api/v1/agent/logs":             {LogChunk{}, LogChunkReply{}, nil},
-		"GET /api/v1/nodes":                   {nil, NodesPage{}, []string{"state", "limit", "cursor"}},
-		"GET /api/v1/jobs/{id}/logs":          {nil, LogView{}, []string{"offset", "tail", "limit"}},
+		"POST /api/v1/agent/logs":              {LogChunk{}, LogChunkReply{}, nil},
+		"GET /api/v1/nodes":                    {nil, NodesPage{}, []string{"state", "limit", "cursor"}},
+		"GET /api/v1/jobs/{id}/logs":           {nil, LogView{}, []string{"offset", "tail", "limit"}},
 	} {
 		e := apiDoc[pattern]
 		e.request, e.response, e.params = d.request, d.response, d.params
