@@ -400,7 +400,9 @@ func BuildOverview(ctx context.Context, st store.Store, cat *pricing.Catalog, no
 
 	// Samples: the latest readings' mean, and idle GPUs.
 	u.SampleWindowS = int64(SampleWindow / time.Second)
-	samples, err := st.Samples().QuerySamples(ctx, store.SampleFilter{From: now.Add(-overviewScan), To: now.Add(time.Nanosecond)})
+	// To is exclusive and the store keeps microseconds: a reading taken
+	// at now counts.
+	samples, err := st.Samples().QuerySamples(ctx, store.SampleFilter{From: now.Add(-overviewScan), To: now.Add(time.Microsecond)})
 	if err != nil {
 		return Overview{}, fmt.Errorf("overview: %w", err)
 	}
@@ -517,7 +519,7 @@ func BuildHeatmap(ctx context.Context, st store.Store, now time.Time, hours int)
 	bucket := span / HeatmapBuckets
 	from := now.Add(-span)
 	hm := Heatmap{AsOf: now, From: from, BucketSeconds: int64(bucket / time.Second), Buckets: HeatmapBuckets, GPUs: []HeatRow{}}
-	samples, err := st.Samples().QuerySamples(ctx, store.SampleFilter{From: from, To: now.Add(time.Nanosecond)})
+	samples, err := st.Samples().QuerySamples(ctx, store.SampleFilter{From: from, To: now.Add(time.Microsecond)})
 	if err != nil {
 		return Heatmap{}, fmt.Errorf("heatmap: %w", err)
 	}

@@ -359,10 +359,11 @@ async function showLogs(id) {
   const pre = document.getElementById("logs-text");
   sec.hidden = false;
   document.getElementById("logs-h").textContent = "Logs of " + id;
-  const r = await api("/api/v1/jobs/" + encodeURIComponent(id) + "/logs");
+  const r = await api("/api/v1/jobs/" + encodeURIComponent(id) + "/logs?tail=65536");
   if (noRoute(r)) pre.textContent = "This server has no job logs yet (GET /api/v1/jobs/{id}/logs is not there).";
   else if (r.status !== 200) pre.textContent = errText(r);
   else if (typeof r.body === "string") pre.textContent = r.body || "(empty)";
+  else if (r.body && typeof r.body.text === "string") pre.textContent = r.body.text ? "bytes " + r.body.start + "–" + r.body.end + "\n" + r.body.text : "(no output yet)";
   else if (r.body && Array.isArray(r.body.lines)) pre.textContent = r.body.lines.map(l => typeof l === "string" ? l : (l.text !== undefined ? l.text : JSON.stringify(l))).join("\n") || "(empty)";
   else pre.textContent = JSON.stringify(r.body, null, 2);
 }
@@ -404,16 +405,26 @@ function alertRows(list) {
     { title: "Action", cell: a => a.action || "" },
     { title: "Raised", cell: a => when(a.raised || a.at) },
     { title: "Reason", cell: a => a.reason || "" },
+    { title: "Acknowledged", cell: a => a.acked && !a.acked.startsWith("0001-01-01") ? [when(a.acked), a.acked_by ? " by " + a.acked_by : ""] :
+        (a.id && state.canAck ? h("button", { type: "button", "data-ack": a.id, "aria-label": "Acknowledge alert " + a.id, onclick: () => ackAlert(a.id) }, "Acknowledge") : "") },
   ], list.map(a => Object.assign({ attrs: { "data-alert": a.kind + ":" + (a.lease || a.lease_id || "") + ":" + (a.gpu === undefined ? "" : a.gpu) } }, a)), "No open alerts.");
+}
+
+async function ackAlert(id) {
+  const r = await api("/api/v1/alerts/" + encodeURIComponent(id) + "/ack", { method: "POST" });
+  setStatus(r.status === 200 ? "Acknowledged alert " + id + "." : "Acknowledge " + id + ": " + errText(r), r.status !== 200);
+  const p = state.page; state.page = ""; show(p);
 }
 
 async function renderAlerts(root) {
   const o = await loadOverview();
-  const r = await api("/api/v1/alerts");
+  const r = await api("/api/v1/alerts?open=true&limit=500");
   let list, source;
+  state.canAck = false;
   if (r.status === 200 && r.body && typeof r.body === "object") {
     list = Array.isArray(r.body) ? r.body : (r.body.alerts || []);
-    source = "GET /api/v1/alerts";
+    source = "GET /api/v1/alerts?open=true";
+    state.canAck = true;
   } else {
     list = o.alerts;
     source = "the overview (GET /api/v1/overview alerts" + (noRoute(r) ? "; this server has no /api/v1/alerts yet" : "; /api/v1/alerts answered " + r.status) + ")";
