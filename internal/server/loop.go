@@ -32,6 +32,8 @@ type Config struct {
 	Log    *slog.Logger
 	// Tick is the period between steps (DefaultTick if zero).
 	Tick time.Duration
+	// Agents configures the work with node agents (agents.go).
+	Agents AgentConfig
 }
 
 // Loop is the live control loop.
@@ -39,6 +41,7 @@ type Loop struct {
 	cfg     Config
 	offers  map[string]*core.Offer
 	metrics *metrics
+	tracker *agentTracker
 }
 
 // NewLoop returns a loop on cfg.

@@ -77,6 +77,13 @@ func (l *Loop) Tick(ctx context.Context) error {
 			Reason: fmt.Sprintf("the provider reports machine %s %s", e.Machine.ProviderID, e.Machine.State)})
 	}
 
+	// Agents: their reports, their silence (agents.go).
+	ag, agEvents, err := l.agentsBefore(ctx, st, now)
+	if err != nil {
+		return err
+	}
+	events = append(events, agEvents...)
+
 	// Units on machines that ended while the loop was away (reconcile
 	// marked them failed, reclaimed or vanished) go back to the queue.
 	live := map[string]bool{}
@@ -108,7 +115,7 @@ func (l *Loop) Tick(ctx context.Context) error {
 			}
 			u.State, u.Parts, u.End = core.JobCancelled, nil, now
 			events = append(events, core.Event{At: now, Kind: "unit.cancelled", Subject: u.Key(), Reason: "its job was cancelled"})
-		case u.State == core.JobRunning && u.Job.EstDuration > 0:
+		case u.State == core.JobRunning && u.Job.EstDuration > 0 && !ag.agentDriven(u):
 			at := u.Start.Add(u.Job.EstDuration - u.Done)
 			if !at.After(now) {
 				engine.Finish(st, u.Key(), at)
@@ -172,12 +179,16 @@ func (l *Loop) Tick(ctx context.Context) error {
 				return err
 			}
 		}
+		if err := ag.persist(ctx, tx, st); err != nil {
+			return err
+		}
 		_, err := tx.Loop().SaveLoop(ctx, store.LoopFromEngine(st, ls.Version))
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("tick: persist decisions: %w", err)
 	}
+	ag.committed(ctx)
 
 	// Act: release, then acquire every lease still requested (new ones,
 	// and intents a crash or an error left behind) by its client token.

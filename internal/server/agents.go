@@ -1,0 +1,467 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/agent/link"
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/engine"
+	"github.com/gpufleet/gpufleet/internal/store"
+)
+
+// AgentConfig is how the loop works with node agents.
+type AgentConfig struct {
+	// SuspectAfter and DownAfter are how long an agent may be silent
+	// before it is suspect (30 s) and down (90 s). A down agent's lease
+	// is marked failed and its units go back to the queue from their
+	// last checkpoints.
+	SuspectAfter, DownAfter time.Duration
+	// CheckpointRoot, when set, is storage every machine mounts: each
+	// unit checkpoints into CheckpointRoot/<unit>, so a run resumed on
+	// another machine finds what the last one saved. Empty leaves
+	// checkpoints in each agent's data directory (a resumed run then
+	// starts over unless it lands on the same machine).
+	CheckpointRoot string
+	// Grace is the time a stopping job has after the checkpoint signal
+	// (0: the agent's default).
+	Grace time.Duration
+}
+
+func (c AgentConfig) withDefaults() AgentConfig {
+	if c.SuspectAfter <= 0 {
+		c.SuspectAfter = 30 * time.Second
+	}
+	if c.DownAfter <= c.SuspectAfter {
+		c.DownAfter = max(3*c.SuspectAfter, 90*time.Second)
+	}
+	return c
+}
+
+// AgentConfigurer is a provider that knows how the loop should treat
+// its agents (the agent pool, configured from its file): used when the
+// loop's Config leaves Agents zero.
+type AgentConfigurer interface {
+	AgentConfig() AgentConfig
+}
+
+// agentConfig is the agent configuration in force, defaults filled in.
+func (l *Loop) agentConfig() AgentConfig {
+	c := l.cfg.Agents
+	if c == (AgentConfig{}) {
+		if p, ok := l.cfg.Provider.(AgentConfigurer); ok {
+			c = p.AgentConfig()
+		}
+	}
+	return c.withDefaults()
+}
+
+// agentTracker is the loop's memory of what it queued for agents, so
+// that a command resent each tick is written once. It is only a cache:
+// command IDs are deterministic and queueing one twice does nothing, so
+// a restarted loop starts with it empty.
+type agentTracker struct {
+	queued map[string]bool
+}
+
+// agentTick is one tick's view of the agents, made before engine.Step
+// and written with the tick's decisions.
+type agentTick struct {
+	l   *Loop
+	now time.Time
+	// byLease is the agent serving each live lease.
+	byLease map[string]*store.Agent
+	agents  []store.Agent
+	// driven are the units whose run is the agent's business: on a
+	// lease with an agent, and with a command to run.
+	prev map[string]runRef // unit key → its run before the step
+	// ended are runs an agent reported over this tick.
+	ended    map[string]bool
+	states   map[string]store.AgentState
+	unbind   []string
+	release  []string
+	reportTo int64
+	cmds     []store.AgentCommand
+}
+
+// runRef is one run of one part of a unit on one agent.
+type runRef struct {
+	run, agent, lease string
+	part              int
+}
+
+// runID names a run for the agent's runner: letters, digits, '.', '_'
+// and '-' (unit keys may hold anything else, so a hash keeps it unique),
+// and the run's start, so that a unit started again is a new run.
+func runID(key string, start time.Time, part int) string {
+	var b strings.Builder
+	for _, r := range key {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+		if b.Len() >= 64 {
+			break
+		}
+	}
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	id := fmt.Sprintf("%s-%08x-%s", strings.TrimLeft(b.String(), "._-"), h.Sum32(), strconv.FormatInt(start.UnixMicro(), 36))
+	if id[0] == '-' {
+		id = "u" + id
+	}
+	if part > 0 {
+		id += "-p" + strconv.Itoa(part)
+	}
+	return id
+}
+
+// runsOf returns the current runs of the units driven by agents.
+func (t *agentTick) runsOf(st *engine.State) map[string]runRef {
+	out := map[string]runRef{}
+	for _, u := range st.Units {
+		if u.State != core.JobRunning && u.State != core.JobCheckpointing {
+			continue
+		}
+		if len(u.Job.Command) == 0 {
+			continue
+		}
+		for i, p := range u.Parts {
+			a := t.byLease[p.LeaseID]
+			if a == nil {
+				continue
+			}
+			key := u.Key()
+			if i > 0 {
+				key += "/" + strconv.Itoa(i)
+			}
+			out[key] = runRef{run: runID(u.Key(), u.Start, i), agent: a.ID, lease: p.LeaseID, part: i}
+		}
+	}
+	return out
+}
+
+// agentDriven reports whether u's end is for its agent to report rather
+// than for the estimated-duration stand-in.
+func (t *agentTick) agentDriven(u *engine.Unit) bool {
+	if len(u.Job.Command) == 0 {
+		return false
+	}
+	for _, p := range u.Parts {
+		if t.byLease[p.LeaseID] != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// agentsBefore reads the agents and their reports and applies them to
+// st: exits finish or fail units, checkpoints move their saved point,
+// silence makes agents suspect, then down (their units requeued from
+// their checkpoints). It returns the events and the tick's agent view.
+func (l *Loop) agentsBefore(ctx context.Context, st *engine.State, now time.Time) (*agentTick, []core.Event, error) {
+	cfg := l.agentConfig()
+	if l.tracker == nil {
+		l.tracker = &agentTracker{queued: map[string]bool{}}
+	}
+	t := &agentTick{l: l, now: now, byLease: map[string]*store.Agent{}, ended: map[string]bool{}, states: map[string]store.AgentState{}}
+	f := store.AgentFilter{Limit: store.MaxLimit}
+	for {
+		page, err := l.cfg.Store.Agents().ListAgents(ctx, f)
+		if err != nil {
+			return nil, nil, fmt.Errorf("tick: agents: %w", err)
+		}
+		t.agents = append(t.agents, page.Items...)
+		if page.Next == "" {
+			break
+		}
+		f.Cursor = page.Next
+	}
+	live := map[string]*engine.Lease{}
+	for _, le := range st.Leases {
+		if !le.State.Final() {
+			live[le.ID] = le
+		}
+	}
+	var events []core.Event
+	// Silence first: a down agent's units are requeued before its late
+	// reports could count.
+	for i := range t.agents {
+		a := &t.agents[i]
+		silent := now.Sub(a.LastSeen)
+		switch {
+		case a.State != store.AgentDown && silent >= cfg.DownAfter:
+			t.states[a.ID] = store.AgentDown
+			events = append(events, core.Event{At: now, Kind: "agent.down", Subject: a.ID,
+				Reason: fmt.Sprintf("agent %s silent for %s (down after %s)", a.ID, silent.Round(time.Millisecond), cfg.DownAfter)})
+			a.State = store.AgentDown
+			if le := live[a.LeaseID]; le != nil {
+				events = append(events, requeueLease(st, le.ID, now, fmt.Sprintf("its agent %s is down (silent for %s)", a.ID, silent.Round(time.Millisecond)))...)
+				engine.OnFailed(st, le.ID, now)
+				events = append(events, core.Event{At: now, Kind: "lease.failed", Subject: le.ID,
+					Reason: fmt.Sprintf("its agent %s is down: the machine is lost to the fleet until the agent returns", a.ID)})
+				if le.ProviderID != "" {
+					t.release = append(t.release, le.ProviderID)
+				}
+			}
+			if a.LeaseID != "" {
+				t.unbind = append(t.unbind, a.ID)
+			}
+		case a.State == store.AgentOK && silent >= cfg.SuspectAfter:
+			t.states[a.ID] = store.AgentSuspect
+			a.State = store.AgentSuspect
+			events = append(events, core.Event{At: now, Kind: "agent.suspect", Subject: a.ID,
+				Reason: fmt.Sprintf("agent %s silent for %s (suspect after %s, down after %s)", a.ID, silent.Round(time.Millisecond), cfg.SuspectAfter, cfg.DownAfter)})
+		}
+		if a.State != store.AgentDown && a.LeaseID != "" && live[a.LeaseID] != nil {
+			t.byLease[a.LeaseID] = a
+		}
+	}
+
+	reports, err := l.cfg.Store.Agents().PendingReports(ctx, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tick: agent reports: %w", err)
+	}
+	cur := t.runsOf(st)
+	byRun := map[string]string{} // run → unit key
+	for key, r := range cur {
+		if r.part == 0 {
+			byRun[r.run] = strings.SplitN(key, "/", 2)[0]
+		}
+	}
+	units := map[string]*engine.Unit{}
+	for _, u := range st.Units {
+		units[u.Key()] = u
+	}
+	for _, rep := range reports {
+		t.reportTo = rep.Seq
+		key, current := byRun[rep.Run]
+		if !current {
+			continue // a run that already ended, or a part other than the leader
+		}
+		u := units[key]
+		switch rep.Kind {
+		case "job-checkpoint":
+			if rep.At.After(u.Start) && rep.At.After(u.LastCheckpoint) && !rep.At.After(now) {
+				u.LastCheckpoint = rep.At
+			}
+		case "job-exited":
+			t.ended[rep.Run] = true
+			events = append(events, l.exited(st, u, rep, now)...)
+		}
+	}
+	t.prev = t.runsOf(st)
+	return t, events, nil
+}
+
+// exited applies a run's exit to its unit: exit 0 of a run nobody asked
+// to stop is success; a run the agent stopped itself (it is shutting
+// down) goes back to the queue from its checkpoint; anything else fails
+// the unit.
+func (l *Loop) exited(st *engine.State, u *engine.Unit, rep store.AgentReport, now time.Time) []core.Event {
+	at := rep.At
+	if at.After(now) || at.Before(u.Start) {
+		at = now
+	}
+	use := fmt.Sprintf("user %sms, sys %sms, max rss %s KiB", orDash(rep.Attrs["user_cpu_ms"]), orDash(rep.Attrs["sys_cpu_ms"]), orDash(rep.Attrs["max_rss_kib"]))
+	attrs := map[string]string{"agent": rep.Agent, "run": rep.Run, "exit_code": rep.Attrs["exit_code"], "signal": rep.Attrs["signal"],
+		"user_cpu_ms": rep.Attrs["user_cpu_ms"], "sys_cpu_ms": rep.Attrs["sys_cpu_ms"], "max_rss_kib": rep.Attrs["max_rss_kib"]}
+	switch {
+	case rep.Attrs["stopped"] == "true":
+		ev := requeueUnit(u, now, fmt.Sprintf("agent %s stopped run %s itself (%s, %s): back to the queue from its last checkpoint", rep.Agent, rep.Run, rep.Reason, use))
+		return []core.Event{ev}
+	case rep.Attrs["exit_code"] == "0" && rep.Attrs["signal"] == "":
+		engine.Finish(st, u.Key(), at)
+		return []core.Event{{At: at, Kind: "unit.succeeded", Subject: u.Key(), Attrs: attrs,
+			Reason: fmt.Sprintf("agent %s reports run %s exited 0 (%s)", rep.Agent, rep.Run, use)}}
+	default:
+		u.Done += at.Sub(u.Start)
+		u.State, u.Parts, u.End = core.JobFailed, nil, at
+		return []core.Event{{At: at, Kind: "unit.failed", Subject: u.Key(), Attrs: attrs,
+			Reason: fmt.Sprintf("agent %s reports run %s ended with %s (%s)", rep.Agent, rep.Run, rep.Reason, use)}}
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// requeueUnit sends a running unit back to the queue: the work up to
+// its last checkpoint is kept, the rest counted as lost.
+func requeueUnit(u *engine.Unit, now time.Time, reason string) core.Event {
+	ck := u.LastCheckpoint
+	if ci := u.Job.CheckpointInterval; ci > 0 && now.After(u.Start) {
+		if c := u.Start.Add(now.Sub(u.Start) / ci * ci); c.After(ck) {
+			ck = c
+		}
+	}
+	if ck.Before(u.Start) {
+		ck = u.Start
+	}
+	if ck.After(now) {
+		ck = now
+	}
+	u.Done += ck.Sub(u.Start)
+	u.LostMilliSeconds += int64(u.Milli()) * int64(now.Sub(ck)/time.Second)
+	u.State, u.Parts, u.Since = core.JobPending, nil, now
+	return core.Event{At: now, Kind: "unit.requeued", Subject: u.Key(), Reason: reason + fmt.Sprintf(" (checkpoint at %s)", ck.UTC().Format(time.RFC3339Nano))}
+}
+
+// requeueLease requeues every running unit with a part on lease.
+func requeueLease(st *engine.State, lease string, now time.Time, why string) []core.Event {
+	var out []core.Event
+	for _, u := range st.Units {
+		if (u.State == core.JobRunning || u.State == core.JobCheckpointing) && runsOn(u, lease) {
+			out = append(out, requeueUnit(u, now, why+": back to the queue from its last checkpoint"))
+		}
+	}
+	return out
+}
+
+// commands works out, after the step, what the agents must be told: run
+// what was placed, checkpoint what runs on a machine under a reclaim
+// notice, stop what the step stopped (kill where the machine is gone or
+// the job cancelled), and kill runs an agent still reports that are no
+// longer the unit's (it was partitioned while they were requeued).
+func (t *agentTick) commands(st *engine.State) {
+	cur := t.runsOf(st)
+	units := map[string]*engine.Unit{}
+	for _, u := range st.Units {
+		units[u.Key()] = u
+	}
+	leases := map[string]*engine.Lease{}
+	for _, le := range st.Leases {
+		leases[le.ID] = le
+	}
+	expected := map[string]bool{}
+	for key, r := range cur {
+		expected[r.run] = true
+		base := strings.SplitN(key, "/", 2)[0]
+		u := units[base]
+		if p, ok := t.prev[key]; !ok || p.run != r.run {
+			t.queue(t.runCommand(u, r))
+		}
+		if le := leases[r.lease]; le != nil && !le.ReclaimAt.IsZero() {
+			t.queue(store.AgentCommand{ID: "checkpoint:" + r.run + ":" + strconv.FormatInt(le.ReclaimAt.Unix(), 10), Agent: r.agent, Kind: store.CommandCheckpoint,
+				Unit: base, Job: u.Job.ID, Team: u.Job.Team, Run: r.run,
+				Reason: fmt.Sprintf("spot reclaim notice: machine of lease %s goes at %s", r.lease, le.ReclaimAt.UTC().Format(time.RFC3339))})
+		}
+	}
+	for key, p := range t.prev {
+		if c, ok := cur[key]; (ok && c.run == p.run) || t.ended[p.run] {
+			continue
+		}
+		base := strings.SplitN(key, "/", 2)[0]
+		u := units[base]
+		kind, why := store.CommandStop, "the scheduler stopped the unit (preempted, moved or its machine released)"
+		switch {
+		case u != nil && u.Job.State == core.JobCancelled:
+			kind, why = store.CommandKill, "its job was cancelled"
+		case leases[p.lease] != nil && leases[p.lease].State.Final():
+			kind, why = store.CommandKill, fmt.Sprintf("its lease %s ended (%s)", p.lease, leases[p.lease].State)
+		case u != nil && u.State.Final():
+			kind, why = store.CommandKill, "the unit ended ("+string(u.State)+")"
+		}
+		c := store.AgentCommand{ID: kind + ":" + p.run, Agent: p.agent, Kind: kind, Unit: base, Run: p.run, Reason: why}
+		if u != nil {
+			c.Job, c.Team = u.Job.ID, u.Job.Team
+		}
+		t.queue(c)
+	}
+	for _, a := range t.agents {
+		if a.State == store.AgentDown {
+			continue
+		}
+		for _, run := range a.Running {
+			if !expected[run] {
+				t.queue(store.AgentCommand{ID: "kill:" + run, Agent: a.ID, Kind: store.CommandKill, Run: run,
+					Reason: "the run is no longer the unit's: it was requeued while the agent was silent, or ended"})
+			}
+		}
+	}
+}
+
+func (t *agentTick) runCommand(u *engine.Unit, r runRef) store.AgentCommand {
+	cfg := t.l.agentConfig()
+	part := u.Parts[r.part]
+	spec := link.JobSpec{ID: r.run, Team: u.Job.Team, Command: u.Job.Command, GPUs: make([]string, len(part.GPUs)),
+		GraceSeconds: int(cfg.Grace / time.Second)}
+	for i, g := range part.GPUs {
+		spec.GPUs[i] = strconv.Itoa(g)
+	}
+	if m := u.Job.Request.MilliPerGPU; m > 0 && m < core.WholeGPU {
+		spec.MPSThreadPct = max(int(m/10), 1)
+		if u.Job.Request.MemPerGPUMiB > 0 {
+			spec.MPSPinnedMemMiB = u.Job.Request.MemPerGPUMiB
+		}
+	}
+	if cfg.CheckpointRoot != "" {
+		spec.CheckpointDir = filepath.Join(cfg.CheckpointRoot, runID(u.Key(), time.Unix(0, 0), 0))
+	}
+	b, _ := json.Marshal(link.Command{Kind: link.CommandRun, Job: spec, Reason: "placed"})
+	return store.AgentCommand{ID: "run:" + r.run, Agent: r.agent, Kind: store.CommandRun, Unit: u.Key(), Job: u.Job.ID, Team: u.Job.Team, Run: r.run,
+		Spec: string(b), Reason: fmt.Sprintf("placed on lease %s GPUs %v", r.lease, part.GPUs)}
+}
+
+// queue adds c unless this loop queued it before.
+func (t *agentTick) queue(c store.AgentCommand) {
+	if t.l.tracker.queued[c.ID] {
+		return
+	}
+	c.Created = t.now
+	if c.Spec == "" {
+		b, _ := json.Marshal(link.Command{Kind: link.CommandKind(c.Kind), Job: link.JobSpec{ID: c.Run}, Reason: c.Reason})
+		c.Spec = string(b)
+	}
+	t.cmds = append(t.cmds, c)
+}
+
+// persist writes, in the tick's transaction, the agents' new states,
+// the commands and the consumption of the reports acted on.
+func (t *agentTick) persist(ctx context.Context, tx store.Tx, st *engine.State) error {
+	t.cmds = nil // the transaction may run again
+	t.commands(st)
+	for id, s := range t.states {
+		if err := tx.Agents().SetAgentState(ctx, id, s, t.now); err != nil {
+			return err
+		}
+	}
+	for _, id := range t.unbind {
+		if err := tx.Agents().BindAgent(ctx, id, ""); err != nil {
+			return err
+		}
+	}
+	if len(t.cmds) > 0 {
+		if err := tx.Agents().EnqueueCommands(ctx, t.cmds...); err != nil {
+			return err
+		}
+	}
+	if t.reportTo > 0 {
+		return tx.Agents().DeleteReports(ctx, t.reportTo)
+	}
+	return nil
+}
+
+// committed runs once the tick's transaction is in: the cache learns
+// the commands, and the machines of down agents go back to the provider.
+func (t *agentTick) committed(ctx context.Context) {
+	for _, c := range t.cmds {
+		t.l.tracker.queued[c.ID] = true
+	}
+	for _, pid := range t.release {
+		if err := t.l.cfg.Provider.Release(ctx, pid); err != nil {
+			t.l.cfg.Log.Warn("release of a down agent's machine failed; reconcile retries it", "provider_id", pid, "err", err)
+		}
+	}
+}
