@@ -2,17 +2,27 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net/url"
 	"strings"
 
+	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/store"
 	"github.com/gpufleet/gpufleet/internal/store/postgres"
 	"github.com/gpufleet/gpufleet/internal/store/sqlite"
 )
 
-// openStore opens the SQLite file or PostgreSQL database db names.
+// openStore opens the SQLite file or PostgreSQL database db names. A
+// PostgreSQL URL may name the schema to keep gpufleet's tables in with
+// "schema=NAME" (or "search_path=NAME"), so that several deployments or
+// test runs share one database; the schema is created if missing.
 func openStore(ctx context.Context, db string) (store.Store, error) {
 	if strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://") {
-		st, err := postgres.Open(ctx, db, postgres.Options{})
+		dsn, schema, err := splitSchema(db)
+		if err != nil {
+			return nil, err
+		}
+		st, err := postgres.Open(ctx, dsn, postgres.Options{Schema: schema})
 		if err != nil {
 			return nil, err
 		}
@@ -23,4 +33,30 @@ func openStore(ctx context.Context, db string) (store.Store, error) {
 		return nil, err
 	}
 	return st, nil
+}
+
+// splitSchema takes the schema out of a PostgreSQL URL's query: it is
+// ours, not a connection parameter for the server.
+func splitSchema(db string) (dsn, schema string, err error) {
+	u, err := url.Parse(db)
+	if err != nil {
+		return "", "", &core.FieldError{Field: "--db", Value: "(a postgres URL)", Allowed: "a valid URL: " + err.Error()}
+	}
+	q := u.Query()
+	for _, key := range []string{"schema", "search_path"} {
+		v := q.Get(key)
+		if v == "" {
+			continue
+		}
+		if schema != "" && v != schema {
+			return "", "", &core.FieldError{Field: "--db " + key, Value: v, Allowed: fmt.Sprintf("the same schema as %q, or only one of schema and search_path", schema)}
+		}
+		if strings.ContainsAny(v, ", ") {
+			return "", "", &core.FieldError{Field: "--db " + key, Value: v, Allowed: "one schema name (gpufleet keeps all its tables in one schema)"}
+		}
+		schema = v
+		q.Del(key)
+	}
+	u.RawQuery = q.Encode()
+	return u.String(), schema, nil
 }

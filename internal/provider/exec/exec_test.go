@@ -1,0 +1,268 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/provider"
+)
+
+const example = "../../../examples/exec-provider/provider.sh"
+
+// exampleProvider runs the example script over a fresh state directory.
+func exampleProvider(t *testing.T, env map[string]string) (*Provider, string) {
+	t.Helper()
+	dir := t.TempDir()
+	e := map[string]string{"GPUFLEET_EXEC_STATE": dir}
+	for k, v := range env {
+		e[k] = v
+	}
+	p, err := New(Config{Script: example, Env: e, Timeout: 10 * time.Second, PollInterval: time.Minute,
+		Offer: func(id string) (*core.Offer, bool) { return &core.Offer{ID: id, Provider: "idc", GPUs: 8}, true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, dir
+}
+
+// script writes an executable bash script with body and returns its path.
+func script(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "provider.sh")
+	if err := os.WriteFile(path, []byte("#!/usr/bin/env bash\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestExampleScript(t *testing.T) {
+	ctx := context.Background()
+	p, _ := exampleProvider(t, nil)
+	req := provider.AcquireRequest{ClientToken: "L1", OfferID: "idc/cd/v100x8", Mode: core.Weekly}
+	m, err := p.Acquire(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.ProviderID == "" || m.ClientToken != "L1" || m.OfferID != req.OfferID || m.Mode != core.Weekly || m.State != provider.Ready || m.LaunchedAt.IsZero() {
+		t.Fatalf("acquire: %+v", m)
+	}
+	again, err := p.Acquire(ctx, req)
+	if err != nil || again.ProviderID != m.ProviderID {
+		t.Fatalf("acquire with the same token: %+v %v, want machine %s again", again, err, m.ProviderID)
+	}
+	other, err := p.Acquire(ctx, provider.AcquireRequest{ClientToken: "L2", OfferID: req.OfferID, Mode: core.OnDemand})
+	if err != nil || other.ProviderID == m.ProviderID {
+		t.Fatalf("another token: %+v %v", other, err)
+	}
+	ms, err := p.List(ctx)
+	if err != nil || len(ms) != 2 {
+		t.Fatalf("list: %+v %v", ms, err)
+	}
+	d, err := p.Describe(ctx, m.ProviderID)
+	if err != nil || d.ProviderID != m.ProviderID || d.State != provider.Ready {
+		t.Fatalf("describe: %+v %v", d, err)
+	}
+	if err := p.Release(ctx, m.ProviderID); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Release(ctx, m.ProviderID); err != nil {
+		t.Errorf("release twice: %v", err)
+	}
+	if err := p.Release(ctx, "m-nope"); err != nil {
+		t.Errorf("release unknown: %v", err)
+	}
+	ms, err = p.List(ctx)
+	if err != nil || len(ms) != 1 || ms[0].ProviderID != other.ProviderID {
+		t.Fatalf("list after release: %+v %v", ms, err)
+	}
+	if _, err := p.Describe(ctx, "m-nope"); !errors.Is(err, provider.ErrUnknownMachine) {
+		t.Errorf("describe unknown: %v, want ErrUnknownMachine", err)
+	}
+}
+
+// TestPoll: a machine that becomes ready after its acquire is reported
+// once; one that vanishes without a release is reported failed.
+func TestPoll(t *testing.T) {
+	ctx := context.Background()
+	p, dir := exampleProvider(t, map[string]string{"EXEC_READY_AFTER": "1"})
+	m, err := p.Acquire(ctx, provider.AcquireRequest{ClientToken: "L1", OfferID: "o", Mode: core.OnDemand})
+	if err != nil || m.State != provider.Provisioning {
+		t.Fatalf("acquire: %+v %v", m, err)
+	}
+	now := time.Now()
+	if evs, err := p.Poll(ctx, now); err != nil || len(evs) != 0 {
+		t.Fatalf("poll while provisioning: %+v %v", evs, err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if evs, err := p.Poll(ctx, now.Add(30*time.Second)); err != nil || len(evs) != 0 {
+		t.Fatalf("poll before the interval: %+v %v", evs, err)
+	}
+	evs, err := p.Poll(ctx, now.Add(time.Minute))
+	if err != nil || len(evs) != 1 || evs[0].Machine.State != provider.Ready || evs[0].Machine.ProviderID != m.ProviderID {
+		t.Fatalf("poll after ready: %+v %v", evs, err)
+	}
+	if evs, err := p.Poll(ctx, now.Add(2*time.Minute)); err != nil || len(evs) != 0 {
+		t.Fatalf("poll again: %+v %v", evs, err)
+	}
+	if err := os.Remove(filepath.Join(dir, "machines", m.ProviderID)); err != nil {
+		t.Fatal(err)
+	}
+	evs, err = p.Poll(ctx, now.Add(3*time.Minute))
+	if err != nil || len(evs) != 1 || evs[0].Machine.State != provider.Failed {
+		t.Fatalf("poll after the machine vanished: %+v %v", evs, err)
+	}
+}
+
+func TestNoCapacity(t *testing.T) {
+	p, _ := exampleProvider(t, map[string]string{"EXEC_CAPACITY": "1"})
+	ctx := context.Background()
+	if _, err := p.Acquire(ctx, provider.AcquireRequest{ClientToken: "L1", OfferID: "o", Mode: core.OnDemand}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := p.Acquire(ctx, provider.AcquireRequest{ClientToken: "L2", OfferID: "o", Mode: core.OnDemand})
+	if !errors.Is(err, provider.ErrCapacity) {
+		t.Fatalf("over capacity: %v, want ErrCapacity", err)
+	}
+}
+
+// TestScriptFailures: every way a script can go wrong is an error naming
+// the script and the operation, and saying what was wrong.
+func TestScriptFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		is         error
+		want       []string
+	}{
+		{"non-zero exit", `echo "cloud says: quota exceeded in region cd" >&2; exit 3`, nil, []string{"exit status 3", "quota exceeded in region cd"}},
+		{"garbage", `echo "Welcome to the cloud CLI v2!"`, ErrProtocol, []string{"invalid JSON", "Welcome to the cloud"}},
+		{"empty", `true`, ErrProtocol, []string{"no output"}},
+		{"two objects", `echo '{"machines":[]} {"machines":[]}'`, ErrProtocol, []string{"more output after"}},
+		{"unknown field", `echo '{"machines":[{"providerId":"m1"}]}'`, ErrProtocol, []string{"unknown field", "providerId"}},
+		{"bad state", `echo '{"machines":[{"provider_id":"m1","state":"running","launched_at":"2026-03-01T00:00:00Z"}]}'`, ErrProtocol, []string{`state "running"`}},
+		{"bad time", `echo '{"machines":[{"provider_id":"m1","state":"ready","launched_at":"yesterday"}]}'`, ErrProtocol, []string{`launched_at "yesterday"`}},
+		{"no launch time", `echo '{"machines":[{"provider_id":"m1","state":"ready"}]}'`, ErrProtocol, []string{"without launched_at"}},
+		{"listed twice", `echo '{"machines":[{"provider_id":"m1","state":"failed"},{"provider_id":"m1","state":"failed"}]}'`, ErrProtocol, []string{"listed twice"}},
+		{"error without code", `echo '{"error":{"message":"oops"}}'`, ErrProtocol, []string{"without a code"}},
+		{"huge", `head -c 5000000 /dev/zero | tr '\0' 'x'`, ErrTooMuchOutput, []string{"over 65536 bytes"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := script(t, tc.body)
+			p, err := New(Config{Script: path, Timeout: 10 * time.Second, MaxOutput: 64 << 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = p.List(context.Background())
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if tc.is != nil && !errors.Is(err, tc.is) {
+				t.Errorf("error %v, want one wrapping %v", err, tc.is)
+			}
+			var ce *CallError
+			if !errors.As(err, &ce) || ce.Script != path || ce.Op != OpList {
+				t.Errorf("error %v is not a CallError for %s list", err, path)
+			}
+			for _, w := range append(tc.want, "provider.sh list") {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			if len(err.Error()) > 4<<10 {
+				t.Errorf("error of %d bytes", len(err.Error()))
+			}
+		})
+	}
+}
+
+// TestTimeoutKillsGroup: a script that hangs, with a child of its own,
+// is stopped at the timeout, child included.
+func TestTimeoutKillsGroup(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "child.pid")
+	path := script(t, `sleep 300 & echo $! > `+pidFile+`; echo "starting..." >&2; wait`)
+	p, err := New(Config{Script: path, Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = p.Acquire(context.Background(), provider.AcquireRequest{ClientToken: "L1", OfferID: "o", Mode: core.OnDemand})
+	took := time.Since(start)
+	if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "provider.sh acquire") || !strings.Contains(err.Error(), "timed out after 300ms") || !strings.Contains(err.Error(), "starting...") {
+		t.Fatalf("hang: %v", err)
+	}
+	if took > 3*time.Second {
+		t.Errorf("the call took %s for a 300ms timeout", took)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	deadline := time.Now().Add(2 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the script's child %d outlived the timeout", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// alive reports whether pid runs (a zombie waiting for its reaper does
+// not count).
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] != "Z"
+}
+
+func TestAcquireChecksToken(t *testing.T) {
+	path := script(t, `echo '{"machine":{"provider_id":"m1","client_token":"someone-else","state":"ready","launched_at":"2026-03-01T00:00:00Z"}}'`)
+	p, err := New(Config{Script: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Acquire(context.Background(), provider.AcquireRequest{ClientToken: "L1", OfferID: "o", Mode: core.OnDemand})
+	if !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), `client_token "someone-else", want "L1"`) {
+		t.Errorf("a machine of another token: %v", err)
+	}
+}
+
+func TestConfig(t *testing.T) {
+	notExec := filepath.Join(t.TempDir(), "x.sh")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cfg   Config
+		field string
+	}{
+		{Config{}, "script"},
+		{Config{Script: "/nope/provider.sh"}, "script"},
+		{Config{Script: notExec}, "script"},
+		{Config{Script: example, Timeout: -time.Second}, "timeout"},
+		{Config{Script: example, Scripts: map[string]string{"launch": example}}, "scripts"},
+	} {
+		_, err := New(tc.cfg)
+		var fe *core.FieldError
+		if !errors.As(err, &fe) || fe.Field != tc.field {
+			t.Errorf("%+v: %v, want a field error for %s", tc.cfg, err, tc.field)
+		}
+	}
+	// One script per operation is enough without a default.
+	if _, err := New(Config{Scripts: map[string]string{OpAcquire: example, OpRelease: example, OpList: example, OpDescribe: example}}); err != nil {
+		t.Errorf("per-operation scripts: %v", err)
+	}
+}
