@@ -162,6 +162,7 @@ func TestRoleMatrix(t *testing.T) {
 		{"POST /api/v1/alerts/{id}/ack", "POST", "/api/v1/alerts/1/ack", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 403, "agent": 403}},
 		{"POST /api/v1/alerts/{id}/ack", "POST", "/api/v1/alerts/2/ack", nil, want{"none": 401, "admin": 200, "team-admin": 404, "member": 404, "viewer": 403, "agent": 403}},
 		{"GET /api/v1/reports/usage", "GET", "/api/v1/reports/usage", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 403}},
+		{"GET /api/v1/reports/audit", "GET", "/api/v1/reports/audit", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 403}},
 		// The dashboard's own routes (ui.go).
 		{"POST /api/v1/agent/heartbeat", "POST", "/api/v1/agent/heartbeat", func(r string) string { return `{"agent":"n-` + r + `"}` },
 			want{"none": 401, "admin": 403, "team-admin": 403, "member": 403, "viewer": 403, "agent": 200}},
