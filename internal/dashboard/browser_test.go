@@ -242,6 +242,30 @@ func (p *page) open(name string) {
 	p.t.Helper()
 	p.do("open "+name, chromedp.Evaluate[chromedp.Void](`location.hash = "#/`+name+`"`))
 	p.wait(name+" page", `document.getElementById("page").dataset.page === "`+name+`"`, 10*time.Second)
+	p.accessible(name)
+}
+
+// accessible checks the page's basics: every form control has a label,
+// every button a name, the one h1 and a level-2 title, the current page
+// marked in the navigation.
+func (p *page) accessible(name string) {
+	p.t.Helper()
+	bad := eval[[]string](p, `(() => {
+		const out = [];
+		for (const e of document.querySelectorAll("input, select, textarea"))
+			if (e.type !== "hidden" && !e.closest("[hidden]") && !e.labels.length && !e.getAttribute("aria-label")) out.push("unlabelled " + (e.id || e.name || e.type));
+		for (const b of document.querySelectorAll("button"))
+			if (!b.closest("[hidden]") && !(b.getAttribute("aria-label") || b.textContent.trim())) out.push("nameless button");
+		if (document.querySelectorAll("h1").length !== 1) out.push("h1 count " + document.querySelectorAll("h1").length);
+		if (!document.querySelector("#page h2")) out.push("no h2");
+		const cur = document.querySelector('nav a[aria-current="page"]');
+		if (!cur || cur.getAttribute("href") !== "#/` + name + `") out.push("current page not marked");
+		if (document.documentElement.lang !== "en") out.push("no lang");
+		return out;
+	})()`)
+	for _, b := range bad {
+		p.t.Errorf("%s page: %s", name, b)
+	}
 }
 
 // TestDashboardInBrowser drives the dashboard in headless chromium against
@@ -409,6 +433,63 @@ func TestDashboardInBrowser(t *testing.T) {
 	p.wait("the queue", `!!document.querySelector('tr[data-tier="offline"]')`, 10*time.Second)
 	p.shot("queue")
 
+	// Logs and cancel on the jobs page. The clock stands still, so a job
+	// submitted now stays pending until the page cancels it.
+	p.open("jobs")
+	p.do("show ui-train's logs", chromedp.Click(chromedp.CSS(`[data-logs="ui-train"]`)))
+	p.wait("the logs", `document.getElementById("logs-text").textContent !== ""`, 10*time.Second)
+	if logs := eval[string](p, `document.getElementById("logs-text").textContent`); strings.HasPrefix(logs, "4") || strings.HasPrefix(logs, "5") || strings.HasPrefix(logs, "HTTP") {
+		t.Errorf("logs of ui-train: %q", logs)
+	}
+	if code := s.call(s.admin, "POST", "/api/v1/jobs", `{"id":"ui-cancel","team":"ml","gpus":1,"est_duration_seconds":600}`, nil); code != 201 {
+		t.Fatalf("ui-cancel: %d", code)
+	}
+	p.wait("ui-cancel listed", `!!document.querySelector('[data-cancel="ui-cancel"]')`, 10*time.Second)
+	p.do("cancel ui-cancel", chromedp.Click(chromedp.CSS(`[data-cancel="ui-cancel"]`)))
+	p.wait("ui-cancel cancelled", `document.querySelector('[data-job-state="ui-cancel"]')?.textContent === "cancelled"`, 10*time.Second)
+	if code := s.call(s.admin, "GET", "/api/v1/jobs/ui-cancel", "", &job); code != 200 || job.State != "cancelled" {
+		t.Errorf("cancelled through the page: %d %s", code, job.State)
+	}
+	p.shot("jobs-logs-cancel")
+
+	// The audit page: the report in a frame, or word that the server has
+	// none yet.
+	p.open("audit")
+	p.do("ask for the audit report", chromedp.Click(chromedp.CSS(`#audit-form button`)))
+	p.wait("the audit answer", `!!document.querySelector("#audit-out iframe.report, #audit-out p")`, 10*time.Second)
+	if msg := eval[string](p, `document.getElementById("audit-out").textContent`); strings.HasPrefix(msg, "4") || strings.HasPrefix(msg, "5") {
+		t.Errorf("audit page: %q", msg)
+	}
+	p.shot("audit")
+
+	// Simulator reports are read in the browser: a JSON one as a table,
+	// an HTML one in a sandboxed frame.
+	dir := t.TempDir()
+	simJSON := filepath.Join(dir, "whatif.json")
+	if err := os.WriteFile(simJSON, []byte(`{"trace":"helios-excerpt","currency":"USD","seed":42,
+		"policies":[{"policy":"gpufleet","cost":1234.567891,"idle_cost":12.5,"idle_share":0.0101,"paid_gpu_hours":100,"allocated_gpu_hours":98.99,"wait_p50_s":30,"wait_p95_s":600,"deadline_misses":0,"preemptions":3,"reclaims":1,"unfinished":0,"vs_lower_bound":1.05},
+		{"policy":"fifo-ondemand","cost":2345.1,"idle_cost":400,"idle_share":0.2,"paid_gpu_hours":180,"allocated_gpu_hours":144,"wait_p50_s":0,"wait_p95_s":0,"deadline_misses":2,"preemptions":0,"reclaims":0,"unfinished":0,"vs_lower_bound":2}],
+		"lower_bound":{"cost":1175.8,"method":"lp"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.open("sim")
+	p.do("open the JSON report", chromedp.SetUploadFiles(chromedp.ID("sim-file"), []string{simJSON}))
+	p.wait("the policies table", `document.querySelectorAll("#sim-report tr[data-policy]").length === 2`, 10*time.Second)
+	if cost := eval[string](p, `document.querySelector('#sim-report tr[data-policy="gpufleet"] td:nth-child(2)').textContent`); cost != "1234.567891" {
+		t.Errorf("sim report cost: %q, want the file's 1234.567891", cost)
+	}
+	p.shot("sim-json")
+	simHTML := filepath.Join(dir, "whatif.html")
+	if err := os.WriteFile(simHTML, []byte(`<!doctype html><html><head><style>h1{color:#333}</style></head><body><h1 id="marker">what-if report</h1><script>document.title="ran"</script></body></html>`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.do("open the HTML report", chromedp.SetUploadFiles(chromedp.ID("sim-file"), []string{simHTML}))
+	p.wait("the report frame", `!!document.querySelector('#sim-out iframe.report[sandbox=""]')`, 10*time.Second)
+	if src := eval[string](p, `document.querySelector("#sim-out iframe.report").srcdoc`); !strings.Contains(src, `id="marker"`) {
+		t.Errorf("sim HTML frame: %q", src)
+	}
+	p.shot("sim-html")
+
 	// A member of ml sees ml's jobs only; the API hides vision's.
 	p.do("log out", chromedp.Click(chromedp.ID("logout")))
 	p.wait("the login form", `!document.getElementById("login").hidden`, 10*time.Second)
@@ -418,8 +499,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	p.open("jobs")
 	p.wait("ml's job", `!!document.querySelector('[data-job="ui-train"]')`, 10*time.Second)
-	if ids := eval[[]string](p, `[...document.querySelectorAll("[data-job]")].map(r => r.dataset.job)`); len(ids) != 1 || ids[0] != "ui-train" {
-		t.Errorf("the member's jobs page lists %q, want only ui-train", ids)
+	if ids := eval[[]string](p, `[...document.querySelectorAll("[data-job]")].map(r => r.dataset.job)`); strings.Join(ids, " ") != "ui-cancel ui-train" {
+		t.Errorf("the member's jobs page lists %q, want ml's ui-cancel and ui-train only", ids)
 	}
 	if code := s.call(member.Secret, "GET", "/api/v1/jobs/vision-secret", "", nil); code != 404 {
 		t.Errorf("member GET vision's job: %d, want 404", code)
