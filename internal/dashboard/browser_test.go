@@ -259,7 +259,7 @@ func (p *page) accessible(name string) {
 		if (document.querySelectorAll("h1").length !== 1) out.push("h1 count " + document.querySelectorAll("h1").length);
 		if (!document.querySelector("#page h2")) out.push("no h2");
 		const cur = document.querySelector('nav a[aria-current="page"]');
-		if (!cur || cur.getAttribute("href") !== "#/` + name + `") out.push("current page not marked");
+		if (!cur || cur.getAttribute("href") !== "#/`+name+`") out.push("current page not marked");
 		if (document.documentElement.lang !== "en") out.push("no lang");
 		return out;
 	})()`)
