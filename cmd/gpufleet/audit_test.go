@@ -69,7 +69,7 @@ func TestReportAuditJSON(t *testing.T) {
 	if out != string(want) {
 		t.Errorf("report audit --format json differs from internal/report/testdata/audit_month.json:\n%s", out)
 	}
-	if v.Saving != "4199.8" || len(v.Recommendations) != 5 {
+	if v.Saving != "4145.00548" || len(v.Recommendations) != 5 {
 		t.Errorf("saving %s, %d recommendations", v.Saving, len(v.Recommendations))
 	}
 }

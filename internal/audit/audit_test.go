@@ -42,9 +42,10 @@ func TestSavingsByHand(t *testing.T) {
 		// night window it would be 2.40.
 		{OffPeak, "etl-peak", Money("4.8"), "7.2 - 4 x 1.2 x 0.5"},
 		// Demand: 8 GPUs x 20 h, 1 x 10 h, 1 x 100 h (no two at once).
-		// Two monthly A100s (2000 each for the month) + 6 x 20 h on demand
-		// = 4480; no base, all 270 GPU-h on demand at 4.00 = 1080.
-		{LeaseChange, "A100-80G", Money("3400"), "4000 + 480 - 1080"},
+		// Now: two monthly A100s, 720 of their 730 h billed in November
+		// (2 x 1972.602740), + 6 x 20 h on demand at 4.00 = 480; the
+		// planner holds no base: all 270 GPU-h on demand = 1080.
+		{LeaseChange, "A100-80G", 2*Money("1972.60274") + Money("480") - Money("1080"), "3945.20548 + 480 - 1080"},
 	}
 	for _, c := range cases {
 		got := ByKind(r, c.kind)
@@ -71,7 +72,7 @@ func TestSavingsByHand(t *testing.T) {
 			t.Errorf("recommendations out of order at %d", i)
 		}
 	}
-	if want := Money("4199.8"); r.Saving != want {
+	if want := Money("35") + Money("400") + Money("360") + Money("4.8") + Money("3345.20548"); r.Saving != want {
 		t.Errorf("total saving %s, want %s", r.Saving, want)
 	}
 }

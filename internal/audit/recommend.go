@@ -226,50 +226,64 @@ func bpMult(bp int64) string {
 
 // leaseChanges compares, per GPU model, the committed base held in window
 // i with the base the planner would hold for the window's observed
-// demand, both priced the planner's way: the base at its term cost, the
-// demand above it on demand at each hour's cheapest rate.
+// demand. The current way costs what the committed leases' bills put in
+// the window plus the demand above them on demand at each hour's cheapest
+// rate; the planner's way costs what the planner says (its base at its
+// term cost, the rest on demand).
 func (a *auditor) leaseChanges(i int) ([]Recommendation, error) {
 	w := a.windows[i]
 	secs := w.To.Unix() - w.From.Unix()
 	H := int((secs + 3599) / 3600)
 	type classData struct {
-		demandMS  []int64
-		committed int64 // GPU-seconds of committed leases in the window
+		demandMS []int64
+		// committedSec is GPU-seconds of committed leases per hour, and
+		// committed their total; committedCost their bills' parts.
+		committedSec  []int64
+		committed     int64
+		committedCost core.Micros
 	}
 	data := map[string]*classData{}
 	get := func(m string) *classData {
 		if data[m] == nil {
-			data[m] = &classData{demandMS: make([]int64, H)}
+			data[m] = &classData{demandMS: make([]int64, H), committedSec: make([]int64, H)}
 		}
 		return data[m]
 	}
-	for _, li := range a.order {
-		from, to := maxT(li.span.Start.Truncate(time.Second), w.From), minT(li.bill.PaidUntil, w.To)
-		if li.plan.Committed() && to.After(from) {
-			get(li.offer.GPUModel).committed += int64(li.offer.GPUs) * (to.Unix() - from.Unix())
+	// hours spreads [from, to) over the window's hours.
+	hours := func(from, to time.Time, add func(h int, sec int64)) {
+		for t := from; t.Before(to); {
+			h := int((t.Unix() - w.From.Unix()) / 3600)
+			end := minT(to, w.From.Add(time.Duration(h+1)*time.Hour))
+			add(h, end.Unix()-t.Unix())
+			t = end
 		}
+	}
+	for _, li := range a.order {
+		if !li.plan.Committed() {
+			continue
+		}
+		d := get(li.offer.GPUModel)
+		d.committedCost += li.parts[i]
+		from, to := maxT(li.span.Start.Truncate(time.Second), w.From), minT(li.bill.PaidUntil, w.To)
+		gpus := int64(li.offer.GPUs)
+		hours(from, to, func(h int, sec int64) {
+			d.committedSec[h] += gpus * sec
+			d.committed += gpus * sec
+		})
 	}
 	for _, r := range a.runs {
 		li := r.lease
 		from, to := maxT(maxT(r.From.Truncate(time.Second), w.From), li.span.Start.Truncate(time.Second)), minT(minT(r.to.Truncate(time.Second), w.To), li.bill.PaidUntil)
-		if !to.After(from) {
-			continue
-		}
 		d := get(li.offer.GPUModel)
 		milli := int64(r.Milli) * int64(len(r.GPUs))
-		for t := from; t.Before(to); {
-			h := int((t.Unix() - w.From.Unix()) / 3600)
-			end := minT(to, w.From.Add(time.Duration(h+1)*time.Hour))
-			d.demandMS[h] += milli * (end.Unix() - t.Unix())
-			t = end
-		}
+		hours(from, to, func(h int, sec int64) { d.demandMS[h] += milli * sec })
 	}
 	models := make([]string, 0, len(data))
 	for m := range data {
 		models = append(models, m)
 	}
 	slices.Sort(models)
-	var offersOf = func(m string) []core.Offer {
+	offersOf := func(m string) []core.Offer {
 		var out []core.Offer
 		for _, o := range a.in.Offers {
 			if o.GPUModel == m {
@@ -289,8 +303,8 @@ func (a *auditor) leaseChanges(i int) ([]Recommendation, error) {
 			gh += demand[h]
 		}
 		B := core.MulDivHalfEven(d.committed, 1, secs)
-		if gh == 0 && B == 0 {
-			continue
+		if B == 0 {
+			continue // no base held: the planner's base, if any, is plan portfolio's advice
 		}
 		classes, err := plan.Classes(offersOf(m))
 		if err != nil || len(classes) != 1 {
@@ -305,51 +319,53 @@ func (a *auditor) leaseChanges(i int) ([]Recommendation, error) {
 			continue
 		}
 		cp := pf.Classes[0]
-		if !cp.HasBase {
-			continue // no committed term to change
-		}
 		r := cp.Reserved
 		if r == B {
 			continue
 		}
-		price := func(base int64) (core.Micros, bool) {
-			total := base * int64(cp.Base.Total)
-			for h, v := range demand {
-				if v <= base {
-					continue
-				}
-				if len(cls.OnDemand) == 0 {
-					return 0, false
-				}
-				best := core.Micros(math.MaxInt64)
-				t := w.From.Add(time.Duration(h) * time.Hour)
-				for _, o := range cls.OnDemand {
-					best = min(best, o.At(t))
-				}
-				total += (v - base) * int64(best)
+		// The current way: the committed bills, and on demand above them.
+		cur := d.committedCost
+		var odHours int64
+		priced := true
+		for h, v := range demand {
+			held := (d.committedSec[h] + 3599) / 3600
+			if v <= held {
+				continue
 			}
-			return core.Micros(total), true
+			if len(cls.OnDemand) == 0 {
+				priced = false
+				break
+			}
+			best := core.Micros(math.MaxInt64)
+			t := w.From.Add(time.Duration(h) * time.Hour)
+			for _, o := range cls.OnDemand {
+				best = min(best, o.At(t))
+			}
+			cur += core.Micros(v-held) * best
+			odHours += v - held
 		}
-		curCost, ok1 := price(B)
-		newCost, ok2 := price(r)
-		if !ok1 || !ok2 {
-			continue
-		}
-		saving := curCost - newCost
-		if saving < a.cfg.MinSaving || saving <= 0 {
+		saving := cur - cp.Cost
+		if !priced || saving < a.cfg.MinSaving || saving <= 0 {
 			continue
 		}
 		dir := "too large"
 		if B < r {
 			dir = "too small"
 		}
-		action := fmt.Sprintf("hold %d committed %s GPUs (%s each) instead of %d: the base is %s for the demand", r, m, cp.Base.Describe(), B, dir)
+		term := "none"
+		if r > 0 {
+			term = cp.Base.Describe()
+		}
+		action := fmt.Sprintf("hold %d committed %s GPUs instead of %d: the base is %s for the demand", r, m, B, dir)
+		if r > 0 {
+			action = fmt.Sprintf("hold %d committed %s GPUs (%s each) instead of %d: the base is %s for the demand", r, m, term, B, dir)
+		}
 		out = append(out, Recommendation{ID: fmt.Sprintf("%s/%s/%s", LeaseChange, w.Label, m), Kind: LeaseChange, Period: w.Label, Subject: m,
 			Action: action, Saving: saving, Evidence: []Evidence{
-				{"gpu_model", m}, {"committed_gpus_now", fmt.Sprint(B)}, {"committed_gpus_planned", fmt.Sprint(r)},
+				{"gpu_model", m}, {"committed_gpus_now", fmt.Sprint(B)}, {"committed_gpus_planned", fmt.Sprint(r)}, {"planned_term", term},
 				{"demand_gpu_hours", fmt.Sprint(gh)}, {"demand_peak_gpus", fmt.Sprint(peak)}, {"hours", fmt.Sprint(H)},
-				{"base_cost_per_gpu", cp.Base.Total.Decimal()}, {"cost_with_current_base", curCost.Decimal()},
-				{"cost_with_planned_base", newCost.Decimal()}, {"planner_cost", cp.Cost.Decimal()}, {"planner_reason", cp.Reason},
+				{"committed_cost", d.committedCost.Decimal()}, {"on_demand_gpu_hours_now", fmt.Sprint(odHours)},
+				{"cost_now", cur.Decimal()}, {"planner_cost", cp.Cost.Decimal()}, {"planner_reason", cp.Reason},
 			}})
 	}
 	return out, nil

@@ -100,10 +100,10 @@ func TestAuditJSONExact(t *testing.T) {
 	if err := dec.Decode(&v); err != nil {
 		t.Fatal(err)
 	}
-	if v.Saving != "4199.8" {
-		t.Errorf("saving %s, want 4199.8", v.Saving)
+	if v.Saving != "4145.00548" {
+		t.Errorf("saving %s, want 4145.00548", v.Saving)
 	}
-	want := map[string]json.Number{"lease-change": "3400", "right-size-count": "400", "model-downgrade": "360", "right-size-memory": "35", "off-peak": "4.8"}
+	want := map[string]json.Number{"lease-change": "3345.20548", "right-size-count": "400", "model-downgrade": "360", "right-size-memory": "35", "off-peak": "4.8"}
 	for _, x := range v.Recommendations {
 		if want[x.Kind] != x.Saving {
 			t.Errorf("%s: saving %s, want %s", x.Kind, x.Saving, want[x.Kind])
@@ -144,7 +144,7 @@ func TestAuditHTMLIsSelfContainedAndPrintable(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := b.String()
-	for _, want := range []string{"<svg", "@media print", "right-size-memory", "3400.00"} {
+	for _, want := range []string{"<svg", "@media print", "right-size-memory", "3345.20548"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("HTML lacks %q", want)
 		}
