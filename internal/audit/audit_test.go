@@ -60,6 +60,11 @@ func TestSavingsByHand(t *testing.T) {
 	if got := EvidenceOf(ByKind(r, RightSizeMemory)[0], "to_model"); got != "T4" {
 		t.Errorf("memory: to_model %s, want T4", got)
 	}
+	// The share it did not choose: 8 GiB + 25% of 80 GiB rounds up to a
+	// quarter GPU, 40 x 3/4 = 30 saved, less than the T4's 35.
+	if got := EvidenceOf(ByKind(r, RightSizeMemory)[0], "other_option"); got != "a 250 milli-GPU share (saving 30)" {
+		t.Errorf("memory: other_option %q", got)
+	}
 	if got := EvidenceOf(ByKind(r, ModelDowngrade)[0], "to_model"); got != "L4" {
 		t.Errorf("downgrade: to_model %s, want L4 (T4 is not in the throughput table)", got)
 	}

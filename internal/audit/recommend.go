@@ -134,10 +134,16 @@ func (a *auditor) jobRecommendations(w Window, st *jobStats) []Recommendation {
 			milli = (milli + step - 1) / step * step
 			if milli < int64(core.WholeGPU) {
 				nc := core.Micros(core.MulDivHalfEven(int64(cost), milli, int64(core.WholeGPU)))
-				if s := cost - nc; !bestOK || s > best.Saving {
-					best = Recommendation{Action: fmt.Sprintf("ask %s and a %d milli-GPU share of %s instead of a whole GPU", mib(need), milli, cur),
-						Saving: s, Evidence: append(slices.Clone(ev), Evidence{"to_share_milli", fmt.Sprint(milli)}, Evidence{"cost_after", nc.Decimal()})}
-					bestOK = true
+				share := Recommendation{Action: fmt.Sprintf("ask %s and a %d milli-GPU share of %s instead of a whole GPU", mib(need), milli, cur),
+					Saving: cost - nc, Evidence: append(slices.Clone(ev), Evidence{"to_share_milli", fmt.Sprint(milli)}, Evidence{"cost_after", nc.Decimal()})}
+				switch {
+				case !bestOK:
+					best, bestOK = share, true
+				case share.Saving > best.Saving:
+					share.Evidence = append(share.Evidence, Evidence{"other_option", fmt.Sprintf("%s (saving %s)", best.Evidence[len(ev)].Value, best.Saving.Decimal())})
+					best = share
+				default:
+					best.Evidence = append(best.Evidence, Evidence{"other_option", fmt.Sprintf("a %d milli-GPU share (saving %s)", milli, share.Saving.Decimal())})
 				}
 			}
 		}
