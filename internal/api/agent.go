@@ -36,6 +36,8 @@ const (
 	agentJobExited     = "job-exited"
 	agentJobCheckpoint = "job-checkpoint"
 	agentCommandResult = "agent-command"
+	// agentRunRefused is the report of a run command the agent refused.
+	agentRunRefused = "run-refused"
 )
 
 // agentRoutes are the routes node agents call (join, heartbeat, samples,
@@ -363,6 +365,12 @@ func (s *Server) agentEvents(w http.ResponseWriter, r *http.Request) {
 					}
 					if err := tx.Agents().AckCommand(r.Context(), a.ID, id, e.At, result); err != nil && !errors.Is(err, store.ErrNotFound) {
 						return err
+					}
+					// A run the agent could not start is the loop's to
+					// decide (the unit fails with the reason).
+					if cmd, err := tx.Agents().GetCommand(r.Context(), id); err == nil && cmd.Kind == store.CommandRun && result != "ok" {
+						reports = append(reports, store.AgentReport{Agent: a.ID, Kind: agentRunRefused, Run: cmd.Run, At: e.At, Reason: e.Reason, Attrs: e.Attrs})
+						subject, attrs[store.EventTeam] = cmd.Unit, cmd.Team
 					}
 				}
 			}

@@ -97,9 +97,13 @@ type runRef struct {
 }
 
 // runID names a run for the agent's runner: letters, digits, '.', '_'
-// and '-' (unit keys may hold anything else, so a hash keeps it unique),
-// and the run's start, so that a unit started again is a new run.
-func runID(key string, start time.Time, part int) string {
+// and '-' (unit keys may hold anything else, so a hash keeps it unique).
+// A run is one placement of a unit: the hash covers the lease it is on,
+// and since, when the unit last became pending, tells a unit placed
+// again (after a requeue) from the same placement. Not the start: the
+// engine moves a unit's start to its checkpoint on a reclaim notice
+// while the same process runs on.
+func runID(key string, since time.Time, lease string, part int) string {
 	var b strings.Builder
 	for _, r := range key {
 		switch {
@@ -113,8 +117,8 @@ func runID(key string, start time.Time, part int) string {
 		}
 	}
 	h := fnv.New32a()
-	h.Write([]byte(key))
-	id := fmt.Sprintf("%s-%08x-%s", strings.TrimLeft(b.String(), "._-"), h.Sum32(), strconv.FormatInt(start.UnixMicro(), 36))
+	h.Write([]byte(key + "\x00" + lease))
+	id := fmt.Sprintf("%s-%08x-%s", strings.TrimLeft(b.String(), "._-"), h.Sum32(), strconv.FormatInt(since.UnixMicro(), 36))
 	if id[0] == '-' {
 		id = "u" + id
 	}
@@ -143,7 +147,7 @@ func (t *agentTick) runsOf(st *engine.State) map[string]runRef {
 			if i > 0 {
 				key += "/" + strconv.Itoa(i)
 			}
-			out[key] = runRef{run: runID(u.Key(), u.Start, i), agent: a.ID, lease: p.LeaseID, part: i}
+			out[key] = runRef{run: runID(u.Key(), u.Since, p.LeaseID, i), agent: a.ID, lease: p.LeaseID, part: i}
 		}
 	}
 	return out
@@ -256,6 +260,11 @@ func (l *Loop) agentsBefore(ctx context.Context, st *engine.State, now time.Time
 		case "job-exited":
 			t.ended[rep.Run] = true
 			events = append(events, l.exited(st, u, rep, now)...)
+		case "run-refused":
+			t.ended[rep.Run] = true
+			u.State, u.Parts, u.End = core.JobFailed, nil, now
+			events = append(events, core.Event{At: now, Kind: "unit.failed", Subject: u.Key(), Attrs: map[string]string{"agent": rep.Agent, "run": rep.Run},
+				Reason: fmt.Sprintf("agent %s could not start run %s: %s", rep.Agent, rep.Run, rep.Reason)})
 		}
 	}
 	t.prev = t.runsOf(st)
@@ -407,7 +416,7 @@ func (t *agentTick) runCommand(u *engine.Unit, r runRef) store.AgentCommand {
 		}
 	}
 	if cfg.CheckpointRoot != "" {
-		spec.CheckpointDir = filepath.Join(cfg.CheckpointRoot, runID(u.Key(), time.Unix(0, 0), 0))
+		spec.CheckpointDir = filepath.Join(cfg.CheckpointRoot, runID(u.Key(), time.Unix(0, 0), "", 0))
 	}
 	b, _ := json.Marshal(link.Command{Kind: link.CommandRun, Job: spec, Reason: "placed"})
 	return store.AgentCommand{ID: "run:" + r.run, Agent: r.agent, Kind: store.CommandRun, Unit: u.Key(), Job: u.Job.ID, Team: u.Job.Team, Run: r.run,

@@ -65,8 +65,10 @@ func (r *Runner) Start(spec Spec) (*Job, error) {
 	if _, ok := r.running[spec.ID]; ok {
 		return nil, fmt.Errorf("runner: job %s: already running", spec.ID)
 	}
-	if err := os.MkdirAll(r.checkpointDir(spec), 0o750); err != nil {
-		return nil, fmt.Errorf("runner: job %s: %w", spec.ID, err)
+	for _, dir := range []string{r.JobDir(spec.ID), r.checkpointDir(spec)} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("runner: job %s: %w", spec.ID, err)
+		}
 	}
 	logf, err := os.OpenFile(r.LogPath(spec.ID), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
 	if err != nil {
