@@ -34,7 +34,15 @@ func genInput(t *rapid.T) Input {
 		if stop.IsZero() || stop.After(in.Now) {
 			stop = in.Now
 		}
-		for g := range o.GPUs {
+		// The lease's GPUs in random groups: each group is one job's run
+		// (several GPUs: a whole-GPU gang part), some still running.
+		for g := 0; g < o.GPUs; {
+			size := rapid.IntRange(1, o.GPUs-g).Draw(t, "group")
+			gpus := make([]int, size)
+			for k := range gpus {
+				gpus[k] = g + k
+			}
+			g += size
 			if !rapid.Bool().Draw(t, "used") || !stop.After(start) {
 				continue
 			}
@@ -42,19 +50,28 @@ func genInput(t *rapid.T) Input {
 			a := start.Add(time.Duration(rapid.Int64Range(0, int64(span/time.Second)).Draw(t, "ra")) * time.Second)
 			b := a.Add(time.Duration(rapid.Int64Range(0, int64(stop.Sub(a)/time.Second)).Draw(t, "rb")) * time.Second)
 			jid := fmt.Sprintf("j%d-%d", i, g)
-			jb := NewJob(jid, rapid.SampledFrom(teams).Draw(t, "team")).Mem(rapid.Int64Range(0, 90000).Draw(t, "mem"))
+			jb := NewJob(jid, rapid.SampledFrom(teams).Draw(t, "team")).Mem(rapid.Int64Range(0, 90000).Draw(t, "mem")).GPUs(size)
 			if rapid.Bool().Draw(t, "deferrable") {
 				jb = jb.Deferrable()
 			}
+			if rapid.Bool().Draw(t, "throughput") {
+				jb = jb.Throughput("A100-80G", 600, "L4", rapid.IntRange(0, 1000).Draw(t, "l4"), "H100", 1000)
+			}
 			in.Jobs = append(in.Jobs, jb.Build())
-			milli := core.Milli(rapid.SampledFrom([]int{250, 500, 1000}).Draw(t, "milli"))
-			r := NewRun(jid, id, []int{g}, a, b)
-			r.Milli = milli
+			r := NewRun(jid, id, gpus, a, b)
+			if size == 1 {
+				r.Milli = core.Milli(rapid.SampledFrom([]int{250, 500, 1000}).Draw(t, "milli"))
+			}
+			if end.IsZero() && rapid.Bool().Draw(t, "open") {
+				r.To = time.Time{} // still running: counts up to Now
+			}
 			in.Runs = append(in.Runs, r)
-			if rapid.Bool().Draw(t, "sampled") && b.After(a) {
-				util := rapid.IntRange(0, 100).Draw(t, "util")
-				mem := rapid.Int64Range(0, o.GPUMemMiB).Draw(t, "memUsed")
-				in.Samples = append(in.Samples, Samples(id, g, a, b, time.Duration(rapid.IntRange(5, 240).Draw(t, "step"))*time.Minute, util, mem)...)
+			for _, gpu := range gpus {
+				if rapid.Bool().Draw(t, "sampled") && b.After(a) {
+					util := rapid.IntRange(0, 100).Draw(t, "util")
+					mem := rapid.Int64Range(0, o.GPUMemMiB).Draw(t, "memUsed")
+					in.Samples = append(in.Samples, Samples(id, gpu, a, b, time.Duration(rapid.IntRange(5, 240).Draw(t, "step"))*time.Minute, util, mem)...)
+				}
 			}
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/gpufleet/gpufleet/internal/audit"
@@ -25,10 +26,16 @@ func TestStoreRoundTrip(t *testing.T) {
 	}
 	defer st.Close()
 	want := audittest.Workload()
+	// One run still going: the store has it as a live unit, not a run.
+	for i := range want.Runs {
+		if want.Runs[i].JobID == "train-small" {
+			want.Runs[i].To = time.Time{}
+		}
+	}
 	if err := audittest.Seed(ctx, st, want); err != nil {
 		t.Fatal(err)
 	}
-	for _, team := range []string{"", "vision"} {
+	for _, team := range []string{"", "vision", "research"} {
 		want.Team = team
 		in, err := load.Input(ctx, st, want.Offers, want.Currency, load.Query{From: want.From, To: want.To, Now: want.Now, Location: want.Location, Period: want.Period, Team: team})
 		if err != nil {
