@@ -11,10 +11,14 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -478,5 +482,110 @@ func TestFleetReclaimCheckpointsBeforeKill(t *testing.T) {
 	}
 	if second == "" {
 		t.Errorf("no run of spot started on another agent than %s", first)
+	}
+}
+
+// agentChildEnv makes the test binary an agent process
+// (TestAgentProcess) that a test can kill with SIGKILL.
+const agentChildEnv = "GPUFLEET_TEST_AGENT_CHILD"
+
+// TestAgentProcess is the agent process of TestFleetKilledAgent; it does
+// nothing in a normal run.
+func TestAgentProcess(t *testing.T) {
+	spec := os.Getenv(agentChildEnv)
+	if spec == "" {
+		return
+	}
+	var c struct{ URL, Token, ID, Dir string }
+	if err := json.Unmarshal([]byte(spec), &c); err != nil {
+		t.Fatal(err)
+	}
+	epoch, err := agent.SpoolEpoch(c.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := &link.HTTP{URL: c.URL, Token: c.Token, Agent: c.ID, Epoch: epoch, Timeout: 2 * time.Second}
+	cfg := agent.Config{AgentID: c.ID, OfferID: "lab/local/a100x1", DataDir: c.Dir, Source: &countingSource{}, Uplink: up,
+		SampleInterval: 50 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond, LogInterval: 100 * time.Millisecond,
+		BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond, Grace: 2 * time.Second, TermGrace: time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := agent.Run(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startProcess runs agent id as a process of its own.
+func (f *fleet) startProcess(id string) *exec.Cmd {
+	f.t.Helper()
+	spec, _ := json.Marshal(map[string]string{"URL": f.api.URL, "Token": f.agentT, "ID": id, "Dir": f.t.TempDir()})
+	cmd := exec.Command(os.Args[0], "-test.run=^TestAgentProcess$")
+	cmd.Env = append(os.Environ(), agentChildEnv+"="+string(spec))
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
+}
+
+// TestFleetKilledAgent kills, with SIGKILL, the agent process running a
+// job, and the job's processes with it (the machine is gone): the server
+// marks the agent suspect, then down, requeues the job from its last
+// checkpoint, and another agent resumes it from there to the end.
+func TestFleetKilledAgent(t *testing.T) {
+	f := newFleet(t)
+	proc := f.startProcess("node-p")
+	f.submit("train", 100, "")
+	f.waitFor("train to run on node-p", func() bool { return f.agentOf("train") == "node-p" })
+	f.waitFor("a checkpoint", func() bool { return strings.Contains(f.logs("train"), "checkpointed at 20") })
+	f.start("node-2")
+	var pid int
+	for _, e := range f.events("agent.job-started") {
+		if e.Subject == "train" && e.Attrs["agent"] == "node-p" {
+			pid, _ = strconv.Atoi(e.Attrs["pid"])
+		}
+	}
+	if pid <= 0 {
+		t.Fatal("no pid in the job-started event")
+	}
+	if err := proc.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = proc.Wait()
+	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill the job's process group %d: %v", pid, err)
+	}
+	killed := time.Now()
+	f.waitFor("train to succeed", func() bool { return f.job("train").State == "succeeded" })
+	f.waitFor("the whole log", func() bool { return strings.Contains(f.logs("train"), "done at 100") })
+	text := f.logs("train")
+	var resumedAt int
+	if i := strings.Index(text, "resumed at "); i < 0 {
+		t.Fatalf("no resume in the log:\n%s", text)
+	} else {
+		fmt.Sscanf(text[i:], "resumed at %d", &resumedAt)
+	}
+	if resumedAt < 20 {
+		t.Errorf("resumed at step %d, want at least the 20 checkpointed before the kill", resumedAt)
+	}
+	var down, requeued bool
+	for _, e := range f.events("") {
+		switch {
+		case e.Kind == "agent.down" && e.Subject == "node-p":
+			down = true
+			if d := e.At.Sub(killed); d < downAfter-200*time.Millisecond {
+				t.Errorf("node-p down %s after the kill, before the %s threshold", d, downAfter)
+			}
+		case e.Kind == "unit.requeued" && e.Subject == "train" && strings.Contains(e.Reason, "node-p is down"):
+			requeued = true
+		}
+	}
+	if !down || !requeued {
+		t.Errorf("down event %v, requeue event %v", down, requeued)
+	}
+	a, _ := f.st.Agents().GetAgent(f.ctx, "node-p")
+	if a.State != store.AgentDown || a.LeaseID != "" {
+		t.Errorf("node-p = %s on lease %q, want down and unbound", a.State, a.LeaseID)
 	}
 }
