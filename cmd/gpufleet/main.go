@@ -59,6 +59,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	simCmd := newSimCmd()
 	attachReplay(simCmd)
 	root.AddCommand(newCatalogCmd(), newQuoteCmd(), newPlanCmd(), newServeCmd(), simCmd, newTraceCmd(), newAgentCmd(), newReportCmd())
+	attachClient(root)
 	return root
 }
 

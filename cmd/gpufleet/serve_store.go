@@ -42,7 +42,12 @@ func splitSchema(db string) (dsn, schema string, err error) {
 	if err != nil {
 		return "", "", &core.FieldError{Field: "--db", Value: "(a postgres URL)", Allowed: "a valid URL: " + err.Error()}
 	}
-	q := u.Query()
+	// Not u.Query(): it drops what it cannot parse, and a schema lost
+	// that way would put the tables in the default schema.
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return "", "", &core.FieldError{Field: "--db", Value: "(the URL's query)", Allowed: "a query of key=value pairs joined by & (" + err.Error() + ")"}
+	}
 	for _, key := range []string{"schema", "search_path"} {
 		v := q.Get(key)
 		if v == "" {
