@@ -8,8 +8,12 @@
 // each device's processes to the running jobs by process group (the input
 // of the zombie rule), spools samples and events, heartbeats and fetches
 // commands through the Uplink, and on shutdown stops its jobs with the
-// checkpoint signal so they resume elsewhere. The gpufleet agent command
-// is a few lines around Config and Run.
+// checkpoint signal so they resume elsewhere. When the Uplink can ship
+// logs (link.LogSender), the jobs' local log files are sent by byte
+// offset, the files themselves holding what the server has not yet
+// acknowledged; a change to a running job's checkpoint directory is
+// reported as a job-checkpoint event. The gpufleet agent command is a
+// few lines around Config and Run.
 //
 // Package agent imports its subpackages and core, clock and fleet (pure);
 // it must not import the server's packages (api, store, engine) — the

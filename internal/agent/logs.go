@@ -57,7 +57,7 @@ func (s *logShipper) loop(ctx context.Context, clk clock.Clock, every time.Durat
 // stops at the first failure: the server is away, the next round
 // retries.
 func (s *logShipper) ship(ctx context.Context) {
-	dirs, err := os.ReadDir(filepath.Join(s.r.JobDir("x"), ".."))
+	dirs, err := os.ReadDir(s.r.JobsDir())
 	if err != nil {
 		return
 	}

@@ -93,6 +93,12 @@ func fleetOffers() []core.Offer {
 
 func newFleet(t *testing.T, agents ...string) *fleet {
 	t.Helper()
+	return newFleetWith(t, true, agents...)
+}
+
+// newFleetWith is newFleet, with the control loop running or not.
+func newFleetWith(t *testing.T, loopOn bool, agents ...string) *fleet {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &fleet{t: t, ckpt: t.TempDir(), agents: map[string]*fleetAgent{}, ctx: ctx, cancel: cancel}
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "fleet.db"), sqlite.Options{})
@@ -128,11 +134,13 @@ func newFleet(t *testing.T, agents ...string) *fleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.wg.Add(1)
-	go func() {
-		defer f.wg.Done()
-		_ = loop.Run(ctx)
-	}()
+	if loopOn {
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			_ = loop.Run(ctx)
+		}()
+	}
 	for _, id := range agents {
 		f.start(id)
 	}
@@ -587,5 +595,32 @@ func TestFleetKilledAgent(t *testing.T) {
 	a, _ := f.st.Agents().GetAgent(f.ctx, "node-p")
 	if a.State != store.AgentDown || a.LeaseID != "" {
 		t.Errorf("node-p = %s on lease %q, want down and unbound", a.State, a.LeaseID)
+	}
+}
+
+// TestFleetLogRetention: the loop removes log chunks older than the
+// retention, and keeps the rest at their offsets.
+func TestFleetLogRetention(t *testing.T) {
+	f := newFleetWith(t, false)
+	if code := f.call(f.member, "POST", "/api/v1/jobs", `{"id":"old","gpus":1,"tier":"offline","deferrable":true}`, nil); code != 201 {
+		t.Fatal(code)
+	}
+	if _, err := f.st.JobLogs().AppendLog(f.ctx, "old", "a/r", 0, []byte("ancient\n"), time.Now().Add(-15*24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.JobLogs().AppendLog(f.ctx, "old", "a/r", 8, []byte("recent\n"), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// A loop that starts now prunes at its first tick.
+	loop, err := NewLoop(Config{Store: f.st, Provider: f.pool, Offers: fleetOffers(), Clock: clock.Real{}, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := loop.Tick(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := f.st.JobLogs().ReadLog(f.ctx, "old", 0, 0)
+	if err != nil || string(r.Data) != "recent\n" || r.Start != 8 || r.End != 15 {
+		t.Errorf("after retention: %q from %d to %d, %v", r.Data, r.Start, r.End, err)
 	}
 }

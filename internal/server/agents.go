@@ -32,6 +32,9 @@ type AgentConfig struct {
 	// Grace is the time a stopping job has after the checkpoint signal
 	// (0: the agent's default).
 	Grace time.Duration
+	// LogRetention is how long job log chunks are kept (14 days): the
+	// loop removes older ones once an hour.
+	LogRetention time.Duration
 }
 
 func (c AgentConfig) withDefaults() AgentConfig {
@@ -40,6 +43,9 @@ func (c AgentConfig) withDefaults() AgentConfig {
 	}
 	if c.DownAfter <= c.SuspectAfter {
 		c.DownAfter = max(3*c.SuspectAfter, 90*time.Second)
+	}
+	if c.LogRetention <= 0 {
+		c.LogRetention = 14 * 24 * time.Hour
 	}
 	return c
 }
@@ -68,6 +74,8 @@ func (l *Loop) agentConfig() AgentConfig {
 // a restarted loop starts with it empty.
 type agentTracker struct {
 	queued map[string]bool
+	// pruned is when log retention last ran.
+	pruned time.Time
 }
 
 // agentTick is one tick's view of the agents, made before engine.Step
@@ -227,6 +235,17 @@ func (l *Loop) agentsBefore(ctx context.Context, st *engine.State, now time.Time
 		}
 		if a.State != store.AgentDown && a.LeaseID != "" && live[a.LeaseID] != nil {
 			t.byLease[a.LeaseID] = a
+		}
+	}
+
+	if now.Sub(l.tracker.pruned) >= time.Hour {
+		n, err := l.cfg.Store.JobLogs().DeleteLogsBefore(ctx, now.Add(-cfg.LogRetention))
+		if err != nil {
+			return nil, nil, fmt.Errorf("tick: log retention: %w", err)
+		}
+		l.tracker.pruned = now
+		if n > 0 {
+			l.cfg.Log.Info("job logs past retention removed", "chunks", n, "retention", cfg.LogRetention)
 		}
 	}
 

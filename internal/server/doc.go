@@ -15,7 +15,20 @@
 // provider no longer has are marked failed, machines of released leases
 // are released again.
 //
-// Until node agents report exit status, a running unit with an
-// estimated duration is marked succeeded once that much work has run on
-// its lease: the sim provider's stand-in for a job's exit.
+// Node agents (agents.go): a unit placed on a lease whose machine has an
+// agent, and whose job has a command, is dispatched to that agent as a
+// run command, queued in the store in the tick's own transaction; the
+// agent's exit report decides success or failure. A reclaim notice on
+// such a lease sends the checkpoint command; a unit the step stops gets
+// the stop command (kill when its machine is gone or its job cancelled).
+// An agent silent past AgentConfig.SuspectAfter is suspect, past
+// DownAfter down: its lease is marked failed and its units go back to the
+// queue from their last checkpoints. A run an agent still reports that is
+// no longer its unit's (requeued while the agent was partitioned) is
+// killed, so the unit never runs twice. AgentPool is the static provider:
+// machines are the agents that joined with an offer.
+//
+// Where no agent serves a lease (the sim provider), a running unit with
+// an estimated duration is marked succeeded once that much work has run:
+// the stand-in for a job's exit.
 package server

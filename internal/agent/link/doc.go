@@ -15,8 +15,11 @@
 // FleetReadings turns received samples into the input of fleet's idle and
 // zombie ladder, on the agent or on the server.
 //
-// Package link holds no transport of its own (the HTTP client belongs
-// with the server's API) and must not import the agent's runner, spool or
-// gpu packages; of the decision packages it imports only fleet, which is
-// pure, for FleetReadings.
+// HTTP is the transport: the Uplink (and LogSender) over the server's
+// agent API, /api/v1/agent/…, with an agent token, a timeout on every
+// request, and errors that name the request and what the server said.
+//
+// Package link must not import the agent's runner, spool or gpu packages,
+// nor the server's; of the decision packages it imports only fleet, which
+// is pure, for FleetReadings.
 package link

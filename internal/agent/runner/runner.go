@@ -235,6 +235,9 @@ func New(cfg Config) (*Runner, error) {
 	return &Runner{cfg: cfg, running: map[string]*Job{}, attempt: map[string]int{}}, nil
 }
 
+// JobsDir returns the directory holding every job's directory.
+func (r *Runner) JobsDir() string { return filepath.Join(r.cfg.DataDir, "jobs") }
+
 // JobDir returns the directory of the job called id.
 func (r *Runner) JobDir(id string) string { return filepath.Join(r.cfg.DataDir, "jobs", id) }
 
