@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/api"
+	"github.com/gpufleet/gpufleet/internal/client"
+)
+
+// TestServeExecProvider runs "gpufleet serve --provider exec" over the
+// example script: a submitted job makes the loop acquire a machine
+// through the script (a file in its state directory), and the job runs
+// on it to the end. It takes a little over a minute: the wait target of
+// core work.
+func TestServeExecProvider(t *testing.T) {
+	t.Chdir(t.TempDir())
+	state := t.TempDir()
+	cfg := writeFile(t, "exec.yaml", "script: "+exampleScript(t)+"\ntimeout: 20s\npoll_interval: 1s\nenv:\n  GPUFLEET_EXEC_STATE: "+state+"\n")
+	token, base, _ := serveWith(t, "--provider", "exec", "--provider-config", cfg, "--tick", "200ms")
+	c, err := client.New(base, token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := c.CreateTeam(ctx, api.TeamRequest{ID: "ml", Name: "ML"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.SubmitJob(ctx, api.JobRequest{ID: "j1", Team: "ml", Tier: "core", GPUs: 1, EstDurationSeconds: 2}, ""); err != nil {
+		t.Fatal(err)
+	}
+	// Core work waits up to a minute for capacity before the fleet rents
+	// (fleet.Config.WaitTarget), then the script's machine is ready at
+	// once.
+	deadline := time.Now().Add(120 * time.Second)
+	for {
+		j, err := c.GetJob(ctx, "j1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.State == "succeeded" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job still %s after 120 s", j.State)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	leases, err := c.ListLeases(ctx, client.PageFilter{})
+	if err != nil || len(leases.Leases) == 0 {
+		t.Fatalf("leases: %+v %v", leases, err)
+	}
+	files, _ := filepath.Glob(filepath.Join(state, "machines", "m-*"))
+	if len(files) != len(leases.Leases) {
+		t.Errorf("%d machine files for %d leases", len(files), len(leases.Leases))
+	}
+	for _, l := range leases.Leases {
+		if !strings.HasPrefix(l.ProviderID, "m-") {
+			t.Errorf("lease %s has machine %q, not one of the script's", l.ID, l.ProviderID)
+		}
+		if _, err := os.Stat(filepath.Join(state, "machines", l.ProviderID)); err != nil {
+			t.Errorf("lease %s: %v", l.ID, err)
+		}
+	}
+}
+
+// exampleScript is the absolute path of examples/exec-provider/provider.sh.
+func exampleScript(t *testing.T) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join(repoRoot, "examples", "exec-provider", "provider.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// repoRoot is set before any test changes directory.
+var repoRoot = func() string {
+	wd, _ := os.Getwd()
+	return filepath.Join(wd, "..", "..")
+}()
+
+func TestLoadExecConfig(t *testing.T) {
+	dir := t.TempDir()
+	ok := filepath.Join(dir, "ok.yaml")
+	if err := os.WriteFile(ok, []byte("script: provider.sh\ntimeout: 5s\npoll_interval: 2s\nmax_output_bytes: 4096\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadExecConfig(ok)
+	if err != nil || cfg.Script != filepath.Join(dir, "provider.sh") || cfg.Timeout != 5*time.Second || cfg.PollInterval != 2*time.Second || cfg.MaxOutput != 4096 {
+		t.Errorf("config: %+v %v", cfg, err)
+	}
+	for text, want := range map[string]string{"script: x\ntimout: 5s\n": "timout", "script: x\ntimeout: soon\n": "timeout", "script: x\npoll_interval: -1s\n": "poll_interval"} {
+		p := filepath.Join(dir, "bad.yaml")
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := loadExecConfig(p); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error naming %s", text, err, want)
+		}
+	}
+	if _, err := newExecProvider(context.Background(), ok, nil, nil, nil); err == nil || !strings.Contains(err.Error(), "script") {
+		t.Errorf("a missing script: %v", err)
+	}
+}
