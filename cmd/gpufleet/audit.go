@@ -84,6 +84,12 @@ an RFC 3339 time; --to is exclusive.`,
 				return err
 			}
 			ctx := cmd.Context()
+			if !strings.Contains(db, "://") {
+				// An audit reads: it must not create an empty SQLite file.
+				if _, err := os.Stat(db); err != nil {
+					return fmt.Errorf("report audit: --db: no store at %s (%w)", db, err)
+				}
+			}
 			st, err := openStore(ctx, db)
 			if err != nil {
 				return fmt.Errorf("report audit: %w", err)

@@ -109,6 +109,7 @@ func TestReportAuditErrors(t *testing.T) {
 		{[]string{"--from", "2026-11", "--to", "2026-12", "--period", "year"}, 2, `--period: invalid value "year"`},
 		{[]string{"--from", "2026-11", "--to", "2026-12", "--tz", "Mars/Base"}, 2, `--tz: invalid value "Mars/Base"`},
 		{[]string{"--from", "2026-12", "--to", "2026-11"}, 1, "to: invalid value"},
+		{[]string{"--from", "2026-11", "--to", "2026-12", "--db", filepath.Join(t.TempDir(), "none.db")}, 1, "--db: no store at"},
 	}
 	for _, c := range cases {
 		args := append([]string{"report", "audit", "--db", db, "--catalog", cat}, c.args...)
