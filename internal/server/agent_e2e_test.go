@@ -57,6 +57,7 @@ type fleet struct {
 	admin  string
 	agentT string
 	ckpt   string
+	idle   bool // the agents' GPUs report 0% utilization
 	agents map[string]*fleetAgent
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
@@ -75,13 +76,17 @@ type fleetAgent struct {
 // countingSource is one GPU whose utilization counts the samples taken
 // (modulo 101), so the server's samples show any that went missing.
 type countingSource struct {
-	n atomic.Int64
+	n    atomic.Int64
+	idle bool // report 0% instead
 }
 
 func (c *countingSource) Name() string { return "fake" }
 func (c *countingSource) Close() error { return nil }
 func (c *countingSource) Sample(context.Context) ([]gpu.Reading, error) {
 	k := c.n.Add(1) - 1
+	if c.idle {
+		k = 0
+	}
 	return []gpu.Reading{{Index: 0, UUID: "GPU-0", Name: "NVIDIA A100", UtilPct: int(k % 101), MemUsedMiB: 100, MemTotalMiB: 40960, PowerW: 100, TempC: 40, ProcessesKnown: false}}, nil
 }
 
@@ -93,11 +98,19 @@ func fleetOffers() []core.Offer {
 
 func newFleet(t *testing.T, agents ...string) *fleet {
 	t.Helper()
-	return newFleetWith(t, true, agents...)
+	return newFleetWith(t, fleetOpts{}, agents...)
 }
 
-// newFleetWith is newFleet, with the control loop running or not.
-func newFleetWith(t *testing.T, loopOn bool, agents ...string) *fleet {
+// fleetOpts vary newFleet: the control loop off; the idle ladder's
+// fleet settings; agents whose GPUs idle.
+type fleetOpts struct {
+	noLoop bool
+	fleet  fleetpkg.Config
+	idle   bool
+}
+
+// newFleetWith is newFleet with opts.
+func newFleetWith(t *testing.T, opts fleetOpts, agents ...string) *fleet {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &fleet{t: t, ckpt: t.TempDir(), agents: map[string]*fleetAgent{}, ctx: ctx, cancel: cancel}
@@ -129,12 +142,14 @@ func newFleetWith(t *testing.T, loopOn bool, agents ...string) *fleet {
 	f.api = httptest.NewServer(api.New(cat, clk, log, api.WithStore(st), api.WithRateLimit(api.RateLimit{})))
 	// Owned machines cost nothing more for being used: pending work
 	// need not wait for the fleet's wait targets before one is leased.
-	eng := engine.Config{Fleet: fleetpkg.Config{WaitTarget: map[core.Tier]time.Duration{core.TierCore: 0, core.TierRegular: 0, core.TierOffline: 0}}}
+	eng := engine.Config{Fleet: opts.fleet}
+	eng.Fleet.WaitTarget = map[core.Tier]time.Duration{core.TierCore: 0, core.TierRegular: 0, core.TierOffline: 0}
+	f.idle = opts.idle
 	loop, err := NewLoop(Config{Store: st, Provider: f.pool, Offers: offers, Clock: clk, Log: log, Engine: eng, Tick: fleetTick})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if loopOn {
+	if !opts.noLoop {
 		f.wg.Add(1)
 		go func() {
 			defer f.wg.Done()
@@ -186,7 +201,7 @@ func (f *fleet) start(id string) *fleetAgent {
 	f.t.Helper()
 	target, _ := url.Parse(f.api.URL)
 	rp := httputil.NewSingleHostReverseProxy(target)
-	a := &fleetAgent{id: id, src: &countingSource{}, done: make(chan struct{})}
+	a := &fleetAgent{id: id, src: &countingSource{idle: f.idle}, done: make(chan struct{})}
 	a.proxy = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.cut.Load() {
 			// A partition: the connection dies without an answer.
@@ -601,7 +616,7 @@ func TestFleetKilledAgent(t *testing.T) {
 // TestFleetLogRetention: the loop removes log chunks older than the
 // retention, and keeps the rest at their offsets.
 func TestFleetLogRetention(t *testing.T) {
-	f := newFleetWith(t, false)
+	f := newFleetWith(t, fleetOpts{noLoop: true})
 	if code := f.call(f.member, "POST", "/api/v1/jobs", `{"id":"old","gpus":1,"tier":"offline","deferrable":true}`, nil); code != 201 {
 		t.Fatal(code)
 	}
@@ -622,5 +637,24 @@ func TestFleetLogRetention(t *testing.T) {
 	r, err := f.st.JobLogs().ReadLog(f.ctx, "old", 0, 0)
 	if err != nil || string(r.Data) != "recent\n" || r.Start != 8 || r.End != 15 {
 		t.Errorf("after retention: %q from %d to %d, %v", r.Data, r.Start, r.End, err)
+	}
+}
+
+// TestFleetIdleLadderFromAgents: a job whose GPU its agent reports idle
+// climbs the idle ladder on the server from the agent's samples (here
+// with a 300 ms threshold): the alert event names the unit and its GPU.
+func TestFleetIdleLadderFromAgents(t *testing.T) {
+	f := newFleetWith(t, fleetOpts{idle: true, fleet: fleetpkg.Config{IdleUtilPct: 20, IdleFor: 300 * time.Millisecond, NotifyAfter: time.Hour, ActAfter: time.Hour}}, "node-1")
+	f.submit("lazy", 400, "")
+	f.waitFor("an idle alert for lazy", func() bool {
+		for _, e := range f.events("idle-alert") {
+			if e.Subject == "lazy" {
+				return true
+			}
+		}
+		return false
+	})
+	if j := f.job("lazy"); j.State != "running" {
+		t.Errorf("lazy is %s after the alert, want still running (the action is an hour away)", j.State)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/agent/link"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/engine"
+	fleetpkg "github.com/gpufleet/gpufleet/internal/fleet"
 	"github.com/gpufleet/gpufleet/internal/store"
 )
 
@@ -287,7 +288,50 @@ func (l *Loop) agentsBefore(ctx context.Context, st *engine.State, now time.Time
 		}
 	}
 	t.prev = t.runsOf(st)
+	if err := t.readings(ctx, st, now); err != nil {
+		return nil, nil, err
+	}
 	return t, events, nil
+}
+
+// readingsWindow is how old a GPU's latest sample may be and still count
+// as what the GPU does now.
+const readingsWindow = time.Minute
+
+// readings gives the idle ladder (fleet.Ladder, run by engine.Step) the
+// latest utilization the agents reported of each GPU an agent-run unit
+// holds. The server keeps no per-process data, so NoProcess stays false:
+// the zombie rung fires on the agent's side (agent.Samples) only.
+func (t *agentTick) readings(ctx context.Context, st *engine.State, now time.Time) error {
+	st.Readings = st.Readings[:0]
+	if len(t.byLease) == 0 {
+		return nil
+	}
+	latest, err := t.l.cfg.Store.Samples().LatestSamples(ctx, now.Add(-readingsWindow))
+	if err != nil {
+		return fmt.Errorf("tick: latest samples: %w", err)
+	}
+	type gpuKey struct {
+		lease string
+		gpu   int
+	}
+	by := map[gpuKey]core.Sample{}
+	for _, s := range latest {
+		by[gpuKey{s.LeaseID, s.GPU}] = s
+	}
+	for _, u := range st.Units {
+		if (u.State != core.JobRunning && u.State != core.JobCheckpointing) || !t.agentDriven(u) {
+			continue
+		}
+		for _, p := range u.Parts {
+			for _, g := range p.GPUs {
+				if s, ok := by[gpuKey{p.LeaseID, g}]; ok && !s.At.Before(u.Start) {
+					st.Readings = append(st.Readings, fleetpkg.GPUReading{LeaseID: p.LeaseID, GPU: g, Unit: u.Key(), Team: u.Job.Team, UtilPct: s.UtilPct, At: s.At})
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // exited applies a run's exit to its unit: exit 0 of a run nobody asked
