@@ -75,9 +75,15 @@ func (l *Loop) agentConfig() AgentConfig {
 // a restarted loop starts with it empty.
 type agentTracker struct {
 	queued map[string]bool
+	// exited are runs whose exit an agent reported: a heartbeat that
+	// still lists one is late, not a stale run to kill.
+	exited map[string]bool
 	// pruned is when log retention last ran.
 	pruned time.Time
 }
+
+// trackerCap bounds the tracker's memory on a long-running server.
+const trackerCap = 100_000
 
 // agentTick is one tick's view of the agents, made before engine.Step
 // and written with the tick's decisions.
@@ -183,7 +189,7 @@ func (t *agentTick) agentDriven(u *engine.Unit) bool {
 func (l *Loop) agentsBefore(ctx context.Context, st *engine.State, now time.Time) (*agentTick, []core.Event, error) {
 	cfg := l.agentConfig()
 	if l.tracker == nil {
-		l.tracker = &agentTracker{queued: map[string]bool{}}
+		l.tracker = &agentTracker{queued: map[string]bool{}, exited: map[string]bool{}}
 	}
 	t := &agentTick{l: l, now: now, byLease: map[string]*store.Agent{}, ended: map[string]bool{}, states: map[string]store.AgentState{}}
 	f := store.AgentFilter{Limit: store.MaxLimit}
@@ -279,6 +285,7 @@ func (l *Loop) agentsBefore(ctx context.Context, st *engine.State, now time.Time
 			}
 		case "job-exited":
 			t.ended[rep.Run] = true
+			l.tracker.exited[rep.Run] = true
 			events = append(events, l.exited(st, u, rep, now)...)
 		case "run-refused":
 			t.ended[rep.Run] = true
@@ -456,7 +463,9 @@ func (t *agentTick) commands(st *engine.State) {
 			continue
 		}
 		for _, run := range a.Running {
-			if !expected[run] {
+			// A run being stopped is left its grace to checkpoint; one
+			// that exited is listed by a heartbeat older than its exit.
+			if !expected[run] && !t.l.tracker.queued[store.CommandStop+":"+run] && !t.l.tracker.exited[run] && !t.ended[run] {
 				t.queue(store.AgentCommand{ID: "kill:" + run, Agent: a.ID, Kind: store.CommandKill, Run: run,
 					Reason: "the run is no longer the unit's: it was requeued while the agent was silent, or ended"})
 			}
@@ -528,6 +537,10 @@ func (t *agentTick) persist(ctx context.Context, tx store.Tx, st *engine.State) 
 // committed runs once the tick's transaction is in: the cache learns
 // the commands, and the machines of down agents go back to the provider.
 func (t *agentTick) committed(ctx context.Context) {
+	if tr := t.l.tracker; len(tr.queued) > trackerCap || len(tr.exited) > trackerCap {
+		// Only a cache: forgetting it costs a few idempotent inserts.
+		tr.queued, tr.exited = map[string]bool{}, map[string]bool{}
+	}
 	for _, c := range t.cmds {
 		t.l.tracker.queued[c.ID] = true
 	}
