@@ -83,6 +83,10 @@ func (s *Server) usageReport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	team := q.Get("team")
+	if err := store.CheckText("team", team); err != nil {
+		writeValidation(w, err)
+		return
+	}
 	if p.Role != store.RoleAdmin {
 		if team != "" && team != p.Team {
 			writeJSON(w, http.StatusOK, UsageReportView{From: from, To: to, Currency: s.catalog.Currency, Teams: []UsageLineView{}})

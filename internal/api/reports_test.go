@@ -15,8 +15,13 @@ import (
 // 2 h (still running); a reading of 50% on a's GPU. A day later the admin
 // sees the bill split to the micro-unit with an idle line; a team role
 // sees its own line only.
-func TestUsageReport(t *testing.T) {
-	f := newFixture(t)
+func TestUsageReport(t *testing.T) { testUsageReport(t, newFixture(t)) }
+
+// TestUsageReportPostgres is TestUsageReport on PostgreSQL, where the
+// runs come from the PL/pgSQL trigger.
+func TestUsageReportPostgres(t *testing.T) { testUsageReport(t, newFixtureOn(t, pgStore(t))) }
+
+func testUsageReport(t *testing.T, f *fixture) {
 	ctx := context.Background()
 	l := store.Lease{Lease: core.Lease{ID: "L1", OfferID: "idc/cd/v100x8", Mode: core.Weekly, State: core.LeaseRequested, ClientToken: "L1"}, Requested: t0}
 	if err := f.st.Leases().CreateLease(ctx, l); err != nil {

@@ -393,6 +393,11 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p, _ := PrincipalFrom(r.Context())
 	f := store.JobFilter{Team: q.Get("team"), Cursor: q.Get("cursor")}
+	if err := store.CheckText("team", f.Team); err != nil {
+		// A NUL byte is a 400 here, not a database error.
+		writeValidation(w, err)
+		return
+	}
 	if p.Role != store.RoleAdmin {
 		if f.Team != "" && f.Team != p.Team {
 			writeJSON(w, http.StatusOK, JobsPage{Jobs: []JobView{}}) // another team's jobs do not exist for p

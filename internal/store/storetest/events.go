@@ -72,6 +72,14 @@ func testEvents(t *testing.T, open Opener) {
 	}
 	_, err = s.Events().ListEvents(c, store.EventFilter{Cursor: store.EncodeCursor("jobs", 1)})
 	wantField(t, err, "cursor", "-", "a jobs cursor for events")
+	// Filters are text the database can compare: a NUL byte is a field
+	// error, not a driver failure.
+	_, err = s.Events().ListEvents(c, store.EventFilter{Team: "a\x00b"})
+	wantField(t, err, "team", "-", "a NUL in the team filter")
+	_, err = s.Alerts().ListAlerts(c, store.AlertFilter{LeaseID: "a\x00b"})
+	wantField(t, err, "lease", "-", "a NUL in the lease filter")
+	_, err = s.Tokens().ListTokens(c, store.TokenFilter{User: "\xff"})
+	wantField(t, err, "user", "-", "invalid UTF-8 in the user filter")
 	// Run from here rather than from Run's list, which another file
 	// keeps: each on its own database.
 	t.Run("Teams", func(t *testing.T) { testEventTeams(t, open) })

@@ -110,6 +110,11 @@ func (o *ops) ListAlerts(ctx context.Context, f store.AlertFilter) (store.Page[s
 	if err != nil {
 		return store.Page[store.Alert]{}, fmt.Errorf("list alerts: %w", err)
 	}
+	for _, x := range []struct{ name, v string }{{"team", f.Team}, {"kind", f.Kind}, {"lease", f.LeaseID}} {
+		if err := store.CheckText(x.name, x.v); err != nil {
+			return store.Page[store.Alert]{}, fmt.Errorf("list alerts: %w", err)
+		}
+	}
 	var w where
 	if f.ID != 0 {
 		w.add("id = " + w.p(f.ID))

@@ -56,6 +56,11 @@ func (o *ops) ListEvents(ctx context.Context, f store.EventFilter) (store.Page[c
 	if err != nil {
 		return store.Page[core.Event]{}, fmt.Errorf("list events: %w", err)
 	}
+	for _, x := range []struct{ name, v string }{{"subject", f.Subject}, {"kind", f.Kind}, {"team", f.Team}} {
+		if err := store.CheckText(x.name, x.v); err != nil {
+			return store.Page[core.Event]{}, fmt.Errorf("list events: %w", err)
+		}
+	}
 	var w where
 	if f.Subject != "" {
 		w.add("subject = " + w.p(f.Subject))

@@ -48,6 +48,9 @@ func (o *ops) GetUser(ctx context.Context, id string) (store.User, error) {
 
 // ListUsers implements store.Users.
 func (o *ops) ListUsers(ctx context.Context, team string) ([]store.User, error) {
+	if err := store.CheckText("team", team); err != nil {
+		return nil, fmt.Errorf("list users: %w", err)
+	}
 	var w where
 	if team != "" {
 		w.add("team_id = " + w.p(team))
@@ -131,6 +134,11 @@ func (o *ops) TokenByHash(ctx context.Context, hash store.TokenHash, now time.Ti
 
 // ListTokens implements store.Tokens.
 func (o *ops) ListTokens(ctx context.Context, f store.TokenFilter) ([]store.Token, error) {
+	for _, x := range []struct{ name, v string }{{"user", f.User}, {"team", f.Team}} {
+		if err := store.CheckText(x.name, x.v); err != nil {
+			return nil, fmt.Errorf("list tokens: %w", err)
+		}
+	}
 	var w where
 	if f.User != "" {
 		w.add("user_id = " + w.p(f.User))
