@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -167,6 +168,10 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer sp.Close()
 	a := &agent{cfg: cfg, log: log, spool: sp, seen: map[string]bool{}, ckpt: map[string]time.Time{}}
+	if err := a.loadSeen(filepath.Join(cfg.DataDir, "commands.seen")); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	defer a.seenFile.Close()
 	a.event(EventStarting, "agent started", map[string]string{"agent": cfg.AgentID, "seed": strconv.FormatUint(cfg.Seed, 10)})
 
 	a.runner, err = runner.New(runner.Config{
@@ -248,6 +253,10 @@ type agent struct {
 	inventory []link.GPUInfo
 	seen      map[string]bool // command IDs carried out
 	seenOrder []string
+	// seenFile records them, so that a restarted agent does not carry
+	// out again a command the server resends before the acknowledgement
+	// (an event still in the spool) reaches it.
+	seenFile *os.File
 	failing   bool
 	stopping  bool                 // shutting down: no new jobs
 	ckpt      map[string]time.Time // running job → its checkpoint directory's last change seen
@@ -337,6 +346,11 @@ func (a *agent) remember(id string) bool {
 	}
 	a.seen[id] = true
 	a.seenOrder = append(a.seenOrder, id)
+	if a.seenFile != nil {
+		if _, err := a.seenFile.WriteString(id + "\n"); err != nil {
+			a.log.Warn("command not recorded: a restart may carry it out again", "command", id, "err", err)
+		}
+	}
 	if len(a.seenOrder) > 4096 {
 		delete(a.seen, a.seenOrder[0])
 		a.seenOrder = a.seenOrder[1:]
@@ -399,6 +413,46 @@ func (a *agent) do(c link.Command) error {
 	default:
 		return &core.FieldError{Field: "command.kind", Value: string(c.Kind), Allowed: "run, checkpoint, stop or kill"}
 	}
+	return nil
+}
+
+// maxSeenFile is how large commands.seen grows before it is rewritten
+// with the IDs remembered.
+const maxSeenFile = 1 << 20
+
+// loadSeen reads the command IDs carried out before (the last 4096) and
+// opens the file for appending; an oversized file is rewritten first.
+func (a *agent) loadSeen(path string) error {
+	if b, err := os.ReadFile(path); err == nil {
+		for _, id := range strings.Split(string(b), "\n") {
+			if id != "" && !a.seen[id] {
+				a.seen[id] = true
+				a.seenOrder = append(a.seenOrder, id)
+			}
+		}
+		if len(a.seenOrder) > 4096 {
+			for _, id := range a.seenOrder[:len(a.seenOrder)-4096] {
+				delete(a.seen, id)
+			}
+			a.seenOrder = a.seenOrder[len(a.seenOrder)-4096:]
+		}
+		if len(b) > maxSeenFile {
+			tmp := path + ".tmp"
+			if err := os.WriteFile(tmp, []byte(strings.Join(a.seenOrder, "\n")+"\n"), 0o640); err != nil {
+				return err
+			}
+			if err := os.Rename(tmp, path); err != nil {
+				return err
+			}
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+	if err != nil {
+		return err
+	}
+	a.seenFile = f
 	return nil
 }
 

@@ -317,3 +317,35 @@ func TestRunOpensTheNamedSource(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRestartedAgentRemembersCommands: a command the server sends again
+// after the agent restarted (its acknowledgement still on the way) is
+// not carried out twice.
+func TestRestartedAgentRemembersCommands(t *testing.T) {
+	dir := t.TempDir()
+	srv := fake.New()
+	cfg := Config{AgentID: "node-1", LeaseID: "L1", DataDir: dir, Uplink: srv, GPUSource: "fake",
+		SampleInterval: 20 * time.Millisecond, HeartbeatInterval: 20 * time.Millisecond,
+		BackoffBase: 5 * time.Millisecond, BackoffMax: 40 * time.Millisecond, Seed: 3}
+	start := func() (context.CancelFunc, chan error) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- Run(ctx, cfg) }()
+		return cancel, done
+	}
+	once := link.Command{ID: "c1", Kind: link.CommandRun, Job: link.JobSpec{ID: "once", Command: []string{"true"}}}
+	cancel, done := start()
+	srv.Push(once)
+	waitFor(t, srv, "the first run's exit", func() bool { return len(events(srv, "job-exited", "once")) == 1 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	cancel, done = start()
+	defer func() { cancel(); <-done }()
+	srv.Push(once, link.Command{ID: "c2", Kind: link.CommandRun, Job: link.JobSpec{ID: "after", Command: []string{"true"}}})
+	waitFor(t, srv, "the second command's run", func() bool { return len(events(srv, "job-exited", "after")) == 1 })
+	if n := len(events(srv, "job-started", "once")); n != 1 {
+		t.Errorf("command c1 ran %d times across the restart", n)
+	}
+}
