@@ -257,9 +257,9 @@ type agent struct {
 	// out again a command the server resends before the acknowledgement
 	// (an event still in the spool) reaches it.
 	seenFile *os.File
-	failing   bool
-	stopping  bool                 // shutting down: no new jobs
-	ckpt      map[string]time.Time // running job → its checkpoint directory's last change seen
+	failing  bool
+	stopping bool                 // shutting down: no new jobs
+	ckpt     map[string]time.Time // running job → its checkpoint directory's last change seen
 }
 
 func (a *agent) append(e core.Event) {
