@@ -57,6 +57,11 @@ type Provider struct {
 	// change once and tells a vanished machine from a released one.
 	known    map[string]provider.State
 	lastPoll time.Time
+	// seeded is set by the first poll, which only records what it
+	// lists: on start the server reconciles its leases with List, and an
+	// event for a machine already ready would reset the lease (its idle
+	// clock, a drain under way).
+	seeded bool
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -275,7 +280,10 @@ func (p *Provider) List(ctx context.Context) ([]provider.Machine, error) {
 // Poll implements provider.Provider by listing at most every
 // PollInterval and reporting each machine whose state changed since it
 // was last seen (ready, reclaiming, reclaimed, failed). A machine we knew
-// that is gone from the list without our release is reported failed.
+// that is gone from the list without our release is reported failed. The
+// first poll reports changes of the machines this process acquired only;
+// the others it records, as the server's reconciliation has just seen
+// them.
 func (p *Provider) Poll(ctx context.Context, now time.Time) ([]provider.Event, error) {
 	p.mu.Lock()
 	due := p.lastPoll.IsZero() || now.Sub(p.lastPoll) >= p.cfg.PollInterval
@@ -294,7 +302,12 @@ func (p *Provider) Poll(ctx context.Context, now time.Time) ([]provider.Event, e
 	listed := map[string]bool{}
 	for _, m := range ms {
 		listed[m.ProviderID] = true
-		if old, ok := p.known[m.ProviderID]; ok && old == m.State {
+		old, ok := p.known[m.ProviderID]
+		if ok && old == m.State {
+			continue
+		}
+		if !ok && !p.seeded {
+			p.known[m.ProviderID] = m.State
 			continue
 		}
 		p.known[m.ProviderID] = m.State
@@ -320,6 +333,7 @@ func (p *Provider) Poll(ctx context.Context, now time.Time) ([]provider.Event, e
 		p.known[id] = provider.Failed
 		evs = append(evs, provider.Event{At: now, Machine: provider.Machine{ProviderID: id, State: provider.Failed, EndedAt: now}})
 	}
+	p.seeded = true
 	sortEvents(evs)
 	return evs, nil
 }

@@ -119,6 +119,28 @@ func TestPoll(t *testing.T) {
 	if err != nil || len(evs) != 1 || evs[0].Machine.State != provider.Failed {
 		t.Fatalf("poll after the machine vanished: %+v %v", evs, err)
 	}
+
+	// A restarted server: its first poll records the machines it did not
+	// acquire itself (reconciliation has seen them), and reports their
+	// later changes.
+	m2, err := p.Acquire(ctx, provider.AcquireRequest{ClientToken: "L2", OfferID: "o", Mode: core.OnDemand})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	restarted, err := New(p.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs, err := restarted.Poll(ctx, now); err != nil || len(evs) != 0 {
+		t.Fatalf("first poll after a restart over a ready machine: %+v %v", evs, err)
+	}
+	if err := os.Remove(filepath.Join(dir, "machines", m2.ProviderID)); err != nil {
+		t.Fatal(err)
+	}
+	if evs, err := restarted.Poll(ctx, now.Add(time.Minute)); err != nil || len(evs) != 1 || evs[0].Machine.ProviderID != m2.ProviderID || evs[0].Machine.State != provider.Failed {
+		t.Fatalf("after a restart, a machine that vanished: %+v %v", evs, err)
+	}
 }
 
 func TestNoCapacity(t *testing.T) {
