@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	stdlog "log"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -201,6 +202,7 @@ func (f *fleet) start(id string) *fleetAgent {
 	f.t.Helper()
 	target, _ := url.Parse(f.api.URL)
 	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.ErrorLog = stdlog.New(io.Discard, "", 0) // requests cut at shutdown are expected
 	a := &fleetAgent{id: id, src: &countingSource{idle: f.idle}, done: make(chan struct{})}
 	a.proxy = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.cut.Load() {
@@ -656,5 +658,30 @@ func TestFleetIdleLadderFromAgents(t *testing.T) {
 	})
 	if j := f.job("lazy"); j.State != "running" {
 		t.Errorf("lazy is %s after the alert, want still running (the action is an hour away)", j.State)
+	}
+}
+
+// TestFleetCancelKillsTheRun: cancelling a running job through the API
+// kills its process on the agent.
+func TestFleetCancelKillsTheRun(t *testing.T) {
+	f := newFleet(t, "node-1")
+	f.submit("doomed", 1000, "")
+	f.waitFor("doomed to run", func() bool { return strings.Contains(f.logs("doomed"), "step 5\n") })
+	if code := f.call(f.member, "POST", "/api/v1/jobs/doomed/cancel", "", nil); code != 200 {
+		t.Fatalf("cancel: %d", code)
+	}
+	f.waitFor("the run killed", func() bool {
+		for _, e := range f.events("agent.job-exited") {
+			if e.Subject == "doomed" && e.Attrs["signal"] == "KILL" {
+				return true
+			}
+		}
+		return false
+	})
+	if j := f.job("doomed"); j.State != "cancelled" {
+		t.Errorf("doomed is %s", j.State)
+	}
+	if text := f.logs("doomed"); strings.Contains(text, "done at") {
+		t.Errorf("the cancelled job ran to the end:\n%s", text)
 	}
 }
