@@ -168,3 +168,32 @@ func TestUsageReportAdds(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkUsageReport: a month of a 500-machine fleet (8 GPUs each,
+// per-second billing), 20 runs per machine (10,000), a reading per GPU a
+// day (120,000, about the store's cap on one query):
+//
+//	go test -run '^$' -bench UsageReport ./internal/billing
+func BenchmarkUsageReport(b *testing.B) {
+	p := plan(core.OnDemand, "21.958").p
+	in := UsageInput{From: t0, To: t0.Add(30 * 24 * time.Hour), Now: t0.Add(31 * 24 * time.Hour)}
+	for i := range 500 {
+		id := "L" + string(rune('A'+i%26)) + time.Duration(i).String()
+		in.Leases = append(in.Leases, UsageLease{ID: id, Plan: &p, GPUs: 8, Start: t0.Add(time.Duration(i) * time.Minute)})
+		for r := range 20 {
+			from := t0.Add(time.Duration(i)*time.Minute + time.Duration(r)*30*time.Hour)
+			in.Runs = append(in.Runs, UsageRun{Team: []string{"a", "b", "c"}[r%3], LeaseID: id, GPUs: []int{r % 8}, MilliPerGPU: 1000, From: from, To: from.Add(20 * time.Hour)})
+		}
+		for m := 0; m < 30*24*6; m += 6 * 24 {
+			for g := range 8 {
+				in.Samples = append(in.Samples, core.Sample{LeaseID: id, GPU: g, At: t0.Add(time.Duration(m) * 10 * time.Minute), UtilPct: 40})
+			}
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := UsageReport(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
