@@ -32,6 +32,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/engine"
 	fleetpkg "github.com/gpufleet/gpufleet/internal/fleet"
 	"github.com/gpufleet/gpufleet/internal/pricing"
+	"github.com/gpufleet/gpufleet/internal/sched"
 	"github.com/gpufleet/gpufleet/internal/store"
 	"github.com/gpufleet/gpufleet/internal/store/sqlite"
 )
@@ -106,6 +107,7 @@ func newFleet(t *testing.T, agents ...string) *fleet {
 // fleet settings; agents whose GPUs idle.
 type fleetOpts struct {
 	noLoop bool
+	sched  sched.Config
 	fleet  fleetpkg.Config
 	idle   bool
 }
@@ -143,7 +145,7 @@ func newFleetWith(t *testing.T, opts fleetOpts, agents ...string) *fleet {
 	f.api = httptest.NewServer(api.New(cat, clk, log, api.WithStore(st), api.WithRateLimit(api.RateLimit{})))
 	// Owned machines cost nothing more for being used: pending work
 	// need not wait for the fleet's wait targets before one is leased.
-	eng := engine.Config{Fleet: opts.fleet}
+	eng := engine.Config{Fleet: opts.fleet, Sched: opts.sched}
 	eng.Fleet.WaitTarget = map[core.Tier]time.Duration{core.TierCore: 0, core.TierRegular: 0, core.TierOffline: 0}
 	f.idle = opts.idle
 	loop, err := NewLoop(Config{Store: st, Provider: f.pool, Offers: offers, Clock: clk, Log: log, Engine: eng, Tick: fleetTick})
@@ -683,5 +685,43 @@ func TestFleetCancelKillsTheRun(t *testing.T) {
 	}
 	if text := f.logs("doomed"); strings.Contains(text, "done at") {
 		t.Errorf("the cancelled job ran to the end:\n%s", text)
+	}
+}
+
+// TestFleetPreemptionStopsWithCheckpoint: a core job preempts an
+// interruptible offline one on the only machine: the offline run is
+// stopped (checkpoint signal, grace, SIGTERM), the core job runs, and the
+// offline job resumes from its checkpoint afterwards.
+func TestFleetPreemptionStopsWithCheckpoint(t *testing.T) {
+	f := newFleetWith(t, fleetOpts{sched: sched.Config{MinRuntime: time.Millisecond}}, "node-1")
+	f.submit("batch", 60, `,"tier":"offline","interruptible":true`)
+	f.waitFor("batch to run", func() bool { return strings.Contains(f.logs("batch"), "step 12\n") })
+	f.submit("urgent", 10, `,"tier":"core"`)
+	f.waitFor("urgent to succeed", func() bool { return f.job("urgent").State == "succeeded" })
+	f.waitFor("batch to succeed", func() bool { return f.job("batch").State == "succeeded" })
+	f.waitFor("batch's whole log", func() bool { return strings.Contains(f.logs("batch"), "done at 60") })
+	text := f.logs("batch")
+	var resumedAt int
+	if i := strings.Index(text, "resumed at "); i < 0 {
+		t.Fatalf("batch did not resume:\n%s", text)
+	} else {
+		fmt.Sscanf(text[i:], "resumed at %d", &resumedAt)
+	}
+	if resumedAt < 12 {
+		t.Errorf("batch resumed at %d, want at least the 12 steps done before the preemption", resumedAt)
+	}
+	var stopped bool
+	for _, e := range f.events("agent.job-exited") {
+		if e.Subject == "batch" && e.Attrs["stopped"] == "true" && e.Attrs["exit_code"] == "143" {
+			stopped = true
+		}
+	}
+	if !stopped {
+		for _, e := range f.events("") {
+			if strings.HasPrefix(e.Subject, "batch") || strings.HasPrefix(e.Subject, "urgent") {
+				t.Logf("trail: %s %s %s: %s %v", e.At.Format("15:04:05.000"), e.Kind, e.Subject, e.Reason, e.Attrs)
+			}
+		}
+		t.Errorf("no stopped exit (SIGTERM after the grace, status 143) of batch's first run")
 	}
 }

@@ -437,6 +437,7 @@ func (t *agentTick) commands(st *engine.State) {
 				Reason: fmt.Sprintf("spot reclaim notice: machine of lease %s goes at %s", r.lease, le.ReclaimAt.UTC().Format(time.RFC3339))})
 		}
 	}
+	stopping := map[string]bool{} // runs told to stop or die this tick
 	for key, p := range t.prev {
 		if c, ok := cur[key]; (ok && c.run == p.run) || t.ended[p.run] {
 			continue
@@ -452,6 +453,7 @@ func (t *agentTick) commands(st *engine.State) {
 		case u != nil && u.State.Final():
 			kind, why = store.CommandKill, "the unit ended ("+string(u.State)+")"
 		}
+		stopping[p.run] = true
 		c := store.AgentCommand{ID: kind + ":" + p.run, Agent: p.agent, Kind: kind, Unit: base, Run: p.run, Reason: why}
 		if u != nil {
 			c.Job, c.Team = u.Job.ID, u.Job.Team
@@ -465,7 +467,7 @@ func (t *agentTick) commands(st *engine.State) {
 		for _, run := range a.Running {
 			// A run being stopped is left its grace to checkpoint; one
 			// that exited is listed by a heartbeat older than its exit.
-			if !expected[run] && !t.l.tracker.queued[store.CommandStop+":"+run] && !t.l.tracker.exited[run] && !t.ended[run] {
+			if !expected[run] && !stopping[run] && !t.l.tracker.queued[store.CommandStop+":"+run] && !t.l.tracker.exited[run] && !t.ended[run] {
 				t.queue(store.AgentCommand{ID: "kill:" + run, Agent: a.ID, Kind: store.CommandKill, Run: run,
 					Reason: "the run is no longer the unit's: it was requeued while the agent was silent, or ended"})
 			}
