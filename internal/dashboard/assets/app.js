@@ -447,16 +447,21 @@ async function renderAlerts(root) {
 function reportFrame(html, title) {
   // A sandbox without allow-scripts: the report's markup and styles show,
   // nothing in it runs.
-  return h("iframe", { class: "report", sandbox: "", title, srcdoc: html });
+  // allow-same-origin only so that the page (and its test) can read the
+  // frame's document; without allow-scripts nothing in it can use that.
+  return h("iframe", { class: "report", sandbox: "allow-same-origin", title, srcdoc: html });
 }
 
 async function renderAudit(root) {
-  const today = new Date().toISOString().slice(0, 10);
-  const monthStart = today.slice(0, 8) + "01";
+  // The period is [from, to), by the server's clock: this month so far,
+  // to tomorrow (UTC) so that today is in.
+  const now = new Date(state.overview.as_of);
+  const monthStart = state.overview.month_start.slice(0, 10);
+  const tomorrow = new Date(now.getTime() + 86400000).toISOString().slice(0, 10);
   const out = h("div", { id: "audit-out" });
   const form = h("form", { class: "inline", id: "audit-form" },
     h("label", {}, "From", h("input", { type: "date", name: "from", value: monthStart, required: true })),
-    h("label", {}, "To", h("input", { type: "date", name: "to", value: today, required: true })),
+    h("label", {}, "To (exclusive)", h("input", { type: "date", name: "to", value: tomorrow, required: true })),
     state.overview.team ? null : h("label", {}, "Team (optional)", h("input", { name: "team" })),
     h("button", { type: "submit" }, "Show report"));
   form.addEventListener("submit", async e => {
