@@ -1,0 +1,317 @@
+package reliability
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpufleet/gpufleet/internal/reltest"
+	"github.com/gpufleet/gpufleet/internal/store"
+)
+
+// TestEveryRouteEveryRole is the endpoint × role matrix: every route of
+// the served OpenAPI document under every role and without a token. A
+// protected route answers 401 without a token and 403 to a role it does
+// not list; a role it lists gets past authorization (any status but 401
+// and 403); a public route never asks for a token.
+func TestEveryRouteEveryRole(t *testing.T) { backends(t, everyRouteEveryRole) }
+
+func everyRouteEveryRole(t *testing.T, f *fixture) {
+	ops := f.operations(t)
+	requests := 0
+	for _, op := range ops {
+		path := fill(op.path, "ja")
+		var body []byte
+		if op.request != nil {
+			body = []byte(`{}`)
+		}
+		for _, role := range append([]store.Role{""}, store.Roles...) {
+			name := string(role)
+			if name == "" {
+				name = "none"
+			}
+			code, _, resp := f.do(t, op.method, path, f.tokens[role], body)
+			requests++
+			var want string
+			switch {
+			case op.roles == nil:
+				if code == http.StatusUnauthorized || code == http.StatusForbidden {
+					want = "not 401/403 (public route)"
+				}
+			case role == "":
+				if code != http.StatusUnauthorized {
+					want = "401"
+				}
+			case !slices.Contains(op.roles, role):
+				if code != http.StatusForbidden {
+					want = "403"
+				}
+			default:
+				if code == http.StatusUnauthorized || code == http.StatusForbidden {
+					want = "past authorization (not 401/403)"
+				}
+			}
+			if want != "" {
+				t.Errorf("%s %s as %s: %d, want %s: %s", op.method, path, name, code, want, resp)
+			}
+		}
+	}
+	reltest.Record(t, reltest.Entry{Area: "security", Done: "every route of the OpenAPI document under every role and with no token",
+		Amount: fmt.Sprintf("%d routes × %d callers = %d requests", len(ops), len(store.Roles)+1, requests),
+		Held: "401 without a token, 403 for a role the route does not list, past authorization for every role it lists"})
+}
+
+// hostile are inputs meant to break out of a query, a path or a field.
+var hostile = []string{
+	`' OR '1'='1`,
+	`'; DROP TABLE jobs; --`,
+	`" OR ""="`,
+	`1 UNION SELECT hash FROM tokens --`,
+	`../../../../../../etc/passwd`,
+	`..%2f..%2f..%2fetc%2fpasswd`,
+	`/etc/passwd`,
+	"a\x00b",
+	`%00`,
+	`${jndi:ldap://x}`,
+	`<script>alert(1)</script>`,
+	strings.Repeat("A", 10_000),
+	`-1`,
+	`99999999999999999999999999`,
+	`NaN`,
+	`ジョブ`,
+}
+
+// snapshot is what must survive the hostile requests unchanged.
+func snapshot(t *testing.T, st store.Store) string {
+	t.Helper()
+	ctx := context.Background()
+	var b strings.Builder
+	for _, id := range []string{"ja", "jb"} {
+		j, err := st.Jobs().GetJob(ctx, id)
+		if err != nil {
+			t.Fatalf("job %s after hostile input: %v", id, err)
+		}
+		fmt.Fprintf(&b, "%+v\n", j)
+	}
+	toks, err := st.Tokens().ListTokens(ctx, store.TokenFilter{})
+	if err != nil {
+		t.Fatalf("tokens after hostile input: %v", err)
+	}
+	for _, tok := range toks {
+		if strings.HasPrefix(tok.ID, "t-") {
+			fmt.Fprintf(&b, "%s %s %s %x %v\n", tok.ID, tok.Role, tok.Team, tok.Hash, tok.Revoked)
+		}
+	}
+	for _, id := range []string{"a", "b"} {
+		team, err := st.Teams().GetTeam(ctx, id)
+		if err != nil {
+			t.Fatalf("team %s after hostile input: %v", id, err)
+		}
+		fmt.Fprintf(&b, "%+v\n", team)
+	}
+	return b.String()
+}
+
+// bodyFor builds a request body from an OpenAPI object schema with every
+// string field set to v (and numbers to -1), the shape a handler accepts
+// so that v reaches validation and the store.
+func bodyFor(schema map[string]any, v string) []byte {
+	obj := map[string]any{}
+	props, _ := schema["properties"].(map[string]any)
+	for name, p := range props {
+		ps, _ := p.(map[string]any)
+		switch ps["type"] {
+		case "string":
+			obj[name] = v
+		case "integer", "number":
+			obj[name] = -1
+		case "boolean":
+			obj[name] = true
+		}
+	}
+	b, _ := json.Marshal(obj)
+	return b
+}
+
+// TestHostileInputOnEveryParameter sends SQL injection, path traversal
+// and malformed values in every query parameter, every path parameter
+// and every string field of every request body of every route, as the
+// admin (the widest reach). Nothing may answer 5xx or anything but JSON,
+// no file content may leak, and the jobs, tokens and teams stored
+// before are all there, unchanged.
+func TestHostileInputOnEveryParameter(t *testing.T) { backends(t, hostileInputOnEveryParameter) }
+
+func hostileInputOnEveryParameter(t *testing.T, f *fixture) {
+	before := snapshot(t, f.st)
+	ops := f.operations(t)
+	requests := 0
+	check := func(method, path string, body []byte, code int, ctype string, resp []byte) {
+		t.Helper()
+		requests++
+		if code >= 500 {
+			t.Errorf("%s %s %.200s: %d: %.300s", method, path, body, code, resp)
+		}
+		if !strings.HasPrefix(ctype, "application/json") && strings.HasPrefix(path, "/api/") {
+			t.Errorf("%s %s: content type %q", method, path, ctype)
+		}
+		if bytes.Contains(resp, []byte("root:x:0:0")) {
+			t.Errorf("%s %s: leaked /etc/passwd", method, path)
+		}
+	}
+	for _, op := range ops {
+		secret := f.tokens[store.RoleAdmin]
+		if op.roles != nil && !slices.Contains(op.roles, store.RoleAdmin) {
+			secret = f.tokens[op.roles[0]]
+		}
+		for _, v := range hostile {
+			var body []byte
+			if op.request != nil {
+				body = bodyFor(op.request, v)
+			}
+			if strings.Contains(op.path, "{") {
+				p := fill(op.path, url.PathEscape(v))
+				code, ctype, resp := f.do(t, op.method, p, secret, body)
+				check(op.method, p, body, code, ctype, resp)
+			}
+			for _, q := range op.query {
+				p := fill(op.path, "ja") + "?" + url.Values{q: {v}}.Encode()
+				code, ctype, resp := f.do(t, op.method, p, secret, body)
+				check(op.method, p, body, code, ctype, resp)
+			}
+			if op.request != nil {
+				p := fill(op.path, "ja")
+				code, ctype, resp := f.do(t, op.method, p, secret, body)
+				check(op.method, p, body, code, ctype, resp)
+			}
+		}
+		if op.request != nil {
+			p := fill(op.path, "ja")
+			for _, body := range []string{`[]`, `"x"`, `{"a":`, strings.Repeat("[", 10_000), `{"team":{"$ne":null}}`, `null`} {
+				code, ctype, resp := f.do(t, op.method, p, secret, []byte(body))
+				check(op.method, p, []byte(body), code, ctype, resp)
+			}
+		}
+	}
+	// Raw traversal attempts on paths that might reach the disk.
+	for _, p := range []string{"/ui/../../../../etc/passwd", "/ui/..%2f..%2f..%2f..%2fetc%2fpasswd", "/%2e%2e/%2e%2e/etc/passwd", "/api/v1/jobs/..%2f..%2f..%2fetc%2fpasswd/logs", "/static/../../etc/passwd"} {
+		code, _, resp := f.do(t, "GET", p, f.tokens[store.RoleAdmin], nil)
+		requests++
+		if code >= 500 || bytes.Contains(resp, []byte("root:x:0:0")) {
+			t.Errorf("GET %s: %d %.200s", p, code, resp)
+		}
+	}
+	if after := snapshot(t, f.st); after != before {
+		t.Errorf("stored data changed:\nbefore\n%s\nafter\n%s", before, after)
+	}
+	reltest.Record(t, reltest.Entry{Area: "security", Done: "SQL injection, path traversal and malformed values in every query, path and body field of every route",
+		Amount: fmt.Sprintf("%d routes, %d hostile values, %d requests", len(ops), len(hostile), requests),
+		Held: "no 5xx, JSON errors only, no file content leaked, the stored jobs, tokens and teams unchanged"})
+}
+
+// TestBodyLimitOnEveryWriteRoute: a body over api.MaxBodyBytes is a 413
+// on every route that reads one.
+func TestBodyLimitOnEveryWriteRoute(t *testing.T) {
+	f := newFixture(t)
+	big := []byte(`{"name":"` + strings.Repeat("x", 2<<20) + `"}`)
+	n := 0
+	for _, op := range f.operations(t) {
+		if op.request == nil {
+			continue
+		}
+		secret := f.tokens[store.RoleAdmin]
+		if op.roles != nil && !slices.Contains(op.roles, store.RoleAdmin) {
+			secret = f.tokens[op.roles[0]]
+		}
+		code, _, resp := f.do(t, op.method, fill(op.path, "ja"), secret, big)
+		n++
+		if code != http.StatusRequestEntityTooLarge {
+			t.Errorf("%s %s with a 2 MiB body: %d, want 413: %.200s", op.method, op.path, code, resp)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no route takes a body")
+	}
+	reltest.Record(t, reltest.Entry{Area: "security", Done: "a 2 MiB body to every route that reads one",
+		Amount: fmt.Sprintf("%d routes", n), Held: "413 on each"})
+}
+
+// TestSecretsNeitherLoggedNorStoredInClear creates tokens through the API,
+// uses them, uses wrong ones, and then looks for every secret in the
+// server's debug log, in the responses that should not carry it and in
+// the raw bytes of the database files.
+func TestSecretsNeitherLoggedNorStoredInClear(t *testing.T) {
+	f := newFixture(t)
+	secrets := []string{}
+	for role := range f.tokens {
+		secrets = append(secrets, f.tokens[role])
+	}
+	for i, role := range []string{"member", "viewer", "team-admin"} {
+		body := fmt.Sprintf(`{"user":"user%d","team":"a","role":%q,"name":"t%d"}`, i, role, i)
+		code, _, resp := f.do(t, "POST", "/api/v1/tokens", f.tokens[store.RoleAdmin], []byte(body))
+		if code != http.StatusCreated {
+			t.Fatalf("create token: %d %s", code, resp)
+		}
+		var tok struct{ Secret string }
+		if err := json.Unmarshal(resp, &tok); err != nil || tok.Secret == "" {
+			t.Fatalf("create token: %s", resp)
+		}
+		secrets = append(secrets, tok.Secret)
+		if code, _, resp := f.do(t, "GET", "/api/v1/jobs", tok.Secret, nil); code != http.StatusOK {
+			t.Fatalf("use token: %d %s", code, resp)
+		}
+	}
+	wrong := store.TokenPrefix + "this-is-not-a-token-but-looks-like-one"
+	secrets = append(secrets, wrong)
+	code, _, resp := f.do(t, "GET", "/api/v1/jobs", wrong, nil)
+	if code != http.StatusUnauthorized || bytes.Contains(resp, []byte(wrong)) {
+		t.Fatalf("wrong token: %d %s", code, resp)
+	}
+	// Listing tokens, if the route exists, shows no secret either.
+	if code, _, resp := f.do(t, "GET", "/api/v1/tokens", f.tokens[store.RoleAdmin], nil); code == http.StatusOK {
+		for _, s := range secrets {
+			if bytes.Contains(resp, []byte(s)) {
+				t.Errorf("token listing shows a secret")
+			}
+		}
+	}
+	// The files while the server runs (the WAL holds the recent writes)
+	// and after it closed (the WAL checkpointed into the main file).
+	var files [][]byte
+	read := func() {
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			if b, err := os.ReadFile(f.dbPath + suffix); err == nil {
+				files = append(files, b)
+			}
+		}
+	}
+	read()
+	f.ts.Close()
+	if err := f.st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	read()
+	logs := f.logs.String()
+	if len(files) == 0 {
+		t.Fatal("no database file to inspect")
+	}
+	for _, s := range secrets {
+		if strings.Contains(logs, s) {
+			t.Errorf("a token secret is in the log")
+		}
+		for _, b := range files {
+			if bytes.Contains(b, []byte(s)) {
+				t.Errorf("a token secret is in the database file in clear")
+			}
+		}
+	}
+	reltest.Record(t, reltest.Entry{Area: "security", Done: "tokens created, used and guessed; the debug log, responses and raw database files searched for every secret",
+		Amount: fmt.Sprintf("%d secrets, %d log bytes, %d database files", len(secrets), len(logs), len(files)),
+		Held: "no secret in the log, in any response but its creation, or in the database in clear"})
+}
