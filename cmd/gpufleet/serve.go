@@ -14,7 +14,9 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/api"
 	"github.com/gpufleet/gpufleet/internal/clock"
+	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/engine"
+	"github.com/gpufleet/gpufleet/internal/fleet"
 	"github.com/gpufleet/gpufleet/internal/provider"
 	"github.com/gpufleet/gpufleet/internal/provider/sim"
 	"github.com/gpufleet/gpufleet/internal/server"
@@ -26,6 +28,7 @@ func newServeCmd() *cobra.Command {
 	var seed uint64
 	var logJSON bool
 	var tick time.Duration
+	var waits string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the gpufleet server: API, control loop and sim provider on embedded defaults",
@@ -83,7 +86,11 @@ several servers may share it, one of them runs the loop.`,
 			if err != nil {
 				return fmt.Errorf("serve: %s provider: %w", providerKind, err)
 			}
-			loop, err := server.NewLoop(server.Config{Store: st, Provider: cloud, Offers: c.Offers, Engine: engine.Config{}, Clock: clk, Log: log, Tick: tick})
+			ecfg := engine.Config{}
+			if ecfg.Fleet.WaitTarget, err = parseWaitTargets(waits); err != nil {
+				return usageError{err}
+			}
+			loop, err := server.NewLoop(server.Config{Store: st, Provider: cloud, Offers: c.Offers, Engine: ecfg, Clock: clk, Log: log, Tick: tick})
 			if err != nil {
 				return fmt.Errorf("serve: %w", err)
 			}
@@ -110,6 +117,7 @@ several servers may share it, one of them runs the loop.`,
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the sim provider's randomness (provisioning delays, failures, reclaims)")
 	cmd.Flags().BoolVar(&logJSON, "log-json", false, "log as JSON lines instead of text")
 	cmd.Flags().DurationVar(&tick, "tick", server.DefaultTick, "control loop period")
+	cmd.Flags().StringVar(&waits, "wait-target", "", "how long pending work of a tier may wait for the current fleet before more is rented, e.g. core=0s,regular=5m (unset tiers keep the defaults: core 1m, regular 10m, offline 1h)")
 	return cmd
 }
 
@@ -142,4 +150,29 @@ func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, log 
 		return err
 	}
 	return nil
+}
+
+// parseWaitTargets reads --wait-target: comma-separated tier=duration
+// pairs over the fleet's defaults; empty keeps the defaults (nil).
+func parseWaitTargets(s string) (map[core.Tier]time.Duration, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	out := fleet.Config{}.Defaults().WaitTarget
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			return nil, &core.FieldError{Field: "--wait-target", Value: kv, Allowed: "tier=duration pairs, e.g. core=0s,regular=5m"}
+		}
+		tier, err := core.ParseTier(strings.TrimSpace(k))
+		if err != nil {
+			return nil, fmt.Errorf("--wait-target: %w", err)
+		}
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil || d < 0 {
+			return nil, &core.FieldError{Field: "--wait-target " + string(tier), Value: v, Allowed: "a duration >= 0 (30s, 5m, 1h)"}
+		}
+		out[tier] = d
+	}
+	return out, nil
 }

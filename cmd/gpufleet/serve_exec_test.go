@@ -15,13 +15,12 @@ import (
 // TestServeExecProvider runs "gpufleet serve --provider exec" over the
 // example script: a submitted job makes the loop acquire a machine
 // through the script (a file in its state directory), and the job runs
-// on it to the end. It takes a little over a minute: the wait target of
-// core work.
+// on it to the end.
 func TestServeExecProvider(t *testing.T) {
 	t.Chdir(t.TempDir())
 	state := t.TempDir()
 	cfg := writeFile(t, "exec.yaml", "script: "+exampleScript(t)+"\ntimeout: 20s\npoll_interval: 1s\nenv:\n  GPUFLEET_EXEC_STATE: "+state+"\n")
-	token, base, _ := serveWith(t, "--provider", "exec", "--provider-config", cfg, "--tick", "200ms")
+	token, base, _ := serveWith(t, "--provider", "exec", "--provider-config", cfg, "--tick", "200ms", "--wait-target", "core=0s")
 	c, err := client.New(base, token, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -33,10 +32,9 @@ func TestServeExecProvider(t *testing.T) {
 	if _, _, err := c.SubmitJob(ctx, api.JobRequest{ID: "j1", Team: "ml", Tier: "core", GPUs: 1, EstDurationSeconds: 2}, ""); err != nil {
 		t.Fatal(err)
 	}
-	// Core work waits up to a minute for capacity before the fleet rents
-	// (fleet.Config.WaitTarget), then the script's machine is ready at
-	// once.
-	deadline := time.Now().Add(120 * time.Second)
+	// With --wait-target core=0s the fleet rents at once, and the
+	// script's machine is ready at once.
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		j, err := c.GetJob(ctx, "j1")
 		if err != nil {
@@ -46,7 +44,7 @@ func TestServeExecProvider(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("job still %s after 120 s", j.State)
+			t.Fatalf("job still %s after 60 s", j.State)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -22,16 +22,23 @@ func TestServeChild(t *testing.T) {
 	if os.Getenv(serveChildEnv) == "" {
 		return
 	}
-	os.Exit(run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--tick", "50ms"}, os.Stdout, os.Stderr))
+	args := []string{"serve", "--addr", "127.0.0.1:0", "--tick", "50ms"}
+	if extra := os.Getenv(serveArgsEnv); extra != "" {
+		args = append(args, strings.Split(extra, "\n")...)
+	}
+	os.Exit(run(context.Background(), args, os.Stdout, os.Stderr))
 }
+
+// serveArgsEnv passes TestServeChild more serve flags, one per line.
+const serveArgsEnv = "GPUFLEET_TEST_SERVE_ARGS"
 
 // startChild starts the server process in dir and returns it with the
 // admin token it printed (empty on a later start) and its base URL.
-func startChild(t *testing.T, dir string) (cmd *exec.Cmd, token, base string) {
+func startChild(t *testing.T, dir string, args ...string) (cmd *exec.Cmd, token, base string) {
 	t.Helper()
 	cmd = exec.Command(os.Args[0], "-test.run=^TestServeChild$")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), serveChildEnv+"=1")
+	cmd.Env = append(os.Environ(), serveChildEnv+"=1", serveArgsEnv+"="+strings.Join(args, "\n"))
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
