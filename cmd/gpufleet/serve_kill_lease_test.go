@@ -192,7 +192,7 @@ func killDuringAcquisitions(t *testing.T, db string) {
 	t.Logf("%s: %d machines at the kill, %d held after the restart, %d leases", db, atKill, held, len(leases))
 	reltest.Record(t, reltest.Entry{Area: "faults", Done: "kill -9 of serve while its loop rents machines through the exec provider, then restart on the same store",
 		Amount: fmt.Sprintf("%d jobs, %d machines at the kill, %d held after the restart", jobs, atKill, held),
-		Held: "every provider machine one live lease, no client token rented twice, no lease without its machine, every acknowledged job kept"})
+		Held:   "every provider machine one live lease, no client token rented twice, no lease without its machine, every acknowledged job kept"})
 }
 
 // readMachine reads one of the example script's machine files
