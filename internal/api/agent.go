@@ -191,6 +191,15 @@ func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// The common case, an agent that is ok heartbeating again, is one
+	// statement; a join or a recovery also writes its event, together.
+	if lease, ok, err := s.store.Agents().TouchAgent(r.Context(), a); err != nil {
+		s.storeError(w, r, err, "agent")
+		return
+	} else if ok {
+		writeJSON(w, http.StatusOK, HeartbeatReply{Agent: a.ID, Lease: lease, State: string(store.AgentOK)})
+		return
+	}
 	var prev store.Agent
 	var created bool
 	err := s.store.Tx(r.Context(), func(tx store.Tx) error {

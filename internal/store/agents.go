@@ -132,6 +132,12 @@ type Agents interface {
 	// creation only; Epoch and AppliedSeq are not touched. It returns the
 	// agent as it was before (the zero Agent when created).
 	SaveHeartbeat(ctx context.Context, a Agent) (prev Agent, created bool, err error)
+	// TouchAgent is SaveHeartbeat's common case in one statement: when
+	// the agent exists and is ok, it records the heartbeat exactly as
+	// SaveHeartbeat would and returns the agent's lease and true; else it
+	// changes nothing and returns false (join or recovery: SaveHeartbeat,
+	// with its event, in a transaction).
+	TouchAgent(ctx context.Context, a Agent) (lease string, ok bool, err error)
 	// GetAgent returns the agent with id.
 	GetAgent(ctx context.Context, id string) (Agent, error)
 	// ListAgents returns the agents f selects in join order.

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/gpufleet/gpufleet/internal/store"
 )
@@ -37,6 +38,32 @@ func testAgents(t *testing.T, open Opener) {
 	ok(t, err, "get after heartbeat")
 	want.LeaseID, want.LastSeen, want.Running, want.Backlog, want.Version, want.StateAt = "L1", at(3), []string{"j1-r1"}, 0, "v2", at(3)
 	diff(t, "agent after heartbeat", want, got)
+
+	// TouchAgent: the same for an ok agent in one statement; nothing for
+	// an agent that is not ok, or unknown.
+	hbT := hb2
+	hbT.LastSeen, hbT.Backlog = at(3).Add(time.Second), 9
+	lease, touched, err := s.Agents().TouchAgent(c, hbT)
+	ok(t, err, "touch")
+	if !touched || lease != "L1" {
+		t.Errorf("touch an ok agent: %v lease %q, want true on L1", touched, lease)
+	}
+	got, _ = s.Agents().GetAgent(c, "node-1")
+	if !got.LastSeen.Equal(at(3).Add(time.Second)) || got.Backlog != 9 || got.State != store.AgentOK || got.StateAt != at(3) {
+		t.Errorf("after touch: %+v", got)
+	}
+	if _, touched, err := s.Agents().TouchAgent(c, store.Agent{ID: "ghost", LastSeen: at(3)}); err != nil || touched {
+		t.Errorf("touch unknown: %v %v", touched, err)
+	}
+	ok(t, s.Agents().SetAgentState(c, "node-1", store.AgentSuspect, at(3)), "suspect again")
+	if _, touched, err := s.Agents().TouchAgent(c, hbT); err != nil || touched {
+		t.Errorf("touch suspect: %v %v, want false (the join path writes the recovery)", touched, err)
+	}
+	if got, _ = s.Agents().GetAgent(c, "node-1"); got.State != store.AgentSuspect {
+		t.Errorf("touch changed a suspect agent to %s", got.State)
+	}
+	_, _, err = s.Agents().SaveHeartbeat(c, hb2)
+	ok(t, err, "heartbeat after touch")
 
 	// A heartbeat naming a lease sets it.
 	hb3 := hb2

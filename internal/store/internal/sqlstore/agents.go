@@ -81,6 +81,32 @@ func (o *ops) SaveHeartbeat(ctx context.Context, a store.Agent) (store.Agent, bo
 	return prev, created, nil
 }
 
+// TouchAgent implements store.Agents.
+func (o *ops) TouchAgent(ctx context.Context, a store.Agent) (string, bool, error) {
+	if err := store.ValidateAgent(&a); err != nil {
+		return "", false, fmt.Errorf("touch agent: %w", err)
+	}
+	if a.LastSeen.IsZero() {
+		return "", false, fmt.Errorf("touch agent: %w", &core.FieldError{Field: "at", Value: "", Allowed: "the time of the heartbeat"})
+	}
+	var lease string
+	found := false
+	err := o.atomic(ctx, func(q Querier) error {
+		err := q.QueryRow(ctx, `UPDATE agents SET lease_id = CASE WHEN $2 = '' THEN lease_id ELSE $2 END, offer_id = $3, version = $4, source = $5,
+			gpus = $6, running = $7, last_seen_at = $8, backlog = $9 WHERE id = $1 AND state = 'ok' RETURNING lease_id`,
+			a.ID, a.LeaseID, a.OfferID, a.Version, a.Source, marshal(nonNilSlice(a.GPUs)), marshal(nonNilSlice(a.Running)), o.t(a.LastSeen), a.Backlog).Scan(&lease)
+		switch {
+		case errors.Is(err, ErrNoRows):
+			return nil
+		case err != nil:
+			return o.fail(err, "heartbeat of agent %s", a.ID)
+		}
+		found = true
+		return nil
+	})
+	return lease, found, err
+}
+
 func nonNilSlice[T any](s []T) []T {
 	if s == nil {
 		return []T{}
