@@ -201,7 +201,7 @@ func TestReclaimStorm(t *testing.T) {
 	}
 	reltest.Record(t, reltest.Entry{Area: "faults", Done: "a storm of spot reclaims: all spot capacity withdrawn every 20 minutes for 6 hours under 40 interruptible jobs",
 		Amount: fmt.Sprintf("%d reclaim notices to running units, up to %d machines at once, store and provider compared every minute", notices, maxMachines),
-		Held: "no lease forgotten or duplicated at any check, every job succeeded"})
+		Held:   "no lease forgotten or duplicated at any check, every job succeeded"})
 }
 
 // TestClockJumpsForward runs jobs, then moves the clock three days ahead
@@ -236,5 +236,5 @@ func TestClockJumpsForward(t *testing.T) {
 	}
 	reltest.Record(t, reltest.Entry{Area: "faults", Done: "the clock jumped 72 hours forward with 10 jobs running",
 		Amount: fmt.Sprintf("%d jobs running at the jump", running),
-		Held: "every job ended succeeded, every machine released, the store and the provider agree"})
+		Held:   "every job ended succeeded, every machine released, the store and the provider agree"})
 }

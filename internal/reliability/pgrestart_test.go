@@ -241,7 +241,7 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 	t.Logf("%d acknowledged, %d attempts, %d failed during the outage", len(acked), attempts.Load(), failures.Load())
 	reltest.Record(t, reltest.Entry{Area: "faults", Done: "PostgreSQL crashed (pg_ctl stop -m immediate) and restarted under 8 submitting clients",
 		Amount: fmt.Sprintf("%d submissions acknowledged, %d attempts, %d failed while it was down", len(acked), attempts.Load(), failures.Load()),
-		Held: "every acknowledged job stored once, the server ready again with no restart of its own, 5xx JSON errors during the outage"})
+		Held:   "every acknowledged job stored once, the server ready again with no restart of its own, 5xx JSON errors during the outage"})
 }
 
 func waitFor(t *testing.T, cond func() bool, within time.Duration, what string) {

@@ -65,7 +65,7 @@ func everyRouteEveryRole(t *testing.T, f *fixture) {
 	}
 	reltest.Record(t, reltest.Entry{Area: "security", Done: "every route of the OpenAPI document under every role and with no token",
 		Amount: fmt.Sprintf("%d routes × %d callers = %d requests", len(ops), len(store.Roles)+1, requests),
-		Held: "401 without a token, 403 for a role the route does not list, past authorization for every role it lists"})
+		Held:   "401 without a token, 403 for a role the route does not list, past authorization for every role it lists"})
 }
 
 // hostile are inputs meant to break out of a query, a path or a field.
@@ -212,7 +212,7 @@ func hostileInputOnEveryParameter(t *testing.T, f *fixture) {
 	}
 	reltest.Record(t, reltest.Entry{Area: "security", Done: "SQL injection, path traversal and malformed values in every query, path and body field of every route",
 		Amount: fmt.Sprintf("%d routes, %d hostile values, %d requests", len(ops), len(hostile), requests),
-		Held: "no 5xx, JSON errors only, no file content leaked, the stored jobs, tokens and teams unchanged"})
+		Held:   "no 5xx, JSON errors only, no file content leaked, the stored jobs, tokens and teams unchanged"})
 }
 
 // TestBodyLimitOnEveryWriteRoute: a body over api.MaxBodyBytes is a 413
@@ -313,5 +313,5 @@ func TestSecretsNeitherLoggedNorStoredInClear(t *testing.T) {
 	}
 	reltest.Record(t, reltest.Entry{Area: "security", Done: "tokens created, used and guessed; the debug log, responses and raw database files searched for every secret",
 		Amount: fmt.Sprintf("%d secrets, %d log bytes, %d database files", len(secrets), len(logs), len(files)),
-		Held: "no secret in the log, in any response but its creation, or in the database in clear"})
+		Held:   "no secret in the log, in any response but its creation, or in the database in clear"})
 }

@@ -223,7 +223,7 @@ func TestSoak(t *testing.T) {
 		submitted.Load(), beats.Load(), tick.Load(), notices, heap0/(1<<20), heap2/(1<<20), g0, g2)
 	reltest.Record(t, reltest.Entry{Area: "soak", Done: fmt.Sprintf("%s of submissions, 200 agents heartbeating every 200 ms and the loop on a fast clock with spot capacity withdrawn every 20 virtual minutes", dur),
 		Amount: fmt.Sprintf("%d jobs, %d heartbeats, %d ticks, %d reclaim notices, %d samples of heap and goroutines", submitted.Load(), beats.Load(), tick.Load(), notices, len(samples)),
-		Held: fmt.Sprintf("heap %.1f → %.1f MiB and goroutines %d → %d (first third → last third), goroutines back to %d (from %d) after the load, no request failed, every job final, store and provider agree", heap0/(1<<20), heap2/(1<<20), g0, g2, after, baseline)})
+		Held:   fmt.Sprintf("heap %.1f → %.1f MiB and goroutines %d → %d (first third → last third), goroutines back to %d (from %d) after the load, no request failed, every job final, store and provider agree", heap0/(1<<20), heap2/(1<<20), g0, g2, after, baseline)})
 }
 
 // mustToken stores tok (with a fresh secret, its user created if it
