@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/gpufleet/gpufleet/internal/reltest"
 	"io"
 	"net/http"
 	"os"
@@ -154,4 +155,7 @@ func TestServeKill9(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d submissions acknowledged before the kill", len(acked), writers*each)
+	reltest.Record(t, reltest.Entry{Area: "faults", Done: "kill -9 of gpufleet serve (SQLite) during a stream of job submissions, then restart",
+		Amount: fmt.Sprintf("%d of %d submissions acknowledged before the kill, all %d retried after", len(acked), writers*each, writers*each),
+		Held:   "every acknowledged job there; retries with their keys replay (200) or create (201), none conflicts"})
 }

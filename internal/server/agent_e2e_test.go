@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/gpufleet/gpufleet/internal/reltest"
 	"io"
 	stdlog "log"
 	"log/slog"
@@ -449,6 +450,9 @@ func TestFleetPartitionLosesNoSample(t *testing.T) {
 	if ag := f.agentOf("long"); ag != "node-1" {
 		t.Errorf("the job moved to %q during a partition shorter than the down threshold", ag)
 	}
+	reltest.Record(t, reltest.Entry{Area: "faults", Done: "an agent's link to the server cut (a reverse proxy) past the suspect threshold while its job runs",
+		Amount: fmt.Sprintf("%d samples taken while away, %d stored in all", takenWhileAway, len(got)),
+		Held:   "every sample arrived after the heal, in order, none lost or repeated; suspect then ok, the job stayed"})
 }
 
 // TestFleetReclaimCheckpointsBeforeKill gives the machine running a job
@@ -510,6 +514,9 @@ func TestFleetReclaimCheckpointsBeforeKill(t *testing.T) {
 	if second == "" {
 		t.Errorf("no run of spot started on another agent than %s", first)
 	}
+	reltest.Record(t, reltest.Entry{Area: "faults", Done: "a spot reclaim notice (1.5 s lead) on the machine running a real job",
+		Amount: fmt.Sprintf("1 reclaim; the job resumed at step %d of 120 on %s", resumedAt, second),
+		Held:   "the checkpoint signal reached the job before the kill; it resumed elsewhere from the checkpoint and finished"})
 }
 
 // agentChildEnv makes the test binary an agent process
@@ -615,6 +622,9 @@ func TestFleetKilledAgent(t *testing.T) {
 	if a.State != store.AgentDown || a.LeaseID != "" {
 		t.Errorf("node-p = %s on lease %q, want down and unbound", a.State, a.LeaseID)
 	}
+	reltest.Record(t, reltest.Entry{Area: "faults", Done: "a gpufleet agent process and its job killed with SIGKILL mid-run",
+		Amount: fmt.Sprintf("1 agent of 2, the job checkpointed; resumed at step %d of 100", resumedAt),
+		Held:   "the agent went down after its threshold, the job was requeued and finished on the other agent from its checkpoint"})
 }
 
 // TestFleetLogRetention: the loop removes log chunks older than the

@@ -3,6 +3,8 @@ package exec
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/gpufleet/gpufleet/internal/reltest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -158,7 +160,7 @@ func TestNoCapacity(t *testing.T) {
 // TestScriptFailures: every way a script can go wrong is an error naming
 // the script and the operation, and saying what was wrong.
 func TestScriptFailures(t *testing.T) {
-	for _, tc := range []struct {
+	cases := []struct {
 		name, body string
 		is         error
 		want       []string
@@ -174,7 +176,11 @@ func TestScriptFailures(t *testing.T) {
 		{"listed twice", `echo '{"machines":[{"provider_id":"m1","state":"failed"},{"provider_id":"m1","state":"failed"}]}'`, ErrProtocol, []string{"listed twice"}},
 		{"error without code", `echo '{"error":{"message":"oops"}}'`, ErrProtocol, []string{"without a code"}},
 		{"huge", `head -c 5000000 /dev/zero | tr '\0' 'x'`, ErrTooMuchOutput, []string{"over 65536 bytes"}},
-	} {
+	}
+	reltest.Record(t, reltest.Entry{Area: "faults", Done: "exec-provider scripts that fail or print garbage (non-zero exit, non-JSON, empty, two objects, unknown fields, bad states and times, 5 MB of output)",
+		Amount: fmt.Sprintf("%d kinds of broken script", len(cases)),
+		Held:   "each a clear error naming the script, the operation and what was wrong, under 4 KiB"})
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			path := script(t, tc.body)
 			p, err := New(Config{Script: path, Timeout: 10 * time.Second, MaxOutput: 64 << 10})
@@ -234,6 +240,9 @@ func TestTimeoutKillsGroup(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	reltest.Record(t, reltest.Entry{Area: "faults", Done: "an exec-provider script that hangs, with a child process of its own",
+		Amount: fmt.Sprintf("1 hang, 300 ms timeout, the call returned after %s", took.Round(time.Millisecond)),
+		Held:   "a timeout error naming the script and its stderr; the script and its child both killed"})
 }
 
 // alive reports whether pid runs (a zombie waiting for its reaper does

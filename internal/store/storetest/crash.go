@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/gpufleet/gpufleet/internal/reltest"
 	"os"
 	"os/exec"
 	"strings"
@@ -104,4 +105,7 @@ func RunCrash(t *testing.T, test string, env []string, reopen func(t *testing.T)
 		t.Errorf("%d lease intents after the crash, %d acknowledged", len(live), len(acked))
 	}
 	t.Logf("%d submissions acknowledged before SIGKILL, all found after reopening", len(acked))
+	reltest.Record(t, reltest.Entry{Area: "faults", Done: "a process killed with SIGKILL mid-stream of job submissions and lease intents, the store reopened",
+		Amount: fmt.Sprintf("%d acknowledged submissions, each with a lease intent", len(acked)),
+		Held:   "every acknowledged job and lease intent found once; the retried last one recognised by its key"})
 }
