@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/gpufleet/gpufleet/internal/reltest"
+	"github.com/gpufleet/gpufleet/internal/store/postgres/pgtest"
 	"io"
 	"net/http"
 	"os"
@@ -70,8 +71,20 @@ func startChild(t *testing.T, dir string, args ...string) (cmd *exec.Cmd, token,
 // there, and retrying the unacknowledged ones with their idempotency keys
 // creates each job once.
 func TestServeKill9(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) { serveKill9(t, "SQLite", "--db", "gpufleet.db") })
+	t.Run("postgres", func(t *testing.T) {
+		dsn, schema := pgtest.Schema(t, "kill9_")
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		serveKill9(t, "PostgreSQL", "--db", dsn+sep+"schema="+schema)
+	})
+}
+
+func serveKill9(t *testing.T, backend string, args ...string) {
 	dir := t.TempDir()
-	cmd, token, base := startChild(t, dir)
+	cmd, token, base := startChild(t, dir, args...)
 	if token == "" {
 		t.Fatal("no admin token")
 	}
@@ -125,7 +138,7 @@ func TestServeKill9(t *testing.T) {
 	}
 	_ = cmd.Wait()
 	wg.Wait()
-	_, again, base2 := startChild(t, dir)
+	_, again, base2 := startChild(t, dir, args...)
 	if again != "" {
 		t.Error("a new admin token after the restart")
 	}
@@ -155,7 +168,7 @@ func TestServeKill9(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d submissions acknowledged before the kill", len(acked), writers*each)
-	reltest.Record(t, reltest.Entry{Area: "faults", Done: "kill -9 of gpufleet serve (SQLite) during a stream of job submissions, then restart",
+	reltest.Record(t, reltest.Entry{Area: "faults", Done: "kill -9 of gpufleet serve (" + backend + ") during a stream of job submissions, then restart",
 		Amount: fmt.Sprintf("%d of %d submissions acknowledged before the kill, all %d retried after", len(acked), writers*each, writers*each),
 		Held:   "every acknowledged job there; retries with their keys replay (200) or create (201), none conflicts"})
 }
