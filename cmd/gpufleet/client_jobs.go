@@ -50,6 +50,11 @@ func readJobFile(path string) (api.JobRequest, string, error) {
 	if err != nil {
 		return api.JobRequest{}, "", err
 	}
+	return parseJobFile(path, data)
+}
+
+// parseJobFile is readJobFile on the contents data of the file path.
+func parseJobFile(path string, data []byte) (api.JobRequest, string, error) {
 	var f jobFile
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
