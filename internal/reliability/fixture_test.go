@@ -55,7 +55,7 @@ type fixture struct {
 	logs   *lockedBuffer
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	path := t.TempDir() + "/rel.db"
 	st, err := sqlite.Open(context.Background(), path, sqlite.Options{})
@@ -68,7 +68,7 @@ func newFixture(t *testing.T) *fixture {
 }
 
 // newPostgresFixture is newFixture on a fresh PostgreSQL schema.
-func newPostgresFixture(t *testing.T) *fixture {
+func newPostgresFixture(t testing.TB) *fixture {
 	t.Helper()
 	dsn, schema := pgtest.Schema(t, "rel_")
 	st, err := postgres.Open(context.Background(), dsn, postgres.Options{Schema: schema})
@@ -84,7 +84,7 @@ func backends(t *testing.T, fn func(t *testing.T, f *fixture)) {
 	t.Run("postgres", func(t *testing.T) { fn(t, newPostgresFixture(t)) })
 }
 
-func newFixtureOn(t *testing.T, st store.Store) *fixture {
+func newFixtureOn(t testing.TB, st store.Store) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	t.Cleanup(func() { st.Close() })
@@ -128,7 +128,7 @@ func newFixtureOn(t *testing.T, st store.Store) *fixture {
 
 // do sends one request with the secret as bearer token ("" for none)
 // and returns the status, the content type and the body.
-func (f *fixture) do(t *testing.T, method, path, secret string, body []byte) (int, string, []byte) {
+func (f *fixture) do(t testing.TB, method, path, secret string, body []byte) (int, string, []byte) {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -166,7 +166,7 @@ type operation struct {
 
 // operations reads the served OpenAPI document: the routes as the
 // server itself lists them, so none is left out.
-func (f *fixture) operations(t *testing.T) []operation {
+func (f *fixture) operations(t testing.TB) []operation {
 	t.Helper()
 	code, _, body := f.do(t, "GET", "/api/v1/openapi.json", "", nil)
 	if code != http.StatusOK {
