@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/reltest"
-	"github.com/gpufleet/gpufleet/internal/store/postgres/pgtest"
 )
 
 // TestServeKill9DuringAcquisitions kills the server with SIGKILL while its
@@ -27,12 +26,8 @@ import (
 func TestServeKill9DuringAcquisitions(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) { killDuringAcquisitions(t, "gpufleet.db") })
 	t.Run("postgres", func(t *testing.T) {
-		dsn, schema := pgtest.Schema(t, "kill_")
-		sep := "?"
-		if strings.Contains(dsn, "?") {
-			sep = "&"
-		}
-		killDuringAcquisitions(t, dsn+sep+"schema="+schema)
+		db, _ := pgServeURL(t, "kill_")
+		killDuringAcquisitions(t, db)
 	})
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"github.com/gpufleet/gpufleet/internal/reltest"
-	"github.com/gpufleet/gpufleet/internal/store/postgres/pgtest"
 	"io"
 	"net/http"
 	"os"
@@ -73,12 +72,8 @@ func startChild(t *testing.T, dir string, args ...string) (cmd *exec.Cmd, token,
 func TestServeKill9(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) { serveKill9(t, "SQLite", "--db", "gpufleet.db") })
 	t.Run("postgres", func(t *testing.T) {
-		dsn, schema := pgtest.Schema(t, "kill9_")
-		sep := "?"
-		if strings.Contains(dsn, "?") {
-			sep = "&"
-		}
-		serveKill9(t, "PostgreSQL", "--db", dsn+sep+"schema="+schema)
+		db, _ := pgServeURL(t, "kill9_")
+		serveKill9(t, "PostgreSQL", "--db", db)
 	})
 }
 

@@ -72,11 +72,7 @@ func serveWith(t *testing.T, args ...string) (token, base string, stop func()) {
 // admin token.
 func TestServePostgres(t *testing.T) {
 	t.Chdir(t.TempDir())
-	dsn, schema := pgtest.Schema(t, "gpufleet_serve_")
-	db := dsn + "&schema=" + schema
-	if !strings.Contains(dsn, "?") {
-		db = dsn + "?schema=" + schema
-	}
+	db, schema := pgServeURL(t, "gpufleet_serve_")
 	token, base, stop := serveWith(t, "--db", db)
 	if !strings.HasPrefix(token, "gpf_") {
 		t.Fatalf("no admin token printed: %q", token)
@@ -96,7 +92,7 @@ func TestServePostgres(t *testing.T) {
 	if err != nil || len(p.Jobs) != 1 || p.Jobs[0].ID != "train-pg" {
 		t.Fatalf("jobs: %+v %v", p, err)
 	}
-	conn, err := pgx.Connect(ctx, dsn)
+	conn, err := pgx.Connect(ctx, pgtest.DSN())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,4 +144,16 @@ func TestSplitSchema(t *testing.T) {
 	if code, _, errs := runCLI(t, "serve", "--addr", "127.0.0.1:0", "--db", pgtest.DSN()+"&schema=Bad-DROP"); code != 1 || !strings.Contains(strings.ToLower(errs), "schema") {
 		t.Errorf("a schema that is not an identifier: %d %q", code, errs)
 	}
+}
+
+// pgServeURL is a --db URL for serve on a fresh PostgreSQL schema (named
+// with prefix, dropped when t ends), and the schema.
+func pgServeURL(t *testing.T, prefix string) (url, schema string) {
+	t.Helper()
+	dsn, schema := pgtest.Schema(t, prefix)
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	return dsn + sep + "schema=" + schema, schema
 }

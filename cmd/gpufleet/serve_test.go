@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"log/slog"
@@ -53,59 +52,13 @@ func TestServeBadAddr(t *testing.T) {
 	}
 }
 
-// startServe runs "gpufleet serve" on a random port until the test
-// ends or stop is called, and returns the admin token it printed (empty
-// when none) and its base URL.
-func startServe(t *testing.T) (token, base string, stop func()) {
-	t.Helper()
-	pr, pw := io.Pipe()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, io.Discard, pw)
-		pw.Close()
-	}()
-	sc := bufio.NewScanner(pr)
-	for base == "" && sc.Scan() {
-		line := sc.Text()
-		if _, tok, ok := strings.Cut(line, "admin token (shown once, store it now): "); ok {
-			token = tok
-		}
-		if _, rest, ok := strings.Cut(line, "addr=http://"); ok {
-			base = "http://" + strings.Fields(rest)[0]
-		}
-	}
-	if base == "" {
-		t.Fatal("serve printed no address")
-	}
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case code := <-done:
-			if code != 0 {
-				t.Errorf("serve exited %d", code)
-			}
-		case <-time.After(20 * time.Second):
-			t.Error("serve did not stop")
-		}
-	}
-	t.Cleanup(stop)
-	return token, base, stop
-}
-
 // TestServeEndToEnd starts "gpufleet serve" with no store flag in a
 // temporary working directory, reads the admin token it prints, submits a
 // job over HTTP and finds it in the job list; a second start prints no
 // token and still has the job.
 func TestServeEndToEnd(t *testing.T) {
 	t.Chdir(t.TempDir())
-	token, base, stop := startServe(t)
+	token, base, stop := serveWith(t)
 	if !strings.HasPrefix(token, "gpf_") {
 		t.Fatalf("no admin token printed: %q", token)
 	}
@@ -139,7 +92,7 @@ func TestServeEndToEnd(t *testing.T) {
 	if _, err := os.Stat("gpufleet.db"); err != nil {
 		t.Errorf("no gpufleet.db in the working directory: %v", err)
 	}
-	again, base2, _ := startServe(t)
+	again, base2, _ := serveWith(t)
 	if again != "" {
 		t.Errorf("admin token printed again on the second start")
 	}
