@@ -1,0 +1,58 @@
+package reliability
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/gpufleet/gpufleet/internal/api"
+	"github.com/gpufleet/gpufleet/internal/clock"
+	"github.com/gpufleet/gpufleet/internal/pricing"
+	"github.com/gpufleet/gpufleet/internal/reltest"
+	"github.com/gpufleet/gpufleet/internal/store"
+)
+
+// TestDefaultRateLimitPerToken floods the server, as configured out of
+// the box (api.DefaultRateLimit), from one token with the clock standing
+// still: exactly the burst gets through, every request after it is a 429
+// with Retry-After, and another token is not slowed by the flood.
+func TestDefaultRateLimitPerToken(t *testing.T) {
+	f := newFixture(t)
+	clk := clock.NewManual(t0)
+	ts := httptest.NewServer(api.New(pricing.Demo(), clk, slog.New(slog.NewTextHandler(io.Discard, nil)), api.WithStore(f.st)))
+	defer ts.Close()
+	get := func(secret string) (int, string) {
+		req, _ := http.NewRequest("GET", ts.URL+"/api/v1/jobs", nil)
+		req.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := ts.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Retry-After")
+	}
+	burst := api.DefaultRateLimit.Burst
+	flood := burst + 100
+	ok, limited := 0, 0
+	for i := range flood {
+		code, retry := get(f.tokens[store.RoleViewer])
+		switch {
+		case code == http.StatusOK && i < burst:
+			ok++
+		case code == http.StatusTooManyRequests && i >= burst && retry != "":
+			limited++
+		default:
+			t.Fatalf("request %d: %d (Retry-After %q)", i, code, retry)
+		}
+	}
+	if code, _ := get(f.tokens[store.RoleMember]); code != http.StatusOK {
+		t.Errorf("another token during the flood: %d", code)
+	}
+	reltest.Record(t, reltest.Entry{Area: "security", Done: "one token floods the API (default limit, clock standing still)",
+		Amount: fmt.Sprintf("%d requests against a burst of %d at %.0f/s", flood, burst, api.DefaultRateLimit.Rate),
+		Held: fmt.Sprintf("%d answered, %d refused with 429 and Retry-After, another token unaffected", ok, limited)})
+}
