@@ -62,18 +62,28 @@ func TestHTTPEndToEnd(t *testing.T) {
 	if job.State != string(core.JobRunning) {
 		t.Fatalf("after 10 min: %s", job.State)
 	}
-	resp, err := http.Get(ts.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	for _, want := range []string{"gpufleet_gpus_paid 1", `gpufleet_fleet_leases{mode="on-demand"} 1`, `gpufleet_queue_depth{tier="core"} 0`, "gpufleet_gpus_allocated_milli 1000", "gpufleet_loop_tick_seconds_count", "gpufleet_jobs_submitted_total 1"} {
-		if !strings.Contains(string(m), want) {
-			t.Errorf("metrics lack %q", want)
+	metrics := func(when string, wants ...string) {
+		t.Helper()
+		resp, err := http.Get(ts.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, want := range wants {
+			if !strings.Contains(string(m), want+"\n") {
+				t.Errorf("%s: metrics lack %q", when, want)
+			}
 		}
 	}
-	w.runEvery(2*time.Hour, 30*time.Second)
+	metrics("running", "gpufleet_gpus_paid 1", `gpufleet_fleet_leases{mode="on-demand"} 1`, `gpufleet_queue_depth{tier="core"} 0`, "gpufleet_gpus_allocated_milli 1000",
+		"gpufleet_gpus_idle_leases 0", "gpufleet_jobs_submitted_total 1")
+	// The job's 20 minutes are done by minute 40, and the machine is kept,
+	// idle, until just before its hour ends: idle spend at its hourly rate.
+	w.runEvery(30*time.Minute, 30*time.Second)
+	metrics("idle", "gpufleet_gpus_paid 1", "gpufleet_gpus_allocated_milli 0", "gpufleet_gpus_idle_leases 1", `gpufleet_idle_spend_per_hour{currency="USD"} 2`)
+	w.runEvery(90*time.Minute, 30*time.Second)
+	metrics("released", "gpufleet_gpus_paid 0", "gpufleet_gpus_idle_leases 0")
 	call(tok.Secret, "GET", "/api/v1/jobs/train", "", &job)
 	if job.State != string(core.JobSucceeded) {
 		t.Fatalf("after 2 h: %s", job.State)

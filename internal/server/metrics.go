@@ -16,6 +16,7 @@ type metrics struct {
 	gpusPaid  prometheus.Gauge
 	gpusAlloc prometheus.Gauge
 	idleGPUs  prometheus.Gauge
+	idleRate  *prometheus.GaugeVec
 }
 
 func newMetrics() *metrics {
@@ -27,13 +28,15 @@ func newMetrics() *metrics {
 		gpusPaid:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpufleet_gpus_paid", Help: "GPUs on live leases (paid for)."}),
 		gpusAlloc: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpufleet_gpus_allocated_milli", Help: "Milli-GPUs allocated to running units."}),
 		idleGPUs:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpufleet_gpus_idle_leases", Help: "GPUs on ready leases that run nothing (idle spend)."}),
+		idleRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gpufleet_idle_spend_per_hour",
+			Help: "What the ready leases that run nothing cost per hour at their plans' base prices (time-of-use multipliers not applied), by currency: idle spend as it accrues."}, []string{"currency"}),
 	}
 }
 
 // Collectors returns the loop's metrics, for the API's /metrics.
 func (l *Loop) Collectors() []prometheus.Collector {
 	m := l.metrics
-	return []prometheus.Collector{m.tick, m.queue, m.leases, m.gpusPaid, m.gpusAlloc, m.idleGPUs}
+	return []prometheus.Collector{m.tick, m.queue, m.leases, m.gpusPaid, m.gpusAlloc, m.idleGPUs, m.idleRate}
 }
 
 // observe sets the gauges from st after a tick that took d.
@@ -56,6 +59,7 @@ func (m *metrics) observe(st *engine.State, d time.Duration) {
 		}
 	}
 	m.leases.Reset()
+	m.idleRate.Reset()
 	var paid, idle int
 	for _, le := range st.Leases {
 		if le.State.Final() {
@@ -65,6 +69,10 @@ func (m *metrics) observe(st *engine.State, d time.Duration) {
 		paid += le.Offer.GPUs
 		if le.State == core.LeaseReady && !busy[le.ID] {
 			idle += le.Offer.GPUs
+			if le.Plan != nil && le.Plan.Per.Seconds() > 0 {
+				perHour := float64(le.Plan.Price) / 1e6 * 3600 / float64(le.Plan.Per.Seconds())
+				m.idleRate.WithLabelValues(string(le.Offer.Currency)).Add(perHour)
+			}
 		}
 	}
 	m.gpusPaid.Set(float64(paid))
