@@ -55,6 +55,8 @@ type SimView struct {
 	LowerBound struct {
 		Cost   json.Number `json:"cost"`
 		Method string      `json:"method"`
+		// PriceBound is the simpler bound when Cost is another (the LP).
+		PriceBound json.Number `json:"price_bound,omitempty"`
 	} `json:"lower_bound"`
 	Skipped map[string]int `json:"skipped,omitempty"`
 }

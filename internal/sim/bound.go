@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gpufleet/gpufleet/internal/bound"
 	"github.com/gpufleet/gpufleet/internal/core"
 )
 
@@ -55,4 +56,35 @@ func PriceBound(w *Workload, offers []core.Offer, tou *core.TimeOfUse) (core.Mic
 		total = total.Add(core.Mul64(uint64(best), milliSec))
 	}
 	return core.Micros(core.DivHalfEven(total, den*3600, false)), nil
+}
+
+// LPBound is the LP relaxation lower bound of w on offers (package
+// bound): jobs × markets × hourly slots, each job's work inside its
+// window, committed terms bought whole, spot only for interruptible work,
+// time-of-use prices where the work runs. It is at least as tight as
+// PriceBound in practice; Bound reports the larger of the two.
+func LPBound(w *Workload, offers []core.Offer, opt bound.Options) (bound.Result, error) {
+	return bound.LP(bound.Input{Jobs: w.Jobs, Actual: w.Actual, Offers: offers}, opt)
+}
+
+// Bounds are the lower bounds of one workload on one catalog.
+type Bounds struct {
+	// Cost is the best lower bound: the larger of Price and LP.Cost (both
+	// are lower bounds, so the larger is one too).
+	Cost  core.Micros
+	Price core.Micros
+	LP    bound.Result
+}
+
+// Bound computes both lower bounds.
+func Bound(w *Workload, offers []core.Offer, tou *core.TimeOfUse, opt bound.Options) (Bounds, error) {
+	price, err := PriceBound(w, offers, tou)
+	if err != nil {
+		return Bounds{}, err
+	}
+	lp, err := LPBound(w, offers, opt)
+	if err != nil {
+		return Bounds{}, err
+	}
+	return Bounds{Cost: max(price, lp.Cost), Price: price, LP: lp}, nil
 }
