@@ -32,6 +32,63 @@ func newIndex(st *State) *index {
 	return ix
 }
 
+// indexFor is newIndex restricted to what d refers to: the units it
+// names and the running units of the leases it releases, found in one
+// pass over the units (none when d names no unit and releases nothing),
+// so that applying a step costs what the step decided, not the size of
+// the state. Lookups of anything else find nothing, as they would not be
+// made.
+func indexFor(st *State, d *Decisions) *index {
+	ix := &index{leases: make(map[string]*Lease, len(st.Leases))}
+	for _, l := range st.Leases {
+		ix.leases[l.ID] = l
+	}
+	n := len(d.Preempt) + len(d.Move) + len(d.Place) + len(d.Defer) + len(d.Alerts)
+	if n == 0 && len(d.Release) == 0 {
+		return ix
+	}
+	want := make(map[string]bool, n)
+	for _, p := range d.Preempt {
+		want[p.Unit] = true
+	}
+	for _, m := range d.Move {
+		want[m.Unit] = true
+	}
+	for _, p := range d.Place {
+		want[p.Unit] = true
+	}
+	for _, df := range d.Defer {
+		want[df.Unit.Key()] = true
+	}
+	for _, a := range d.Alerts {
+		want[a.Unit] = true
+	}
+	var released map[string]bool
+	if len(d.Release) > 0 {
+		released = make(map[string]bool, len(d.Release))
+		for _, r := range d.Release {
+			released[r.LeaseID] = true
+		}
+		ix.on = map[string][]*Unit{}
+	}
+	ix.units = make(map[string]*Unit, n)
+	for _, u := range st.Units {
+		if n > 0 {
+			if k := u.Key(); want[k] {
+				ix.units[k] = u
+			}
+		}
+		if released != nil && (u.State == core.JobRunning || u.State == core.JobCheckpointing) {
+			for _, p := range u.Parts {
+				if released[p.LeaseID] {
+					ix.on[p.LeaseID] = append(ix.on[p.LeaseID], u)
+				}
+			}
+		}
+	}
+	return ix
+}
+
 // checkpointAt is the unit's last checkpoint as of now: with a checkpoint
 // interval, the last multiple of it since the run started; without, the
 // last recorded one.
@@ -74,7 +131,7 @@ func (u *Unit) stop(now time.Time, state core.JobState) {
 // requested, for the caller to ask the provider for.
 func Apply(st *State, d Decisions) []*Lease {
 	now := d.Now
-	ix := newIndex(st)
+	ix := indexFor(st, &d)
 	for _, p := range d.Preempt {
 		if u := ix.units[p.Unit]; u != nil && u.State == core.JobRunning {
 			u.stop(now, core.JobPreempted)
@@ -154,7 +211,16 @@ func Apply(st *State, d Decisions) []*Lease {
 
 // markIdle sets IdleSince on every live lease that runs nothing.
 func markIdle(st *State, now time.Time) {
-	busy := map[string]bool{}
+	live := 0
+	for _, l := range st.Leases {
+		if !l.State.Final() {
+			live++
+		}
+	}
+	if live == 0 {
+		return
+	}
+	busy := make(map[string]bool, live)
 	for _, u := range st.Units {
 		if u.State == core.JobRunning || u.State == core.JobCheckpointing {
 			for _, p := range u.Parts {
@@ -242,7 +308,13 @@ func OnReclaimed(st *State, leaseID string, now time.Time) {
 
 // Finish marks a unit done.
 func Finish(st *State, key string, now time.Time) {
-	if u := st.unit(key); u != nil && !u.State.Final() {
+	FinishUnit(st.unit(key), now)
+}
+
+// FinishUnit marks u, one of the state's units, done: Finish for a caller
+// that holds the unit already.
+func FinishUnit(u *Unit, now time.Time) {
+	if u != nil && !u.State.Final() {
 		u.Done += now.Sub(u.Start)
 		u.State, u.Parts, u.End = core.JobSucceeded, nil, now
 	}

@@ -67,23 +67,28 @@ type view struct {
 	nodeOf   map[string]int
 	running  []sched.Allocation
 	pending  []sched.Unit
-	unitByID map[string]*Unit
+	// pendingOf is the state's unit behind each pending entry.
+	pendingOf []*Unit
+	// nodeOfLease is the node of each of st.Leases, by position, or -1.
+	nodeOfLease []int
 }
 
 // build turns ready leases into nodes, running units into allocations and
 // pending units (past any deferral) into the queue.
 func build(st *State, now time.Time) *view {
-	v := &view{nodeOf: make(map[string]int, len(st.Leases)), unitByID: make(map[string]*Unit, len(st.Units)),
+	v := &view{nodeOf: make(map[string]int, len(st.Leases)), nodeOfLease: make([]int, len(st.Leases)),
 		nodes: make([]core.Node, 0, len(st.Leases)), leaseOf: make([]*Lease, 0, len(st.Leases)), cost: make([]core.Micros, 0, len(st.Leases))}
 	gpuTotal := 0
 	for _, l := range st.Leases {
 		gpuTotal += l.Offer.GPUs
 	}
 	gpus := make([]core.GPU, 0, gpuTotal) // one backing array for every node's GPUs
-	for _, l := range st.Leases {
+	for i, l := range st.Leases {
+		v.nodeOfLease[i] = -1
 		if l.State.Final() || l.ReadyAt.IsZero() || !l.ReclaimAt.IsZero() {
 			continue
 		}
+		v.nodeOfLease[i] = len(v.nodes)
 		n := core.Node{LeaseID: l.ID, OfferID: l.Offer.ID, GPUModel: l.Offer.GPUModel, GPUMemMiB: l.Offer.GPUMemMiB,
 			Spot: l.Mode == core.Spot, Committed: l.Plan.Committed()}
 		first := len(gpus)
@@ -97,7 +102,6 @@ func build(st *State, now time.Time) *view {
 		v.cost = append(v.cost, marginalGPUHour(l))
 	}
 	for _, u := range st.Units {
-		v.unitByID[u.Key()] = u
 		switch u.State {
 		case core.JobRunning, core.JobCheckpointing:
 			a := sched.Allocation{Unit: u.Unit, Start: u.Start, LastCheckpoint: u.LastCheckpoint}
@@ -129,6 +133,7 @@ func build(st *State, now time.Time) *view {
 				su.Job = &j
 			}
 			v.pending = append(v.pending, su)
+			v.pendingOf = append(v.pendingOf, u)
 		}
 	}
 	return v
@@ -173,16 +178,19 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	event := func(kind, subject, reason string) {
 		d.Events = append(d.Events, core.Event{At: now, Kind: kind, Subject: subject, Reason: reason})
 	}
-	alloc := map[string]core.Milli{} // lease → allocated milli after this step
+	// alloc is each node's allocated milli after this step; leases that
+	// are not nodes run nothing the scheduler counts.
+	alloc := make([]core.Milli, len(v.nodes))
 	for _, a := range v.running {
 		for _, p := range a.Parts {
-			alloc[v.leaseOf[p.Node].ID] += core.Milli(len(p.GPUs)) * a.Job.Request.MilliPerGPU
+			alloc[p.Node] += core.Milli(len(p.GPUs)) * a.Job.Request.MilliPerGPU
 		}
 	}
 	for _, p := range sd.Preemptions {
-		lease := v.leaseOf[p.Victim.Parts[0].Node].ID
+		node := p.Victim.Parts[0].Node
+		lease := v.leaseOf[node].ID
 		d.Preempt = append(d.Preempt, Preempt{Unit: p.Victim.Key(), LeaseID: lease, For: p.For, LostMilliSeconds: p.LostMilliSeconds, Reason: p.Reason})
-		alloc[lease] -= p.Victim.Milli()
+		alloc[node] -= p.Victim.Milli()
 		event("preempt", p.Victim.Key(), p.Reason)
 	}
 	for _, p := range sd.Placements {
@@ -190,7 +198,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 		for _, part := range p.Parts {
 			l := v.leaseOf[part.Node]
 			pl.Parts = append(pl.Parts, Assigned{LeaseID: l.ID, GPUs: part.GPUs})
-			alloc[l.ID] += core.Milli(len(part.GPUs)) * p.Unit.Job.Request.MilliPerGPU
+			alloc[part.Node] += core.Milli(len(part.GPUs)) * p.Unit.Job.Request.MilliPerGPU
 		}
 		d.Place = append(d.Place, pl)
 		event("place", pl.Unit, p.Reason)
@@ -208,13 +216,12 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 		schedState := &sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, NodeCost: v.cost}
 		for _, m := range sched.Consolidate(schedState, sd, drainCandidates(v, alloc, now, cfg.Fleet.Defaults()), cfg.Sched) {
 			mv := Place{Unit: m.Unit.Key(), Reason: m.Reason}
-			from := v.leaseOf[m.From].ID
 			for _, part := range m.To {
 				l := v.leaseOf[part.Node]
 				mv.Parts = append(mv.Parts, Assigned{LeaseID: l.ID, GPUs: part.GPUs})
-				alloc[l.ID] += core.Milli(len(part.GPUs)) * m.Unit.Job.Request.MilliPerGPU
+				alloc[part.Node] += core.Milli(len(part.GPUs)) * m.Unit.Job.Request.MilliPerGPU
 			}
-			alloc[from] -= m.Unit.Milli()
+			alloc[m.From] -= m.Unit.Milli()
 			d.Move = append(d.Move, mv)
 			event("move", mv.Unit, m.Reason)
 		}
@@ -222,23 +229,27 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	var capMilli, used core.Milli
 	for i, n := range v.nodes {
 		capMilli += core.Milli(len(n.GPUs)) * core.WholeGPU
-		used += alloc[v.leaseOf[i].ID]
+		used += alloc[i]
 	}
 	if capMilli > 0 {
 		d.UtilBP = int64(used) * 10000 / int64(capMilli)
 	}
 	machines := make([]fleet.Machine, 0, len(st.Leases))
-	for _, l := range st.Leases {
+	for i, l := range st.Leases {
 		if l.State.Final() {
 			continue
 		}
+		var a core.Milli
+		if n := v.nodeOfLease[i]; n >= 0 {
+			a = alloc[n]
+		}
 		idle := l.IdleSince
-		if alloc[l.ID] > 0 {
+		if a > 0 {
 			idle = time.Time{}
 		} else if idle.IsZero() {
 			idle = now
 		}
-		machines = append(machines, fleet.Machine{Lease: &l.Lease, Offer: l.Offer, Plan: l.Plan, ReadyAt: l.ReadyAt, AllocMilli: alloc[l.ID], IdleSince: idle, ReclaimAt: l.ReclaimAt})
+		machines = append(machines, fleet.Machine{Lease: &l.Lease, Offer: l.Offer, Plan: l.Plan, ReadyAt: l.ReadyAt, AllocMilli: a, IdleSince: idle, ReclaimAt: l.ReclaimAt})
 	}
 	d.Acquire = append(d.Acquire, fleet.ReservedBase(now, machines, st.Offers, cfg.Fleet)...)
 	if !cfg.NoAcquire {
@@ -269,14 +280,14 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 // term saves nothing when emptied), allocated below the scale-in share,
 // and whose running work would keep them past their next billing boundary
 // for longer than moving it costs. Sparsest first.
-func drainCandidates(v *view, alloc map[string]core.Milli, now time.Time, cfg fleet.Config) []int {
+func drainCandidates(v *view, alloc []core.Milli, now time.Time, cfg fleet.Config) []int {
 	type c struct {
 		node  int
 		share int64
 	}
 	var cs []c
-	latest := map[int]time.Time{}
-	units := map[int]core.Milli{}
+	latest := make([]time.Time, len(v.nodes))
+	units := make([]core.Milli, len(v.nodes))
 	for _, a := range v.running {
 		if len(a.Parts) != 1 {
 			continue
@@ -290,8 +301,8 @@ func drainCandidates(v *view, alloc map[string]core.Milli, now time.Time, cfg fl
 	}
 	for n, l := range v.leaseOf {
 		capMilli := int64(len(v.nodes[n].GPUs)) * int64(core.WholeGPU)
-		share := int64(alloc[l.ID]) * 10000 / max(capMilli, 1)
-		if l.Plan.Committed() || alloc[l.ID] == 0 || share >= cfg.ScaleInBP {
+		share := int64(alloc[n]) * 10000 / max(capMilli, 1)
+		if l.Plan.Committed() || alloc[n] == 0 || share >= cfg.ScaleInBP {
 			continue
 		}
 		paid, err := billing.PaidUntil(l.Plan, l.Start, now)
@@ -322,8 +333,17 @@ func drainCandidates(v *view, alloc map[string]core.Milli, now time.Time, cfg fl
 // demand lists the waiting units with when they started waiting.
 func demand(v *view, waiting []sched.Wait, now time.Time) []fleet.Demand {
 	out := make([]fleet.Demand, 0, len(waiting))
+	if len(waiting) == 0 {
+		return out
+	}
+	// Only pending units wait: look them up among those (the last of a
+	// key, as a map over every unit would).
+	byKey := make(map[string]*Unit, len(v.pendingOf))
+	for _, u := range v.pendingOf {
+		byKey[u.Key()] = u
+	}
 	for _, w := range waiting {
-		u := v.unitByID[w.Unit.Key()]
+		u := byKey[w.Unit.Key()]
 		since := now
 		noSpot := false
 		if u != nil {

@@ -23,6 +23,9 @@ type Move struct {
 // them fit. A node emptied this pass receives nothing, and a node that
 // received work is not drained after.
 func Consolidate(st *State, d Decisions, drain []int, cfg Config) []Move {
+	if len(drain) == 0 {
+		return nil
+	}
 	cfg = cfg.withDefaults()
 	pl := NewPlacer(st.Nodes, st.NodeCost, st.Pending, cfg.Scorer)
 	gone := map[string]bool{}

@@ -75,6 +75,9 @@ type pass struct {
 // Schedule decides placements, preemptions, deferrals and reservations
 // for st's pending units on st's capacity. It does not change st.
 func Schedule(st *State, cfg Config) Decisions {
+	if len(st.Pending) == 0 {
+		return Decisions{} // nothing to decide: skip building the pass
+	}
 	p := newPass(st, cfg.withDefaults())
 	for tier := 0; tier <= 3; tier++ {
 		p.runTier(tier)

@@ -85,7 +85,7 @@ func Run(ctx context.Context, cfg Config, p Policy) (*Result, error) {
 	if p.TimeOfUse {
 		st.TimeOfUse = cfg.TimeOfUse
 	}
-	r := &run{cfg: cfg, p: p, ecfg: ecfg, st: st, cloud: cloud, clk: clk, res: newResult(p.Name), providerID: map[string]string{}, leaseOf: map[string]string{}, first: map[string]time.Time{}}
+	r := &run{cfg: cfg, p: p, ecfg: ecfg, st: st, cloud: cloud, clk: clk, res: newResult(p.Name), waking: map[int64]bool{}, providerID: map[string]string{}, leaseOf: map[string]string{}, first: map[string]time.Time{}}
 	next := 0
 	for loops := 0; ; loops++ {
 		if loops%1024 == 0 {
@@ -137,6 +137,10 @@ type run struct {
 	// first is each unit's first start, for waiting times.
 	first   map[string]time.Time
 	wake    timeHeap
+	// waking holds the times in wake (Unix ns), so that a time already
+	// due is not pushed again: every step re-reports the machines it
+	// keeps, and duplicates would only grow the heap.
+	waking  map[int64]bool
 	finishQ finishHeap
 	live    int
 }
@@ -170,7 +174,7 @@ func (r *run) nextTime(jobs []*core.Job, next int) (time.Time, bool) {
 	}
 	now := r.clk.Now()
 	for len(r.wake) > 0 && !r.wake[0].After(now) {
-		heap.Pop(&r.wake)
+		delete(r.waking, heap.Pop(&r.wake).(time.Time).UnixNano())
 	}
 	if len(r.wake) > 0 {
 		consider(r.wake[0])
@@ -190,7 +194,7 @@ func (r *run) finish(now time.Time) {
 			continue // stopped or moved since: a stale entry
 		}
 		r.res.addAllocated(u, u.Start, f.at)
-		engine.Finish(r.st, u.Key(), f.at)
+		engine.FinishUnit(u, f.at)
 	}
 }
 
@@ -268,10 +272,7 @@ func (r *run) event(e core.Event) {
 func (r *run) step(ctx context.Context, now time.Time) error {
 	d := engine.Step(r.st, now, r.ecfg)
 	r.res.Steps++
-	units := map[string]*engine.Unit{}
-	for _, u := range r.st.Units {
-		units[u.Key()] = u
-	}
+	units := r.decided(d)
 	for _, p := range d.Preempt {
 		if u := units[p.Unit]; u != nil {
 			r.res.addAllocated(u, u.Start, now)
@@ -322,17 +323,53 @@ func (r *run) step(ctx context.Context, now time.Time) error {
 	}
 	for _, k := range d.Kept {
 		if k.Until.After(now) {
-			heap.Push(&r.wake, k.Until)
+			r.wakeAt(k.Until)
 		}
 	}
 	for _, df := range d.Defer {
-		heap.Push(&r.wake, df.Until)
+		r.wakeAt(df.Until)
 	}
 	if len(d.Waiting) > 0 || len(d.Defer) > 0 {
-		heap.Push(&r.wake, now.Add(r.nextWaitCheck(d, now)))
+		r.wakeAt(now.Add(r.nextWaitCheck(d, now)))
 	}
 	r.res.sample(now, r.st)
 	return nil
+}
+
+// wakeAt schedules a step at t unless one is scheduled then already.
+func (r *run) wakeAt(t time.Time) {
+	k := t.UnixNano()
+	if r.waking[k] {
+		return
+	}
+	r.waking[k] = true
+	heap.Push(&r.wake, t)
+}
+
+// decided maps the keys of the units d places, preempts or moves to the
+// state's units, in one pass over them (none when d decides none).
+func (r *run) decided(d engine.Decisions) map[string]*engine.Unit {
+	n := len(d.Preempt) + len(d.Move) + len(d.Place)
+	if n == 0 {
+		return nil
+	}
+	want := make(map[string]bool, n)
+	for _, p := range d.Preempt {
+		want[p.Unit] = true
+	}
+	for _, m := range d.Move {
+		want[m.Unit] = true
+	}
+	for _, p := range d.Place {
+		want[p.Unit] = true
+	}
+	units := make(map[string]*engine.Unit, n)
+	for _, u := range r.st.Units {
+		if k := u.Key(); want[k] {
+			units[k] = u
+		}
+	}
+	return units
 }
 
 // nextWaitCheck is when waiting work should be looked at again: when the
