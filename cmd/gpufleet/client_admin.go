@@ -27,6 +27,28 @@ func dash(s string) string {
 	return s
 }
 
+// addPageFlags adds a listing's --limit and --cursor.
+func addPageFlags(cmd *cobra.Command, limit *int, cursor *string) {
+	cmd.Flags().IntVar(limit, "limit", 0, "page size (default 100)")
+	cmd.Flags().StringVar(cursor, "cursor", "", "the page after this cursor")
+}
+
+// printPage writes one page of a listing: page itself with --json, else
+// the table, and on stderr how to ask for the next page when there is one
+// (hint: more ways to get it, such as "--all").
+func printPage(cmd *cobra.Command, cf clientFlags, page any, header []string, rows [][]string, next, hint string) error {
+	if cf.json {
+		return writeJSON(cmd, page)
+	}
+	if err := table(cmd.OutOrStdout(), header, rows); err != nil {
+		return err
+	}
+	if next != "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "more: --cursor %s%s\n", next, hint)
+	}
+	return nil
+}
+
 func newLeasesCmd() *cobra.Command {
 	var cf clientFlags
 	var f client.PageFilter
@@ -47,26 +69,16 @@ func newLeasesCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if cf.json {
-				return writeJSON(cmd, p)
-			}
 			rows := [][]string{}
 			for _, l := range p.Leases {
 				rows = append(rows, []string{l.ID, l.OfferID, l.Mode, l.State, dash(l.ProviderID), when(l.Start), when(l.End)})
 			}
-			if err := table(cmd.OutOrStdout(), []string{"ID", "OFFER", "MODE", "STATE", "MACHINE", "START", "END"}, rows); err != nil {
-				return err
-			}
-			if p.Next != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "more: --cursor %s\n", p.Next)
-			}
-			return nil
+			return printPage(cmd, cf, p, []string{"ID", "OFFER", "MODE", "STATE", "MACHINE", "START", "END"}, rows, p.Next, "")
 		},
 	}
 	cf.add(cmd)
 	cmd.Flags().StringVar(&states, "state", "", "only these states, comma-separated")
-	cmd.Flags().IntVar(&f.Limit, "limit", 0, "page size (default 100)")
-	cmd.Flags().StringVar(&f.Cursor, "cursor", "", "the page after this cursor")
+	addPageFlags(cmd, &f.Limit, &f.Cursor)
 	return cmd
 }
 
@@ -90,26 +102,16 @@ func newNodesCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if cf.json {
-				return writeJSON(cmd, p)
-			}
 			rows := [][]string{}
 			for _, n := range p.Nodes {
 				rows = append(rows, []string{n.ID, n.State, dash(n.Lease), dash(n.Offer), strconv.Itoa(len(n.GPUs)), dash(strings.Join(n.Jobs, ",")), when(n.LastSeen)})
 			}
-			if err := table(cmd.OutOrStdout(), []string{"ID", "STATE", "LEASE", "OFFER", "GPUS", "JOBS", "LAST SEEN"}, rows); err != nil {
-				return err
-			}
-			if p.Next != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "more: --cursor %s\n", p.Next)
-			}
-			return nil
+			return printPage(cmd, cf, p, []string{"ID", "STATE", "LEASE", "OFFER", "GPUS", "JOBS", "LAST SEEN"}, rows, p.Next, "")
 		},
 	}
 	cf.add(cmd)
 	cmd.Flags().StringVar(&states, "state", "", "only these states (ok, suspect, down), comma-separated")
-	cmd.Flags().IntVar(&f.Limit, "limit", 0, "page size (default 100)")
-	cmd.Flags().StringVar(&f.Cursor, "cursor", "", "the page after this cursor")
+	addPageFlags(cmd, &f.Limit, &f.Cursor)
 	return cmd
 }
 

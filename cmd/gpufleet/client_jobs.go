@@ -262,24 +262,14 @@ func newJobsCmd() *cobra.Command {
 				}
 				f.Cursor = next
 			}
-			if cf.json {
-				return writeJSON(cmd, api.JobsPage{Jobs: jobs, Next: next})
-			}
-			if err := table(cmd.OutOrStdout(), jobHeader, jobRows(jobs)); err != nil {
-				return err
-			}
-			if next != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "more: --cursor %s (or --all)\n", next)
-			}
-			return nil
+			return printPage(cmd, cf, api.JobsPage{Jobs: jobs, Next: next}, jobHeader, jobRows(jobs), next, " (or --all)")
 		},
 	}
 	cf.add(cmd)
 	cmd.Flags().StringVar(&f.Team, "team", "", "only this team's jobs")
 	cmd.Flags().StringVar(&states, "state", "", "only these states, comma-separated (pending,running,...)")
 	cmd.Flags().StringVar(&f.Tier, "tier", "", "only this tier")
-	cmd.Flags().IntVar(&f.Limit, "limit", 0, "page size (default 100)")
-	cmd.Flags().StringVar(&f.Cursor, "cursor", "", "the page after this cursor")
+	addPageFlags(cmd, &f.Limit, &f.Cursor)
 	cmd.Flags().BoolVar(&all, "all", false, "follow the cursor to the last page")
 	return cmd
 }

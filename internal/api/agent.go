@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/agent/link"
@@ -477,15 +476,8 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p, _ := PrincipalFrom(r.Context())
 	f := store.AgentFilter{Cursor: q.Get("cursor")}
-	if v := q.Get("state"); v != "" {
-		for _, name := range strings.Split(v, ",") {
-			st, err := store.ParseAgentState("state", name)
-			if err != nil {
-				writeValidation(w, err)
-				return
-			}
-			f.States = append(f.States, st)
-		}
+	if !parseStates(w, q.Get("state"), store.ParseAgentState, &f.States) {
+		return
 	}
 	if !parseLimit(w, q.Get("limit"), &f.Limit) {
 		return

@@ -405,15 +405,8 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Team = p.Team
 	}
-	if v := q.Get("state"); v != "" {
-		for _, name := range strings.Split(v, ",") {
-			st, err := store.ParseJobState("state", name)
-			if err != nil {
-				writeValidation(w, err)
-				return
-			}
-			f.States = append(f.States, st)
-		}
+	if !parseStates(w, q.Get("state"), store.ParseJobState, &f.States) {
+		return
 	}
 	if v := q.Get("tier"); v != "" {
 		t, err := core.ParseTier(v)
@@ -436,6 +429,23 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 		out.Jobs = append(out.Jobs, NewJobView(&page.Items[i]))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// parseStates reads a comma-separated state filter (the query parameter
+// "state") with parse; on a bad name it writes the 400 and returns false.
+func parseStates[T any](w http.ResponseWriter, v string, parse func(field, name string) (T, error), states *[]T) bool {
+	if v == "" {
+		return true
+	}
+	for _, name := range strings.Split(v, ",") {
+		st, err := parse("state", name)
+		if err != nil {
+			writeValidation(w, err)
+			return false
+		}
+		*states = append(*states, st)
+	}
+	return true
 }
 
 func parseLimit(w http.ResponseWriter, v string, limit *int) bool {
@@ -533,15 +543,8 @@ type LeasesPage struct {
 func (s *Server) listLeases(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := store.LeaseFilter{Cursor: q.Get("cursor")}
-	if v := q.Get("state"); v != "" {
-		for _, name := range strings.Split(v, ",") {
-			st, err := store.ParseLeaseState("state", name)
-			if err != nil {
-				writeValidation(w, err)
-				return
-			}
-			f.States = append(f.States, st)
-		}
+	if !parseStates(w, q.Get("state"), store.ParseLeaseState, &f.States) {
+		return
 	}
 	if !parseLimit(w, q.Get("limit"), &f.Limit) {
 		return

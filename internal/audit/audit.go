@@ -21,9 +21,9 @@ type leaseInfo struct {
 	span  billing.Span
 	bill  billing.Bill
 	parts []core.Micros // parts[i] is period i's
-	// minMult is the lowest time-of-use multiplier of the plan (10000
-	// without windows).
-	minMult int64
+	// minMult and maxMult are the lowest and highest time-of-use
+	// multipliers of the plan over the week (10000 without windows).
+	minMult, maxMult int64
 }
 
 type runInfo struct {
@@ -155,7 +155,8 @@ func (a *auditor) index() error {
 		if end.Before(l.Start) {
 			end = l.Start
 		}
-		li := &leaseInfo{Lease: l, offer: o, plan: p, span: billing.Span{Start: l.Start, End: end, Reclaimed: l.Reclaimed}, minMult: minMultiplier(p)}
+		li := &leaseInfo{Lease: l, offer: o, plan: p, span: billing.Span{Start: l.Start, End: end, Reclaimed: l.Reclaimed}}
+		li.minMult, li.maxMult = p.TimeOfUse.WeekRangeBP()
 		parts, bill, err := billing.Split(p, li.span, cuts)
 		if err != nil {
 			return fmt.Errorf("%s (%s): %w", f, l.ID, err)
@@ -215,21 +216,6 @@ func (a *auditor) index() error {
 		slices.SortStableFunc(ss, func(x, y core.Sample) int { return x.At.Compare(y.At) })
 	}
 	return nil
-}
-
-// minMultiplier is the lowest time-of-use multiplier over the week's hours.
-func minMultiplier(p *core.PricePlan) int64 {
-	t := p.TimeOfUse
-	if t == nil || len(t.Windows) == 0 {
-		return 10000
-	}
-	m := int64(10000)
-	for d := range 7 {
-		for h := range 24 {
-			m = min(m, t.MultiplierBP(time.Weekday(d), h))
-		}
-	}
-	return m
 }
 
 // segment is a stretch of time at one price and multiplier.

@@ -101,7 +101,7 @@ func (a *auditor) period(i int) (PeriodReport, error) {
 			}
 			u.w.Add(u.w, rw)
 			u.ms += ms
-			if !li.plan.Committed() && li.minMult < maxMultiplier(li.plan) {
+			if !li.plan.Committed() && li.minMult < li.maxMult {
 				on, ps := offPeakWeight(li.plan, ra, rb, li.minMult)
 				u.offNum.Add(u.offNum, on.Mul(on, big.NewInt(milli)))
 				u.peakSec += ps * milli
@@ -151,7 +151,7 @@ func (a *auditor) period(i int) (PeriodReport, error) {
 				st.offPeak += mulDivBig(amounts[k], u.offNum, u.w)
 				st.offPeakCost += amounts[k]
 				st.peakSec += u.peakSec
-				st.peakMult = max(st.peakMult, maxMultiplier(li.plan))
+				st.peakMult = max(st.peakMult, li.maxMult)
 				st.floorMult = min(st.floorMult, li.minMult)
 				st.offPeakLease = append(st.offPeakLease, li.ID)
 			}
@@ -254,22 +254,6 @@ func (a *auditor) period(i int) (PeriodReport, error) {
 		pr.Recommendations = []Recommendation{}
 	}
 	return pr, nil
-}
-
-// maxMultiplier is the highest time-of-use multiplier over the week's
-// hours (10000 without windows).
-func maxMultiplier(p *core.PricePlan) int64 {
-	t := p.TimeOfUse
-	if t == nil || len(t.Windows) == 0 {
-		return 10000
-	}
-	m := int64(0)
-	for d := range 7 {
-		for h := range 24 {
-			m = max(m, t.MultiplierBP(time.Weekday(d), h))
-		}
-	}
-	return m
 }
 
 // observe reads the samples of run r's GPUs in [ra, rb).

@@ -471,12 +471,7 @@ func minRate(pl *core.PricePlan) float64 {
 	for _, pt := range pl.Series {
 		price = min(price, pt.Price)
 	}
-	mult := int64(10000)
-	if pl.TimeOfUse != nil {
-		for _, w := range pl.TimeOfUse.Windows {
-			mult = min(mult, w.MultiplierBP)
-		}
-	}
+	mult := pl.TimeOfUse.FloorBP()
 	return price.Float() * 3600 / float64(pl.Per.Seconds()) * float64(mult) / 10000
 }
 

@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 )
@@ -98,6 +99,35 @@ func (t *TimeOfUse) MultiplierBP(wd time.Weekday, h int) int64 {
 		}
 	}
 	return 10000
+}
+
+// WeekRangeBP returns the lowest and highest multipliers in effect over
+// the hours of the week (10000 each for a nil t or one without windows).
+func (t *TimeOfUse) WeekRangeBP() (lo, hi int64) {
+	if t == nil || len(t.Windows) == 0 {
+		return 10000, 10000
+	}
+	lo, hi = math.MaxInt64, 0
+	for d := range 7 {
+		for h := range 24 {
+			m := t.MultiplierBP(time.Weekday(d), h)
+			lo, hi = min(lo, m), max(hi, m)
+		}
+	}
+	return lo, hi
+}
+
+// FloorBP is a floor under every multiplier t can apply: the lowest of its
+// windows' multipliers and 10000 (×1), so 10000 for a nil t. Bounds use
+// it where any hour of the week may be chosen.
+func (t *TimeOfUse) FloorBP() int64 {
+	m := int64(10000)
+	if t != nil {
+		for _, w := range t.Windows {
+			m = min(m, w.MultiplierBP)
+		}
+	}
+	return m
 }
 
 // MultiplierAt returns the multiplier in effect at instant at.

@@ -77,3 +77,26 @@ func TestJobValidate(t *testing.T) {
 		t.Errorf("bad tier: %v", err)
 	}
 }
+
+func TestTimeOfUseRangeAndFloor(t *testing.T) {
+	utc := time.UTC
+	offPeak := &TimeOfUse{Location: utc, Windows: []Window{{Weekdays: []time.Weekday{time.Monday, time.Tuesday, time.Wednesday, time.Thursday, time.Friday, time.Saturday, time.Sunday}, StartHour: 22, EndHour: 6, MultiplierBP: 5000}}}
+	allDayPremium := &TimeOfUse{Location: utc, Windows: []Window{{Weekdays: []time.Weekday{time.Monday, time.Tuesday, time.Wednesday, time.Thursday, time.Friday, time.Saturday, time.Sunday}, StartHour: 0, EndHour: 24, MultiplierBP: 12000}}}
+	for _, tc := range []struct {
+		name          string
+		t             *TimeOfUse
+		lo, hi, floor int64
+	}{
+		{"nil", nil, 10000, 10000, 10000},
+		{"no windows", &TimeOfUse{Location: utc}, 10000, 10000, 10000},
+		{"night at half price", offPeak, 5000, 10000, 5000},
+		// Every hour at 1.2x: the week never goes below it, but the floor
+		// a bound may use stays at 1x.
+		{"every hour at a premium", allDayPremium, 12000, 12000, 10000},
+	} {
+		lo, hi := tc.t.WeekRangeBP()
+		if lo != tc.lo || hi != tc.hi || tc.t.FloorBP() != tc.floor {
+			t.Errorf("%s: range %d..%d floor %d, want %d..%d floor %d", tc.name, lo, hi, tc.t.FloorBP(), tc.lo, tc.hi, tc.floor)
+		}
+	}
+}

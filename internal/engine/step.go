@@ -61,12 +61,12 @@ type Decisions struct {
 
 // view is the scheduler's picture of the state built for one step.
 type view struct {
-	nodes    []core.Node
-	cost     []core.Micros
-	leaseOf  []*Lease
-	nodeOf   map[string]int
-	running  []sched.Allocation
-	pending  []sched.Unit
+	nodes   []core.Node
+	cost    []core.Micros
+	leaseOf []*Lease
+	nodeOf  map[string]int
+	running []sched.Allocation
+	pending []sched.Unit
 	// pendingOf is the state's unit behind each pending entry.
 	pendingOf []*Unit
 	// nodeOfLease is the node of each of st.Leases, by position, or -1.

@@ -54,5 +54,5 @@ func TestDefaultRateLimitPerToken(t *testing.T) {
 	}
 	reltest.Record(t, reltest.Entry{Area: "security", Done: "one token floods the API (default limit, clock standing still)",
 		Amount: fmt.Sprintf("%d requests against a burst of %d at %.0f/s", flood, burst, api.DefaultRateLimit.Rate),
-		Held: fmt.Sprintf("%d answered, %d refused with 429 and Retry-After, another token unaffected", ok, limited)})
+		Held:   fmt.Sprintf("%d answered, %d refused with 429 and Retry-After, another token unaffected", ok, limited)})
 }

@@ -14,12 +14,7 @@ import (
 // for interruptible work, the lowest time-of-use multiplier — with no
 // idle time, no rounding and no provisioning. No policy pays less.
 func PriceBound(w *Workload, offers []core.Offer, tou *core.TimeOfUse) (core.Micros, error) {
-	minMult := int64(10000)
-	if tou != nil {
-		for _, win := range tou.Windows {
-			minMult = min(minMult, win.MultiplierBP)
-		}
-	}
+	minMult := tou.FloorBP()
 	var total core.U128
 	const den = uint64(10000) * 1000 // per milli-GPU-second at price in micros per GPU-second ×1e4
 	for _, j := range w.Jobs {
@@ -35,12 +30,7 @@ func PriceBound(w *Workload, offers []core.Offer, tou *core.TimeOfUse) (core.Mic
 				}
 				// Price per GPU-hour, exact to the micro.
 				perHour := core.MulDivHalfEven(int64(p.Price), 3600, p.Per.Seconds()*int64(o.GPUs))
-				mult := int64(10000)
-				if p.TimeOfUse != nil {
-					for _, win := range p.TimeOfUse.Windows {
-						mult = min(mult, win.MultiplierBP)
-					}
-				}
+				mult := p.TimeOfUse.FloorBP()
 				if j.Deferrable || j.Tier == core.TierOffline {
 					mult = min(mult, minMult)
 				}

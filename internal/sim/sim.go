@@ -135,8 +135,8 @@ type run struct {
 	providerID map[string]string // lease → provider's machine
 	leaseOf    map[string]string // provider's machine → lease
 	// first is each unit's first start, for waiting times.
-	first   map[string]time.Time
-	wake    timeHeap
+	first map[string]time.Time
+	wake  timeHeap
 	// waking holds the times in wake (Unix ns), so that a time already
 	// due is not pushed again: every step re-reports the machines it
 	// keeps, and duplicates would only grow the heap.
