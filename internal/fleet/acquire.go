@@ -225,7 +225,8 @@ func bestOption(now time.Time, d Demand, offers []core.Offer, cfg Config) (optio
 			}
 		}
 	}
-	var best option
+	var best, late option
+	var lateEnd time.Time
 	found := false
 	for i := range offers {
 		o := &offers[i]
@@ -235,35 +236,58 @@ func bestOption(now time.Time, d Demand, offers []core.Offer, cfg Config) (optio
 				continue
 			}
 			delay := cfg.delay(o.ID)
-			if !j.Deadline.IsZero() && now.Add(delay+dur).After(j.Deadline) {
-				continue
-			}
-			start := now.Add(delay)
-			n := machinesFor(o, j)
-			b, err := billing.Cost(p, billing.Span{Start: start, End: start.Add(dur)})
-			if err != nil {
-				continue
-			}
-			cost := b.Amount * core.Micros(n)
-			why := fmt.Sprintf("%d× %s %s at %s for %s", n, o.ID, p.Mode, cost, dur)
-			if p.Mode == core.Spot && p.Reclaim != nil {
-				// Expected reclaims over the run, each losing half a
-				// checkpoint interval of work (or half the run without one).
-				lossSec := int64(dur/time.Second) / 2
-				if ci := j.CheckpointInterval; ci > 0 {
-					lossSec = min(lossSec, int64(ci/time.Second)/2)
+			if end := now.Add(delay + dur); !j.Deadline.IsZero() && end.After(j.Deadline) {
+				// Too late for the deadline. Kept as the fallback when no
+				// offer can make it: the earliest finish (then the cheapest
+				// hour), so a missed deadline is a late job, never one
+				// that waits forever.
+				if o2, ok := priceOption(o, p, d, now.Add(delay), dur, useful); ok && (late.offer == nil || end.Before(lateEnd) || end.Equal(lateEnd) && o2.perGPU < late.perGPU) {
+					late, lateEnd = o2, end
 				}
-				expectedBP := core.MulDivHalfEven(p.Reclaim.MonthlyRateBP, int64(dur/time.Second), core.Month.Seconds())
-				extra := core.Micros(core.MulDivHalfEven(int64(cost), expectedBP*lossSec, 10000*max(int64(dur/time.Second), 1)))
-				cost += extra
-				why += fmt.Sprintf(" + %s expected rework from reclaims (%s)", extra, p.Reclaim.Bucket)
+				continue
 			}
-			per := core.Micros(core.MulDivHalfEven(int64(cost), 3600*1000, max(useful, 1)))
-			if !found || per < best.perGPU || per == best.perGPU && o.ID < best.offer.ID {
-				best = option{offer: o, mode: p.Mode, cost: cost, perGPU: per, why: why + fmt.Sprintf(" = %s per useful GPU-hour, the cheapest admissible", per)}
-				found = true
+			o2, ok := priceOption(o, p, d, now.Add(delay), dur, useful)
+			if !ok {
+				continue
+			}
+			if !found || o2.perGPU < best.perGPU || o2.perGPU == best.perGPU && o.ID < best.offer.ID {
+				best, found = o2, true
+				best.why += " = " + best.perGPU.String() + " per useful GPU-hour, the cheapest admissible"
 			}
 		}
 	}
+	if !found && late.offer != nil {
+		late.why += fmt.Sprintf(" = %s per useful GPU-hour; no admissible offer can finish by the deadline %s, this one finishes first", late.perGPU, j.Deadline.UTC().Format(time.RFC3339))
+		return late, true
+	}
 	return best, found
+}
+
+// priceOption is the expected bill of running d for dur from start on
+// offer o under plan p, and its cost per useful GPU-hour (useful in
+// milli-GPU-seconds). Spot carries the expected cost of redoing work lost
+// to reclaims.
+func priceOption(o *core.Offer, p *core.PricePlan, d Demand, start time.Time, dur time.Duration, useful int64) (option, bool) {
+	j := d.Unit.Job
+	n := machinesFor(o, j)
+	b, err := billing.Cost(p, billing.Span{Start: start, End: start.Add(dur)})
+	if err != nil {
+		return option{}, false
+	}
+	cost := b.Amount * core.Micros(n)
+	why := fmt.Sprintf("%d× %s %s at %s for %s", n, o.ID, p.Mode, cost, dur)
+	if p.Mode == core.Spot && p.Reclaim != nil {
+		// Expected reclaims over the run, each losing half a
+		// checkpoint interval of work (or half the run without one).
+		lossSec := int64(dur/time.Second) / 2
+		if ci := j.CheckpointInterval; ci > 0 {
+			lossSec = min(lossSec, int64(ci/time.Second)/2)
+		}
+		expectedBP := core.MulDivHalfEven(p.Reclaim.MonthlyRateBP, int64(dur/time.Second), core.Month.Seconds())
+		extra := core.Micros(core.MulDivHalfEven(int64(cost), expectedBP*lossSec, 10000*max(int64(dur/time.Second), 1)))
+		cost += extra
+		why += fmt.Sprintf(" + %s expected rework from reclaims (%s)", extra, p.Reclaim.Bucket)
+	}
+	per := core.Micros(core.MulDivHalfEven(int64(cost), 3600*1000, max(useful, 1)))
+	return option{offer: o, mode: p.Mode, cost: cost, perGPU: per, why: why}, true
 }

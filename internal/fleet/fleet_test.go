@@ -81,12 +81,30 @@ func TestAcquireWaitsForTargetAndCountsProvisioning(t *testing.T) {
 	}
 }
 
-func TestAcquireDeadlineRulesOutSlowProvisioning(t *testing.T) {
-	d := demandFor("a", core.TierCore, time.Hour, false, "A100")
+// A deadline rules out offers that cannot finish in time while another
+// can; when none can, the one that finishes first is rented (a late job,
+// never one that waits forever: found by the simulator's property test,
+// where a deferrable job with a deadline shorter than provisioning never
+// ran).
+func TestAcquireDeadline(t *testing.T) {
+	d := demandFor("a", core.TierCore, time.Hour, false)
 	d.Unit.Job.Deadline = now.Add(time.Hour + 2*time.Minute)
-	cfg := Config{ProvisioningDelay: map[string]time.Duration{"a100-od": 5 * time.Minute}}
-	if acq := Acquire(now, []Demand{d}, nil, offers(), nil, 0, cfg); len(acq) != 0 {
-		t.Errorf("acquired an offer that cannot start in time: %+v", acq)
+	// The V100 is cheaper but boots in 5 minutes; the A100 in 1.
+	cfg := Config{ProvisioningDelay: map[string]time.Duration{"v100-od": 5 * time.Minute, "a100-od": time.Minute}}
+	acq := Acquire(now, []Demand{d}, nil, offers(), nil, 0, cfg)
+	if len(acq) != 1 || acq[0].Offer.ID != "a100-od" || strings.Contains(acq[0].Reason, "deadline") {
+		t.Errorf("want the A100 that makes the deadline, got %+v", acq)
+	}
+	// Neither makes it: the one that finishes first, and the reason says so.
+	cfg.ProvisioningDelay["a100-od"] = 4 * time.Minute
+	acq = Acquire(now, []Demand{d}, nil, offers(), nil, 0, cfg)
+	if len(acq) != 1 || acq[0].Offer.ID != "a100-od" || !strings.Contains(acq[0].Reason, "no admissible offer can finish by the deadline") {
+		t.Errorf("want the earliest finish past the deadline, got %+v", acq)
+	}
+	// A deadline already passed still gets a machine.
+	d.Unit.Job.Deadline = now.Add(-time.Hour)
+	if acq := Acquire(now, []Demand{d}, nil, offers(), nil, 0, cfg); len(acq) != 1 {
+		t.Errorf("a job past its deadline was not given a machine: %+v", acq)
 	}
 }
 

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"testing"
@@ -98,16 +97,12 @@ func TestLPBoundBetweenPriceBoundAndPolicies(t *testing.T) {
 		for _, name := range PolicyNames {
 			p, _ := NewPolicy(name)
 			cfg := Config{Workload: w, Offers: offers, TimeOfUse: tou, Seed: 3, Provider: provsim.Config{Default: provsim.Settings{Delay: provsim.Fixed(2 * time.Minute)}}}
-			// Some generated workloads never finish under gpufleet (the
-			// engine keeps stepping; found by this test, reported): such
-			// a run is cut off and logged, the others still checked.
+			// Every run must end: a policy that keeps stepping is a bug (the
+			// test found one: a deadline shorter than provisioning left a
+			// job waiting forever).
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			r, err := Run(ctx, cfg, p)
 			cancel()
-			if errors.Is(err, context.DeadlineExceeded) {
-				rt.Logf("%s did not finish in 15 s on %d jobs: not compared", name, len(w.Jobs))
-				continue
-			}
 			if err != nil {
 				rt.Fatalf("%s: %v", name, err)
 			}
