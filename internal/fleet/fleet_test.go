@@ -193,3 +193,26 @@ func TestLadderSharedGPUsHaveOneLadderPerUnit(t *testing.T) {
 		t.Errorf("alerts %v, want one idle alert for the idle unit only", alerts)
 	}
 }
+
+// A gang larger than any machine rents its machines once: while they
+// boot, the next steps count them as its capacity (found on the Helios
+// trace, where a 160-GPU job rented twenty 8-GPU machines seven times).
+// The same holds with NoPacking (the autostop baseline).
+func TestAcquireGangOnceWhileBooting(t *testing.T) {
+	o8 := []core.Offer{{ID: "v100x8", GPUModel: "V100", GPUs: 8, Plans: []core.PricePlan{{Mode: core.OnDemand, Price: 8_000_000, Per: core.Hour, Granularity: 1}}}}
+	for _, cfg := range []Config{{}, {NoPacking: true}} {
+		d := demandFor("gang", core.TierCore, time.Hour, false)
+		d.Unit.Job.Request.GPUs = 20
+		acq := Acquire(now, []Demand{d}, nil, o8, nil, 0, cfg)
+		if len(acq) != 3 {
+			t.Fatalf("NoPacking=%v: a 20-GPU gang on 8-GPU machines rented %d machines, want 3", cfg.NoPacking, len(acq))
+		}
+		var booting []Machine
+		for i, a := range acq {
+			booting = append(booting, Machine{Lease: &core.Lease{ID: fmt.Sprint("L", i), Mode: a.Mode, State: core.LeaseProvisioning}, Offer: a.Offer, Plan: &a.Offer.Plans[0]})
+		}
+		if again := Acquire(now.Add(time.Minute), []Demand{d}, booting, o8, nil, 0, cfg); len(again) != 0 {
+			t.Errorf("NoPacking=%v: rented %d more machines while the gang's three boot", cfg.NoPacking, len(again))
+		}
+	}
+}
