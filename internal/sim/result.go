@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"sort"
 	"time"
 
@@ -58,6 +59,8 @@ type Result struct {
 	Series            []Sample
 	waits             map[core.Tier][]int64
 	lastSample        time.Time
+	// err is the first lease that could not be priced.
+	err error
 }
 
 func newResult(policy string) *Result {
@@ -90,6 +93,11 @@ func (r *Result) addLease(l *engine.Lease) {
 	}
 	b, err := billing.Cost(l.Plan, billing.Span{Start: l.Start, End: l.End, Reclaimed: l.State == core.LeaseReclaimed})
 	if err != nil {
+		// A lease that cannot be priced is a bug, never a silent zero:
+		// Run fails with the first one.
+		if r.err == nil {
+			r.err = fmt.Errorf("sim: pricing lease %s (%s %s): %w", l.ID, l.OfferID, l.Mode, err)
+		}
 		return
 	}
 	r.Leases++

@@ -120,6 +120,9 @@ func Run(ctx context.Context, cfg Config, p Policy) (*Result, error) {
 		cfg.Progress(len(jobs), len(jobs))
 	}
 	r.close(clk.Now())
+	if r.res.err != nil {
+		return nil, r.res.err
+	}
 	return r.res, nil
 }
 

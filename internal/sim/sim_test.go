@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/engine"
 	provsim "github.com/gpufleet/gpufleet/internal/provider/sim"
 )
 
@@ -113,5 +115,23 @@ func TestRunStopsWhenCancelled(t *testing.T) {
 	p, _ := NewPolicy("gpufleet")
 	if _, err := Run(ctx, testConfig(burstyWorkload(3)), p); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}
+
+// A lease the bill cannot price fails the run, naming it, instead of
+// counting as free.
+func TestUnpricedLeaseIsAnError(t *testing.T) {
+	o := testOffers()[0]
+	r := newResult("gpufleet")
+	l := &engine.Lease{Lease: core.Lease{ID: "L7", OfferID: o.ID, Mode: o.Plans[0].Mode, Start: t0, End: t0.Add(-time.Hour)}, Offer: &o, Plan: &o.Plans[0]}
+	r.addLease(l)
+	if r.err == nil || !strings.Contains(r.err.Error(), "L7") || r.Cost != 0 || r.Leases != 0 {
+		t.Fatalf("err %v, cost %s, leases %d: want an error naming L7 and nothing billed", r.err, r.Cost, r.Leases)
+	}
+	l.End = t0.Add(time.Hour)
+	r2 := newResult("gpufleet")
+	r2.addLease(l)
+	if r2.err != nil || r2.Cost <= 0 {
+		t.Fatalf("a valid lease: err %v, cost %s", r2.err, r2.Cost)
 	}
 }
