@@ -16,9 +16,23 @@ func sampleResults() []*sim.Result {
 	t0 := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	r := &sim.Result{Policy: "gpufleet", Cost: 1_234_500_000, CostByMode: map[core.BillingMode]core.Micros{core.OnDemand: 1_000_000_000, core.Spot: 234_500_000},
 		IdleCost: 100_000_000, PaidMilliSec: 3_600_000 * 100, AllocatedMilliSec: 3_600_000 * 80, Waits: sim.Waits{Count: 10, P50: 60, P95: 300, P99: 600, Max: 900},
-		WaitsByTier: map[core.Tier]sim.Waits{core.TierCore: {Count: 3, P95: 120}},
+		WaitsByTier: map[core.Tier]sim.Waits{core.TierCore: {Count: 3, P95: 120, P99: 120, Percentiles: corePct()}},
 		Series:      []sim.Sample{{At: t0, GPUs: [5]int32{8, 0, 0, 0, 0}, AllocatedMilli: 6000}, {At: t0.Add(time.Hour), GPUs: [5]int32{16, 8, 0, 0, 0}, AllocatedMilli: 20500}}}
 	return []*sim.Result{r}
+}
+
+// corePct is three core waits, 0, 30 and 120 s, as percentiles.
+func corePct() []int64 {
+	p := make([]int64, 101)
+	for k := range p {
+		switch {
+		case k > 66:
+			p[k] = 120
+		case k > 33:
+			p[k] = 30
+		}
+	}
+	return p
 }
 
 func TestSimViewJSON(t *testing.T) {
@@ -41,10 +55,13 @@ func TestSimHTMLIsSelfContained(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, want := range []string{"<svg", "Fleet GPUs by billing mode", "Paid vs allocated GPUs", "Cost by billing mode", "Waiting time", "toy &lt;trace&gt;", "1234.5"} {
+	for _, want := range []string{"<svg", "Fleet GPUs by billing mode", "Paid vs allocated GPUs", "Cost by billing mode", "Waiting time CDF, core tier (to the largest p99, 120 s)", "toy &lt;trace&gt;", "1234.5"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("HTML lacks %q", want)
 		}
+	}
+	if strings.Contains(out, "regular tier") {
+		t.Error("a CDF is drawn for a tier without waits")
 	}
 	for _, banned := range []string{"<script", "http://cdn", "https://"} {
 		if strings.Contains(out, banned) {

@@ -18,6 +18,9 @@ type Waits struct {
 	P95   int64 `json:"p95_s"`
 	P99   int64 `json:"p99_s"`
 	Max   int64 `json:"max_s"`
+	// Percentiles is the waiting-time CDF: Percentiles[k] is the k-th
+	// percentile (k = 0..100; 0 is the shortest wait, 100 the longest).
+	Percentiles []int64 `json:"percentiles_s,omitempty"`
 }
 
 // Sample is the fleet at one instant, for the report's time series.
@@ -154,8 +157,14 @@ func summarize(ws []int64) Waits {
 	for _, w := range ws {
 		sum += w
 	}
-	q := func(p int) int64 { return ws[min(len(ws)-1, (len(ws)*p+99)/100-1)] }
-	return Waits{Count: len(ws), Mean: sum / int64(len(ws)), P50: q(50), P95: q(95), P99: q(99), Max: ws[len(ws)-1]}
+	// The nearest-rank percentile: the smallest wait with at least p% of
+	// the waits at or below it.
+	q := func(p int) int64 { return ws[max(0, min(len(ws)-1, (len(ws)*p+99)/100-1))] }
+	pct := make([]int64, 101)
+	for k := range pct {
+		pct[k] = q(k)
+	}
+	return Waits{Count: len(ws), Mean: sum / int64(len(ws)), P50: q(50), P95: q(95), P99: q(99), Max: ws[len(ws)-1], Percentiles: pct}
 }
 
 // addUnit counts a unit that has ended (or is cut off at the end of the

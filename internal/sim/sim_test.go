@@ -135,3 +135,21 @@ func TestUnpricedLeaseIsAnError(t *testing.T) {
 		t.Fatalf("a valid lease: err %v, cost %s", r2.err, r2.Cost)
 	}
 }
+
+// The waiting-time CDF: nearest-rank percentiles, 0 the shortest wait and
+// 100 the longest.
+func TestWaitPercentiles(t *testing.T) {
+	ws := make([]int64, 200)
+	for i := range ws {
+		ws[i] = int64(200 - i) // 200 .. 1, unsorted
+	}
+	w := summarize(ws)
+	if len(w.Percentiles) != 101 || w.Percentiles[0] != 1 || w.Percentiles[100] != 200 || w.Percentiles[50] != 100 || w.Percentiles[95] != w.P95 || w.P95 != 190 {
+		t.Fatalf("percentiles %v (p95 %d)", w.Percentiles, w.P95)
+	}
+	for k := 1; k <= 100; k++ {
+		if w.Percentiles[k] < w.Percentiles[k-1] {
+			t.Fatalf("not a CDF: p%d %d < p%d %d", k, w.Percentiles[k], k-1, w.Percentiles[k-1])
+		}
+	}
+}
