@@ -182,7 +182,7 @@ func Apply(st *State, d Decisions) []*Lease {
 		}
 		st.NextID++
 		l := &Lease{Lease: core.Lease{ID: fmt.Sprintf("L%d", st.NextID), OfferID: a.Offer.ID, Mode: a.Mode, State: core.LeaseRequested}, Offer: a.Offer, Plan: p}
-		l.ClientToken = l.ID
+		l.ClientToken, l.For = l.ID, a.For
 		st.Leases = append(st.Leases, l)
 		created = append(created, l)
 	}

@@ -19,6 +19,9 @@ type Lease struct {
 	ReclaimAt time.Time
 	// IdleSince is when the machine last became empty (zero while busy).
 	IdleSince time.Time
+	// For lists the units it was rented for (in memory only: the store
+	// does not keep it; the autostop baseline reads it).
+	For []string
 }
 
 // Assigned is the part of a running unit on one lease.

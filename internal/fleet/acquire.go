@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -78,7 +79,7 @@ func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.O
 		if m.Lease.State.Final() || !m.ReadyAt.IsZero() {
 			continue
 		}
-		p := &planned{acq: &Acquisition{Offer: m.Offer, Mode: m.Lease.Mode}, free: make([]core.Milli, m.Offer.GPUs)}
+		p := &planned{acq: &Acquisition{Offer: m.Offer, Mode: m.Lease.Mode, For: slices.Clone(m.For)}, free: make([]core.Milli, m.Offer.GPUs)}
 		for g := range p.free {
 			p.free[g] = core.WholeGPU
 		}
@@ -98,12 +99,12 @@ func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.O
 			continue
 		}
 		// Work packs into machines on their way; with NoPacking (one
-		// machine per unit) only into those rented at earlier steps, so
-		// that a unit waiting for its machine to boot does not rent
-		// another at every step.
+		// machine per unit) only into those rented for it at earlier
+		// steps, so that a unit waiting for its machine to boot does not
+		// rent another at every step.
 		pool := plan
 		if cfg.NoPacking {
-			pool = plan[:inflight]
+			pool = rentedFor(plan[:inflight], d.Unit.Key())
 		}
 		if packInto(pool, d) {
 			continue
@@ -131,6 +132,17 @@ func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.O
 	out := make([]Acquisition, 0, len(plan)-inflight)
 	for _, p := range plan[inflight:] {
 		out = append(out, *p.acq)
+	}
+	return out
+}
+
+// rentedFor is the machines of plan rented for the unit with key.
+func rentedFor(plan []*planned, key string) []*planned {
+	var out []*planned
+	for _, p := range plan {
+		if slices.Contains(p.acq.For, key) {
+			out = append(out, p)
+		}
 	}
 	return out
 }

@@ -143,6 +143,8 @@ type Machine struct {
 	IdleSince time.Time
 	// ReclaimAt is set while a spot reclaim notice is pending.
 	ReclaimAt time.Time
+	// For lists the units it was rented for, where known.
+	For []string
 }
 
 // CapMilli is the machine's GPU capacity.

@@ -209,10 +209,20 @@ func TestAcquireGangOnceWhileBooting(t *testing.T) {
 		}
 		var booting []Machine
 		for i, a := range acq {
-			booting = append(booting, Machine{Lease: &core.Lease{ID: fmt.Sprint("L", i), Mode: a.Mode, State: core.LeaseProvisioning}, Offer: a.Offer, Plan: &a.Offer.Plans[0]})
+			booting = append(booting, Machine{Lease: &core.Lease{ID: fmt.Sprint("L", i), Mode: a.Mode, State: core.LeaseProvisioning}, Offer: a.Offer, Plan: &a.Offer.Plans[0], For: a.For})
 		}
 		if again := Acquire(now.Add(time.Minute), []Demand{d}, booting, o8, nil, 0, cfg); len(again) != 0 {
 			t.Errorf("NoPacking=%v: rented %d more machines while the gang's three boot", cfg.NoPacking, len(again))
+		}
+		// Another unit: it shares the room left on the machines booting
+		// for the gang, unless each unit gets machines of its own.
+		other := demandFor("other", core.TierCore, time.Hour, false)
+		want := 0
+		if cfg.NoPacking {
+			want = 1
+		}
+		if got := Acquire(now.Add(time.Minute), []Demand{d, other}, booting, o8, nil, 0, cfg); len(got) != want {
+			t.Errorf("NoPacking=%v: another unit rented %d machines, want %d", cfg.NoPacking, len(got), want)
 		}
 	}
 }
