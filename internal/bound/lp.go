@@ -13,8 +13,9 @@
 //	     y, x >= 0
 //
 // y_{K,t,m} is GPU-hours of class K's work done in slot t in market m
-// (only markets whose offer has an allowed GPU model with enough memory;
-// spot only for interruptible work). A flexible market (on-demand, spot,
+// (only markets whose offer has an allowed GPU model with enough memory
+// and machines big enough for the job — one machine when one holds it
+// whole, see Admissible; spot only for interruptible work). A flexible market (on-demand, spot,
 // a committed plan that may end early or renew in steps shorter than its
 // term) charges p_{m,t} per GPU-hour: the lowest price per GPU-hour of
 // the plan anywhere in the slot, time-of-use multiplier and spot series
@@ -263,13 +264,7 @@ func build(in Input, opt Options) (*problem, Result, error) {
 		if rate <= 0 || d == 0 {
 			continue
 		}
-		var adm []int
-		for i := range in.Offers {
-			o := &in.Offers[i]
-			if o.GPUs > 0 && allowed(j, o.GPUModel) && (o.GPUMemMiB == 0 || j.Request.MemPerGPUMiB <= o.GPUMemMiB) {
-				adm = append(adm, i)
-			}
-		}
+		adm := Admissible(j, in.Offers)
 		if len(adm) == 0 {
 			return nil, res, fmt.Errorf("bound: job %s: no offer has an allowed GPU model (%v) with %d MiB per GPU", j.ID, j.Request.Models, j.Request.MemPerGPUMiB)
 		}

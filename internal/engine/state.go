@@ -68,6 +68,9 @@ type State struct {
 	Ladder    map[string]fleet.LadderState
 	// NextID numbers new leases deterministically.
 	NextID int
+	// shapesOf is the offer list machineShapes was computed from.
+	shapesOf      []core.Offer
+	machineShapes sched.MachineShapes
 	// budgetAlerted remembers teams already warned this month.
 	BudgetAlerted map[string]bool
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -169,12 +170,30 @@ func marginalGPUHour(l *Lease) core.Micros {
 	return core.Micros(hourly / int64(max(l.Offer.GPUs, 1)))
 }
 
+// shapes lists the distinct machine shapes of the offers, for the
+// scheduler's single-machine rule; computed once per offer list (a cache,
+// the one thing Step writes to st).
+func (st *State) shapes() sched.MachineShapes {
+	if len(st.shapesOf) == len(st.Offers) && (len(st.Offers) == 0 || &st.shapesOf[0] == &st.Offers[0]) {
+		return st.machineShapes
+	}
+	var out sched.MachineShapes
+	for i := range st.Offers {
+		s := sched.MachineShape{GPUModel: st.Offers[i].GPUModel, GPUs: st.Offers[i].GPUs, GPUMemMiB: st.Offers[i].GPUMemMiB}
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	st.shapesOf, st.machineShapes = st.Offers, out
+	return out
+}
+
 // Step decides everything for now. It does not change st.
 func Step(st *State, now time.Time, cfg Config) Decisions {
 	v := build(st, now)
 	d := Decisions{Now: now}
 	sd := sched.Schedule(&sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, Teams: st.Teams,
-		History: st.History, Spent: st.Spent, NodeCost: v.cost, TimeOfUse: st.TimeOfUse}, cfg.Sched)
+		History: st.History, Spent: st.Spent, NodeCost: v.cost, TimeOfUse: st.TimeOfUse, Machines: st.shapes()}, cfg.Sched)
 	event := func(kind, subject, reason string) {
 		d.Events = append(d.Events, core.Event{At: now, Kind: kind, Subject: subject, Reason: reason})
 	}

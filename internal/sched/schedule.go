@@ -265,7 +265,7 @@ func (p *pass) schedule(u Unit) {
 		return true
 	}
 	var parts []Part
-	if r.GPUs > p.pl.maxNodeGPUs(r) && r.MilliPerGPU == core.WholeGPU {
+	if r.GPUs > max(p.pl.maxNodeGPUs(r), p.st.Machines.Largest(r)) && r.MilliPerGPU == core.WholeGPU {
 		if gang, ok := p.pl.findGang(r, allowed); ok {
 			parts = gang
 		}

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -73,6 +74,37 @@ type State struct {
 	// TimeOfUse is the tariff that deferrable work may wait for; nil if
 	// prices do not vary by hour.
 	TimeOfUse *core.TimeOfUse
+	// Machines are the machine shapes that can be rented (nil: only the
+	// nodes there are count). A unit one machine can hold whole runs on
+	// one machine — it waits for one rather than spread over smaller
+	// nodes; only a gang larger than every machine spans several.
+	Machines MachineShapes
+}
+
+// MachineShape is one kind of machine that can be rented.
+type MachineShape struct {
+	GPUModel  string
+	GPUs      int
+	GPUMemMiB int64
+}
+
+// MachineShapes lists the shapes of a catalog.
+type MachineShapes []MachineShape
+
+// Largest is the most GPUs one machine admissible for r has (allowed GPU
+// model, enough memory per GPU), or 0.
+func (ms MachineShapes) Largest(r *core.Request) int {
+	best := 0
+	for _, m := range ms {
+		if m.GPUs <= best || m.GPUMemMiB > 0 && r.MemPerGPUMiB > m.GPUMemMiB {
+			continue
+		}
+		if len(r.Models) > 0 && !slices.Contains(r.Models, m.GPUModel) {
+			continue
+		}
+		best = m.GPUs
+	}
+	return best
 }
 
 // Placement is a decision to run a unit on a node's GPUs.

@@ -10,7 +10,8 @@ import (
 
 // PriceBound is the simplest lower bound on any policy's cost: every
 // GPU-second of work at the cheapest price per GPU-second any admissible
-// offer and mode could give it — a committed term as if used fully, spot
+// offer (bound.Admissible: GPU model, memory, machine size) and mode could
+// give it — a committed term as if used fully, spot
 // for interruptible work, the lowest time-of-use multiplier — with no
 // idle time, no rounding and no provisioning. No policy pays less.
 func PriceBound(w *Workload, offers []core.Offer, tou *core.TimeOfUse) (core.Micros, error) {
@@ -19,11 +20,8 @@ func PriceBound(w *Workload, offers []core.Offer, tou *core.TimeOfUse) (core.Mic
 	const den = uint64(10000) * 1000 // per milli-GPU-second at price in micros per GPU-second ×1e4
 	for _, j := range w.Jobs {
 		best := int64(-1) // micros per GPU-hour ×1e4 (with multiplier)
-		for i := range offers {
+		for _, i := range bound.Admissible(j, offers) {
 			o := &offers[i]
-			if !allowed(j, o.GPUModel) || o.GPUs == 0 {
-				continue
-			}
 			for _, p := range o.Plans {
 				if p.Mode == core.Spot && !j.Interruptible {
 					continue
