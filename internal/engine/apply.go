@@ -131,6 +131,7 @@ func (u *Unit) stop(now time.Time, state core.JobState) {
 // requested, for the caller to ask the provider for.
 func Apply(st *State, d Decisions) []*Lease {
 	now := d.Now
+	recordDemand(st, now, d.DemandMilli)
 	ix := indexFor(st, &d)
 	for _, p := range d.Preempt {
 		if u := ix.units[p.Unit]; u != nil && u.State == core.JobRunning {
@@ -318,4 +319,23 @@ func FinishUnit(u *Unit, now time.Time) {
 		u.Done += now.Sub(u.Start)
 		u.State, u.Parts, u.End = core.JobSucceeded, nil, now
 	}
+}
+
+// recordDemand appends the step's demand to the state's history when it
+// changed, and forgets what is older than fleet.DemandKeep (the point in
+// force at the window's start stays).
+func recordDemand(st *State, now time.Time, milli int64) {
+	switch n := len(st.Demand); {
+	case n > 0 && st.Demand[n-1].Milli == milli:
+	case n > 0 && !st.Demand[n-1].At.Before(now):
+		st.Demand[n-1].Milli = milli // a second step at the same instant
+	default:
+		st.Demand = append(st.Demand, fleet.DemandPoint{At: now, Milli: milli})
+	}
+	cut := now.Add(-fleet.DemandKeep)
+	drop := 0
+	for drop+1 < len(st.Demand) && !st.Demand[drop+1].At.After(cut) {
+		drop++
+	}
+	st.Demand = st.Demand[drop:] // append copies the live part when it grows
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/fleet"
 	"pgregory.net/rapid"
 )
 
@@ -108,4 +109,23 @@ func TestPropertyFleet(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Apply keeps the demand each step saw, once per change, and forgets
+// what is older than fleet.DemandKeep except the point still in force.
+func TestRecordDemand(t *testing.T) {
+	t0 := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	st := &State{}
+	recordDemand(st, t0, 8000)
+	recordDemand(st, t0.Add(time.Minute), 8000) // unchanged: no point
+	recordDemand(st, t0.Add(time.Hour), 16000)
+	recordDemand(st, t0.Add(time.Hour), 12000) // same instant: replaced
+	if len(st.Demand) != 2 || st.Demand[1].Milli != 12000 || !st.Demand[1].At.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("demand %+v", st.Demand)
+	}
+	late := t0.Add(time.Hour + fleet.DemandKeep + time.Minute)
+	recordDemand(st, late, 4000)
+	if len(st.Demand) != 2 || st.Demand[0].Milli != 12000 || st.Demand[1].Milli != 4000 {
+		t.Fatalf("after a week and more: %+v, want the point in force at the window's start and the new one", st.Demand)
+	}
 }

@@ -68,6 +68,9 @@ type State struct {
 	Ladder    map[string]fleet.LadderState
 	// NextID numbers new leases deterministically.
 	NextID int
+	// Demand is the fleet's recent demand (fleet.DemandKeep of it, oldest
+	// first), recorded by Apply: what committed terms are priced on.
+	Demand []fleet.DemandPoint
 	// shapesOf is the offer list machineShapes was computed from.
 	shapesOf      []core.Offer
 	machineShapes sched.MachineShapes

@@ -58,6 +58,10 @@ type Decisions struct {
 	Events   []core.Event
 	// UtilBP is the allocated share of ready GPUs after the placements.
 	UtilBP int64
+	// DemandMilli is the GPU share allocated after this step plus the
+	// share still waiting for a machine: Apply records it in the state's
+	// demand history.
+	DemandMilli int64
 }
 
 // view is the scheduler's picture of the state built for one step.
@@ -253,6 +257,10 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	if capMilli > 0 {
 		d.UtilBP = int64(used) * 10000 / int64(capMilli)
 	}
+	d.DemandMilli = int64(used)
+	for _, w := range sd.Waiting {
+		d.DemandMilli += int64(w.Unit.Milli())
+	}
 	machines := make([]fleet.Machine, 0, len(st.Leases))
 	for i, l := range st.Leases {
 		if l.State.Final() {
@@ -272,7 +280,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	}
 	d.Acquire = append(d.Acquire, fleet.ReservedBase(now, machines, st.Offers, cfg.Fleet)...)
 	if !cfg.NoAcquire {
-		d.Acquire = append(d.Acquire, fleet.Acquire(now, demand(v, sd.Waiting, now), machines, st.Offers, budgets(st), d.UtilBP, cfg.Fleet)...)
+		d.Acquire = append(d.Acquire, fleet.Acquire(now, demand(v, sd.Waiting, now), machines, st.Offers, budgets(st), d.UtilBP, fleet.NewOutlook(now, st.Demand), cfg.Fleet)...)
 	}
 	for _, a := range d.Acquire {
 		event("acquire", a.Offer.ID, a.Reason)

@@ -52,6 +52,8 @@ type option struct {
 	cost   core.Micros // expected bill of one machine over the work
 	perGPU core.Micros // cost per useful GPU-hour, the ranking key
 	why    string
+	// committed: a term paid whatever the use.
+	committed bool
 }
 
 // Acquire decides which machines to rent for the waiting demand. Demand
@@ -62,8 +64,9 @@ type option struct {
 // Machines still provisioning count as capacity on its way: demand packs
 // into them before anything new is rented, so a queue that waits for a
 // machine to boot does not rent another each step. fleetUtilBP is the
-// current allocated share of paid GPUs.
-func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.Offer, budgets map[string]Budget, fleetUtilBP int64, cfg Config) []Acquisition {
+// current allocated share of paid GPUs. out, if not nil, is the recent
+// demand committed terms are priced on (see Outlook).
+func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.Offer, budgets map[string]Budget, fleetUtilBP int64, out *Outlook, cfg Config) []Acquisition {
 	cfg = cfg.Defaults()
 	ds := append([]Demand(nil), demand...)
 	sort.SliceStable(ds, func(i, j int) bool {
@@ -86,6 +89,15 @@ func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.O
 		plan = append(plan, p)
 	}
 	inflight := len(plan)
+	// committed is the committed capacity, with what is rented so far
+	// this step: where a new committed machine goes on the load-duration
+	// curve.
+	var committed int64
+	for i := range machines {
+		if m := &machines[i]; !m.Lease.State.Final() && m.Plan.Committed() {
+			committed += int64(m.CapMilli())
+		}
+	}
 	spent := map[string]core.Micros{}
 	for t, b := range budgets {
 		spent[t] = b.Spent
@@ -109,7 +121,7 @@ func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.O
 		if packInto(pool, d) {
 			continue
 		}
-		opt, ok := bestOption(now, d, offers, cfg)
+		opt, ok := bestOption(now, d, offers, out, committed, cfg)
 		if !ok {
 			continue
 		}
@@ -127,13 +139,16 @@ func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.O
 			}
 			take(p, j.Request, k, machines)
 			plan = append(plan, p)
+			if opt.committed {
+				committed += int64(opt.offer.GPUs) * int64(core.WholeGPU)
+			}
 		}
 	}
-	out := make([]Acquisition, 0, len(plan)-inflight)
+	acqs := make([]Acquisition, 0, len(plan)-inflight)
 	for _, p := range plan[inflight:] {
-		out = append(out, *p.acq)
+		acqs = append(acqs, *p.acq)
 	}
-	return out
+	return acqs
 }
 
 // rentedFor is the machines of plan rented for the unit with key.
@@ -284,7 +299,7 @@ func admissible(o *core.Offer, mode core.BillingMode, d Demand) bool {
 // the same footing: a weekly term wins only when the work fills enough of
 // the week. Spot carries the expected cost of redoing work lost to
 // reclaims. Work with a deadline rejects offers that cannot start in time.
-func bestOption(now time.Time, d Demand, offers []core.Offer, cfg Config) (option, bool) {
+func bestOption(now time.Time, d Demand, offers []core.Offer, out *Outlook, committed int64, cfg Config) (option, bool) {
 	j := d.Unit.Job
 	dur := j.EstDuration
 	if dur <= 0 {
@@ -317,12 +332,12 @@ func bestOption(now time.Time, d Demand, offers []core.Offer, cfg Config) (optio
 				// offer can make it: the earliest finish (then the cheapest
 				// hour), so a missed deadline is a late job, never one
 				// that waits forever.
-				if o2, ok := priceOption(o, p, d, now.Add(delay), dur, useful); ok && (late.offer == nil || end.Before(lateEnd) || end.Equal(lateEnd) && o2.perGPU < late.perGPU) {
+				if o2, ok := priceOption(o, p, d, now.Add(delay), dur, useful, out, committed, cfg.OutlookHorizon); ok && (late.offer == nil || end.Before(lateEnd) || end.Equal(lateEnd) && o2.perGPU < late.perGPU) {
 					late, lateEnd = o2, end
 				}
 				continue
 			}
-			o2, ok := priceOption(o, p, d, now.Add(delay), dur, useful)
+			o2, ok := priceOption(o, p, d, now.Add(delay), dur, useful, out, committed, cfg.OutlookHorizon)
 			if !ok {
 				continue
 			}
@@ -343,7 +358,7 @@ func bestOption(now time.Time, d Demand, offers []core.Offer, cfg Config) (optio
 // offer o under plan p, and its cost per useful GPU-hour (useful in
 // milli-GPU-seconds). Spot carries the expected cost of redoing work lost
 // to reclaims.
-func priceOption(o *core.Offer, p *core.PricePlan, d Demand, start time.Time, dur time.Duration, useful int64) (option, bool) {
+func priceOption(o *core.Offer, p *core.PricePlan, d Demand, start time.Time, dur time.Duration, useful int64, out *Outlook, committed int64, horizon time.Duration) (option, bool) {
 	j := d.Unit.Job
 	n := machinesFor(o, j)
 	b, err := billing.Cost(p, billing.Span{Start: start, End: start.Add(dur)})
@@ -365,5 +380,19 @@ func priceOption(o *core.Offer, p *core.PricePlan, d Demand, start time.Time, du
 		why += fmt.Sprintf(" + %s expected rework from reclaims (%s)", extra, p.Reclaim.Bucket)
 	}
 	per := core.Micros(core.MulDivHalfEven(int64(cost), 3600*1000, max(useful, 1)))
-	return option{offer: o, mode: p.Mode, cost: cost, perGPU: per, why: why}, true
+	// A committed term serves more than the job it is rented for while
+	// demand stays above the committed capacity: priced, too, on what it
+	// is expected to serve over the time the forecast covers (held that
+	// long: a term that may end early is charged for that time); the
+	// lower price stands.
+	if use, hold, busy := out.expectedUse(o, p, n, committed, horizon); use > useful {
+		if b, err := billing.Cost(p, billing.Span{Start: start, End: start.Add(max(dur, hold))}); err == nil {
+			held := b.Amount * core.Micros(n)
+			if alt := core.Micros(core.MulDivHalfEven(int64(held), 3600*1000, use)); alt < per {
+				per, cost = alt, held
+				why += fmt.Sprintf("; or %s held %s for the %d GPU-h demand is expected to give it (%s)", held, max(dur, hold).Round(time.Minute), use/3600/1000, busy)
+			}
+		}
+	}
+	return option{offer: o, mode: p.Mode, cost: cost, perGPU: per, why: why, committed: p.Committed()}, true
 }

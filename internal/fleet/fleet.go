@@ -65,6 +65,10 @@ type Config struct {
 	// NoPacking rents one machine per waiting unit (the autostop
 	// baseline), instead of packing units into machines being rented.
 	NoPacking bool
+	// OutlookHorizon is how far back recent demand is read to price a
+	// committed term on what it is expected to serve (see Outlook; a day);
+	// negative: terms are priced on the job they are rented for alone.
+	OutlookHorizon time.Duration
 }
 
 // IdleAction is what the idle ladder's last rung does.
@@ -119,6 +123,7 @@ func (c Config) Defaults() Config {
 		c.MaxAcquire = 64
 	}
 	set(&c.MoveOverhead, 5*time.Minute)
+	set(&c.OutlookHorizon, 24*time.Hour)
 	return c
 }
 

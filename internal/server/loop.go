@@ -10,6 +10,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/engine"
+	fleetpolicy "github.com/gpufleet/gpufleet/internal/fleet"
 	"github.com/gpufleet/gpufleet/internal/provider"
 	"github.com/gpufleet/gpufleet/internal/store"
 )
@@ -42,6 +43,8 @@ type Loop struct {
 	offers  map[string]*core.Offer
 	metrics *metrics
 	tracker *agentTracker
+	// demand is the fleet's recent demand, kept between ticks.
+	demand []fleetpolicy.DemandPoint
 }
 
 // NewLoop returns a loop on cfg.

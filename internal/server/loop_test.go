@@ -160,6 +160,11 @@ func TestJobLifecycle(t *testing.T) {
 	if j := w.job("j1"); j.State != core.JobRunning {
 		t.Fatalf("after 5 min: job %s", j.State)
 	}
+	// The loop keeps the demand it saw between ticks (the store does
+	// not): the job's GPU, waiting, then running.
+	if d := w.loop.demand; len(d) == 0 || d[len(d)-1].Milli != int64(core.WholeGPU) {
+		t.Errorf("demand history %+v, want the running job's GPU last", d)
+	}
 	if ls := w.leases(); ls[0].State != core.LeaseReady {
 		t.Fatalf("after 5 min: lease %s", ls[0].State)
 	}

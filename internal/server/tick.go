@@ -125,9 +125,14 @@ func (l *Loop) Tick(ctx context.Context) error {
 		}
 	}
 
+	// The demand history the fleet prices committed terms on lives with
+	// the loop, not the store: after a restart it is rebuilt from the
+	// ticks that follow (terms are priced on the job alone meanwhile).
+	st.Demand = l.demand
 	d := engine.Step(st, now, l.cfg.Engine)
 	events = append(events, d.Events...)
 	created := engine.Apply(st, d)
+	l.demand = st.Demand
 	isNew := map[string]bool{}
 	for _, c := range created {
 		isNew[c.ID] = true

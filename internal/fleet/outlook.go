@@ -1,0 +1,143 @@
+package fleet
+
+import (
+	"slices"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+)
+
+// DemandPoint is the fleet's demand from At until the next point: the
+// GPU share allocated to running work plus the share of work waiting for
+// a machine, in milli-GPUs.
+type DemandPoint struct {
+	At    time.Time
+	Milli int64
+}
+
+// DemandKeep is how much demand history the engine keeps: the longest
+// window an Outlook looks back over, a week, and a day to spare.
+const DemandKeep = 8 * 24 * time.Hour
+
+// Outlook prices committed terms on the fleet's recent demand rather than
+// on the one job a machine is rented for. A daily machine rented for a
+// short burst is not used by that job alone: while demand stays above the
+// committed capacity it is backfilled, and its term is paid either way.
+// The forecast is persistence over the load-duration curve: the share of
+// the last window (the term, at most Config.OutlookHorizon: a day, one
+// cycle of the diurnal pattern cluster demand follows; persistence over
+// longer horizons rented weekly terms for the Helios trace's falling tail)
+// during which demand stood at or
+// above a new machine's place on top of the committed capacity is the
+// share of its term it is expected to be busy — and never further ahead
+// than the history looks back, so with no history the job alone prices
+// the term. On-demand and spot machines are not counted in that place:
+// they are the flexible layer a committed machine would replace.
+type Outlook struct {
+	now    time.Time
+	pts    []DemandPoint
+	curves map[time.Duration]*ldc
+}
+
+// ldc is a load-duration curve: demand levels, highest first, with the
+// time demand stood at or above each.
+type ldc struct {
+	levels []int64 // descending
+	cum    []time.Duration
+	span   time.Duration
+}
+
+// NewOutlook reads pts (oldest first, each holding until the next, the
+// last until now). A nil Outlook forecasts nothing.
+func NewOutlook(now time.Time, pts []DemandPoint) *Outlook {
+	if len(pts) == 0 {
+		return nil
+	}
+	return &Outlook{now: now, pts: pts, curves: map[time.Duration]*ldc{}}
+}
+
+// Above reports how long, over the last window (or the part of it there
+// is history for, span), demand stood at or above level milli-GPUs.
+func (o *Outlook) Above(level int64, window time.Duration) (above, span time.Duration) {
+	if o == nil || window <= 0 {
+		return 0, 0
+	}
+	c := o.curves[window]
+	if c == nil {
+		c = o.curve(window)
+		o.curves[window] = c
+	}
+	// The first level below the one asked for; all before it are at or
+	// above.
+	i, _ := slices.BinarySearchFunc(c.levels, level, func(a, b int64) int {
+		if a >= b {
+			return -1
+		}
+		return 1
+	})
+	if i == 0 {
+		return 0, c.span
+	}
+	return c.cum[i-1], c.span
+}
+
+func (o *Outlook) curve(window time.Duration) *ldc {
+	from := o.now.Add(-window)
+	type seg struct {
+		level int64
+		d     time.Duration
+	}
+	var segs []seg
+	c := &ldc{}
+	for i, p := range o.pts {
+		end := o.now
+		if i+1 < len(o.pts) {
+			end = o.pts[i+1].At
+		}
+		start := p.At
+		if start.Before(from) {
+			start = from
+		}
+		if end.After(start) {
+			segs = append(segs, seg{p.Milli, end.Sub(start)})
+			c.span += end.Sub(start)
+		}
+	}
+	slices.SortFunc(segs, func(a, b seg) int {
+		switch {
+		case a.level > b.level:
+			return -1
+		case a.level < b.level:
+			return 1
+		}
+		return 0
+	})
+	var sum time.Duration
+	for _, s := range segs {
+		sum += s.d
+		if n := len(c.levels); n > 0 && c.levels[n-1] == s.level {
+			c.cum[n-1] = sum
+			continue
+		}
+		c.levels = append(c.levels, s.level)
+		c.cum = append(c.cum, sum)
+	}
+	return c
+}
+
+// expectedUse is what a committed term of plan p on n machines of offer
+// off is expected to serve, in milli-GPU-seconds, when it goes on top of
+// committed capacity level (milli-GPUs): its GPUs × the time over the
+// last term, at most horizon (or the history there is, hold), that demand
+// reached the middle of its slice. hold is the time the forecast covers.
+func (o *Outlook) expectedUse(off *core.Offer, p *core.PricePlan, n int, level int64, horizon time.Duration) (use int64, hold time.Duration, why string) {
+	if o == nil || !p.Committed() || p.Term <= 0 || horizon <= 0 {
+		return 0, 0, ""
+	}
+	capMilli := int64(n) * int64(off.GPUs) * int64(core.WholeGPU)
+	above, span := o.Above(level+capMilli/2, min(time.Duration(p.Term)*time.Second, horizon))
+	if span <= 0 {
+		return 0, 0, ""
+	}
+	return capMilli * int64(above/time.Second), span, "demand stood above its place on the committed capacity " + above.Round(time.Minute).String() + " of the last " + span.Round(time.Minute).String()
+}
