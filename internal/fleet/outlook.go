@@ -53,7 +53,7 @@ func NewOutlook(now time.Time, pts []DemandPoint) *Outlook {
 	if len(pts) == 0 {
 		return nil
 	}
-	return &Outlook{now: now, pts: pts, curves: map[time.Duration]*ldc{}}
+	return &Outlook{now: now, pts: pts}
 }
 
 // Above reports how long, over the last window (or the part of it there
@@ -65,6 +65,9 @@ func (o *Outlook) Above(level int64, window time.Duration) (above, span time.Dur
 	c := o.curves[window]
 	if c == nil {
 		c = o.curve(window)
+		if o.curves == nil {
+			o.curves = map[time.Duration]*ldc{}
+		}
 		o.curves[window] = c
 	}
 	// The first level below the one asked for; all before it are at or
