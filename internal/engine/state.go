@@ -19,8 +19,8 @@ type Lease struct {
 	ReclaimAt time.Time
 	// IdleSince is when the machine last became empty (zero while busy).
 	IdleSince time.Time
-	// For lists the units it was rented for (in memory only: the store
-	// does not keep it; the autostop baseline reads it).
+	// For lists the units it was rented for (the autostop baseline waits
+	// for these machines rather than renting again).
 	For []string
 }
 

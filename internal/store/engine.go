@@ -47,7 +47,7 @@ func (u *Unit) Engine(job *core.Job) *engine.Unit {
 // LeaseFromEngine returns what the store keeps of l; Requested is left
 // for the caller (it is set once, by CreateLease, and never changes).
 func LeaseFromEngine(l *engine.Lease) Lease {
-	return Lease{Lease: l.Lease, ReadyAt: l.ReadyAt, ReclaimAt: l.ReclaimAt, IdleSince: l.IdleSince}
+	return Lease{Lease: l.Lease, ReadyAt: l.ReadyAt, ReclaimAt: l.ReclaimAt, IdleSince: l.IdleSince, For: l.For}
 }
 
 // Engine returns l as the engine tracks it, with its offer and plan found
@@ -63,7 +63,8 @@ func (l *Lease) Engine(offer func(id string) (*core.Offer, bool)) (*engine.Lease
 	if !ok {
 		return nil, fmt.Errorf("lease %q: offer %q has no %s plan: %w", l.ID, l.OfferID, l.Mode, ErrNotFound)
 	}
-	return &engine.Lease{Lease: l.Lease, Offer: o, Plan: p, ReadyAt: l.ReadyAt, ReclaimAt: l.ReclaimAt, IdleSince: l.IdleSince}, nil
+	return &engine.Lease{Lease: l.Lease, Offer: o, Plan: p, ReadyAt: l.ReadyAt, ReclaimAt: l.ReclaimAt, IdleSince: l.IdleSince,
+		For: l.For}, nil
 }
 
 // LoadEngineState reads what the loop needs to restart: live leases (with

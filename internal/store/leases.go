@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
@@ -21,6 +22,10 @@ type Lease struct {
 	ReadyAt   time.Time
 	ReclaimAt time.Time
 	IdleSince time.Time
+	// For lists the units the machine was rented for (unit keys). It is
+	// written with the intent and never changes: after a restart the
+	// autostop baseline still waits for the machines rented for a unit.
+	For []string
 }
 
 // LeaseFilter selects leases; empty fields match everything.
@@ -141,6 +146,11 @@ func ValidateLease(l *Lease) error {
 	}
 	if err := CheckID("client_token", l.ClientToken); err != nil {
 		return err
+	}
+	for i, u := range l.For {
+		if err := CheckID(fmt.Sprintf("for[%d]", i), u); err != nil {
+			return err
+		}
 	}
 	return CheckText("provider_id", l.ProviderID)
 }

@@ -50,6 +50,7 @@ func testLeases(t *testing.T, open Opener) {
 	s := open(t)
 	c := ctx(t)
 	l1, l2, l3 := intent("L1"), intent("L2"), intent("L3")
+	l1.For = []string{"j1", "j2#0"}
 	l2.Mode = core.Spot
 	l2intent := l2
 	for _, l := range []store.Lease{l1, l2, l3} {
@@ -71,6 +72,9 @@ func testLeases(t *testing.T, open Opener) {
 	ready := intent("L8")
 	ready.State = core.LeaseReady
 	wantField(t, s.Leases().CreateLease(c, ready), "state", "ready", "create a lease that is not an intent")
+	badFor := intent("L7")
+	badFor.For = []string{"j1", ""}
+	wantField(t, s.Leases().CreateLease(c, badFor), "for[1]", "", "create a lease rented for an empty unit key")
 
 	// The provider launched it; later it is ready.
 	l1.State, l1.ProviderID, l1.Start = core.LeaseProvisioning, "i-0abc", at(2)

@@ -11,18 +11,28 @@ import (
 const finalLeaseStates = `('released', 'reclaimed', 'failed')`
 
 const leaseCols = `seq, id, offer_id, mode, state, client_token, provider_id, requested_at, start_at, committed_end, end_at,
-	ready_at, reclaim_at, idle_since`
+	ready_at, reclaim_at, idle_since, rented_for`
 
 func scanLease(r interface{ Scan(...any) error }) (store.Lease, int64, error) {
 	var (
 		l           store.Lease
 		seq         int64
 		mode, state string
+		rentedFor   string
 	)
 	err := r.Scan(&seq, &l.ID, &l.OfferID, &mode, &state, &l.ClientToken, &l.ProviderID, T(&l.Requested), T(&l.Start),
-		T(&l.CommittedEnd), T(&l.End), T(&l.ReadyAt), T(&l.ReclaimAt), T(&l.IdleSince))
+		T(&l.CommittedEnd), T(&l.End), T(&l.ReadyAt), T(&l.ReclaimAt), T(&l.IdleSince), &rentedFor)
+	if err != nil {
+		return l, seq, err
+	}
 	l.Mode, l.State = core.BillingMode(mode), core.LeaseState(state)
-	return l, seq, err
+	if err := unmarshal(rentedFor, &l.For); err != nil {
+		return l, seq, fmt.Errorf("lease %s: rented_for: %w", l.ID, err)
+	}
+	if len(l.For) == 0 {
+		l.For = nil
+	}
+	return l, seq, nil
 }
 
 // CreateLease implements store.Leases.
@@ -32,9 +42,10 @@ func (o *ops) CreateLease(ctx context.Context, l store.Lease) error {
 	}
 	return o.atomic(ctx, func(q Querier) error {
 		_, err := q.Exec(ctx, `INSERT INTO leases (id, offer_id, mode, state, client_token, provider_id, requested_at, start_at,
-			committed_end, end_at, ready_at, reclaim_at, idle_since) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+			committed_end, end_at, ready_at, reclaim_at, idle_since, rented_for)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
 			l.ID, l.OfferID, string(l.Mode), string(l.State), l.ClientToken, l.ProviderID, o.t(l.Requested), o.t(l.Start),
-			o.t(l.CommittedEnd), o.t(l.End), o.t(l.ReadyAt), o.t(l.ReclaimAt), o.t(l.IdleSince))
+			o.t(l.CommittedEnd), o.t(l.End), o.t(l.ReadyAt), o.t(l.ReclaimAt), o.t(l.IdleSince), marshal(nonNilSlice(l.For)))
 		if err != nil {
 			return o.fail(err, "create lease %q (client token %q, provider id %q)", l.ID, l.ClientToken, l.ProviderID)
 		}
