@@ -76,7 +76,7 @@ func TestReadGenericErrors(t *testing.T) {
 		{"deadline before submit", head + "100,5,1,,,,50,\n", `g.csv:2: deadline_s: invalid value "50": want empty (none) or seconds from the trace's start, >= submit_s 100 and > 0`},
 		{"deadline zero", head + "0,5,1,,,,0,\n", `g.csv:2: deadline_s: invalid value "0"`},
 		{"duplicate id", head + "0,5,1,,,,,a\n1,5,1,,,,,a\n", `g.csv:3: id: duplicate job "a": want each id once (first on line 2)`},
-		{"truncated file", head + "0,5,1,,,,,a\n1,5", `g.csv:3: gpus: invalid value ""`},
+		{"truncated file", head + "0,5,1,,,,,a\n1,5", `g.csv:3: short row "2 cells": want 8 cells, one per header column (a truncated file?)`},
 		{"model with newline", "submit_s,duration_s,gpus,gpu_model\n0,5,1,\"A100\nH100\"\n", `g.csv:2: gpu_model: invalid value "A100\nH100"`},
 	}
 	for _, tt := range tests {

@@ -226,6 +226,9 @@ type table struct {
 	file  string
 	r     *csv.Reader
 	index map[string]int
+	// width is the header's number of cells; a row with fewer is cut
+	// short (a truncated file), never read with its last cells empty.
+	width int
 }
 
 // newTable reads the header row. Names are matched ignoring case and
@@ -243,6 +246,7 @@ func newTable(r io.Reader, file string, required []string) (*table, error) {
 		return nil, t.syntax(err)
 	}
 	line, _ := cr.FieldPos(0)
+	t.width = len(rec)
 	for i, name := range rec {
 		if i == 0 {
 			name = strings.TrimPrefix(name, "\ufeff") // a spreadsheet's byte-order mark
@@ -301,6 +305,10 @@ func (t *table) next() (*row, error) {
 			continue
 		}
 		line, _ := t.r.FieldPos(0)
+		if len(rec) < t.width {
+			return nil, &ParseError{File: t.file, Line: line, Problem: "short row", Value: fmt.Sprintf("%d cells", len(rec)),
+				Allowed: fmt.Sprintf("%d cells, one per header column (a truncated file?)", t.width)}
+		}
 		return &row{t: t, rec: rec, line: line}, nil
 	}
 }

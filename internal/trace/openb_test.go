@@ -119,7 +119,7 @@ func TestOpenbErrors(t *testing.T) {
 		{name: "too many GPUs", in: nodeHeader + "a,1,1,65,T4\n", want: `x.csv:2: gpu: invalid value "65": want an integer 0..64`, where: ParseError{File: "x.csv", Line: 2, Field: "gpu", Value: "65"}},
 		{name: "GPUs without model", in: nodeHeader + "a,1,1,2,\n", want: `x.csv:2: model: empty GPU model: want the model of the node's 2 GPUs`, where: ParseError{File: "x.csv", Line: 2, Field: "model"}},
 		{name: "duplicate node", in: nodeHeader + "a,1,1,0,\na,1,1,0,\n", want: `x.csv:3: sn: duplicate node "a": want each node once (first on line 2)`, where: ParseError{File: "x.csv", Line: 3, Field: "sn", Value: "a"}},
-		{name: "short row", in: nodeHeader + "a,1,1\n", want: `x.csv:2: gpu: invalid value "": want an integer 0..64`, where: ParseError{File: "x.csv", Line: 2, Field: "gpu"}},
+		{name: "short row", in: nodeHeader + "a,1,1\n", want: `x.csv:2: short row "3 cells": want 5 cells, one per header column (a truncated file?)`, where: ParseError{File: "x.csv", Line: 2, Value: "3 cells"}},
 		{name: "malformed CSV", in: nodeHeader + "a,\"1,1,0,\n", want: `x.csv:2: malformed CSV: extraneous or missing " in quoted-field (parse error on line 2, column 11: extraneous or missing " in quoted-field)`, where: ParseError{File: "x.csv", Line: 2}},
 		{name: "share above a GPU", pods: true, in: podHeader + "p,1,1,1,1001\n", want: `x.csv:2: gpu_milli: invalid value "1001": want an integer 0..1000`, where: ParseError{File: "x.csv", Line: 2, Field: "gpu_milli", Value: "1001"}},
 		{name: "GPUs without share", pods: true, in: podHeader + "p,1,1,2,0\n", want: `x.csv:2: gpu_milli: invalid value "0": want a share of 1..1000 per GPU for a pod asking for 2 GPUs`, where: ParseError{File: "x.csv", Line: 2, Field: "gpu_milli", Value: "0"}},
