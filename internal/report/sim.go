@@ -90,24 +90,39 @@ func NewSimView(traceName string, cur core.Currency, seed uint64, profile string
 
 var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"}
 
+// modeKeys are the billing modes in the order the cost chart stacks them;
+// a mode has the same color in every chart (modeColor).
+var modeKeys = []string{"monthly", "weekly", "daily", "on-demand", "spot"}
+
+func modeColor(m string) string {
+	for i, k := range modeKeys {
+		if k == m {
+			return palette[i%len(palette)]
+		}
+	}
+	return palette[len(palette)-1]
+}
+
 // WriteSimHTML writes a self-contained report: the policy table against
 // the bound, the cost breakdown, fleet size by billing mode and paid vs
 // allocated GPUs over time, and the waiting-time CDF per tier.
 func WriteSimHTML(w io.Writer, v SimView, results []*sim.Result) error {
 	var b strings.Builder
 	b.WriteString(`<!doctype html><html><head><meta charset="utf-8"><title>gpufleet what-if</title><style>
-body{font-family:system-ui,sans-serif;margin:2em;max-width:1000px;color:#222}table{border-collapse:collapse;margin:1em 0}
+body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px;color:#222}table{border-collapse:collapse;margin:1em 0;font-size:14px}
 td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
 pre{background:#f8f8f8;padding:1em;white-space:pre-wrap}@media print{body{margin:0}}</style></head><body>`)
-	fmt.Fprintf(&b, "<h1>What-if: %s</h1><p>Seed %d. Lower bound: <b>%s %s</b> (%s).</p>", html.EscapeString(v.Trace), v.Seed, v.LowerBound.Cost, html.EscapeString(v.Currency), html.EscapeString(v.LowerBound.Method))
+	fmt.Fprintf(&b, "<h1>What-if: %s</h1><p>Seed %d. Lower bound: <b>%s %s</b> (%s).</p>", html.EscapeString(v.Trace), v.Seed, fixed(v.LowerBound.Cost, 2), html.EscapeString(v.Currency), html.EscapeString(v.LowerBound.Method))
 	b.WriteString("<table><tr><th>policy</th><th>cost</th><th>× bound</th><th>idle share</th><th>paid GPU-h</th><th>allocated GPU-h</th><th>wait p50 s</th><th>p95 s</th><th>p99 s</th><th>core p95 s</th><th>deadline misses</th><th>preemptions</th><th>lost GPU-h</th></tr>")
 	for _, p := range v.Policies {
-		fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%s</td></tr>",
-			html.EscapeString(p.Policy), p.Cost, p.VsBound, p.IdleShare, p.PaidGPUHours, p.AllocatedGPUHours, p.WaitP50, p.WaitP95, p.WaitP99, p.WaitsByTier["core"].P95, p.DeadlineMisses, p.Preemptions, p.LostGPUHours)
+		fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td>%s</td><td>%s</td></tr>",
+			html.EscapeString(p.Policy), fixed(p.Cost, 2), fixed(p.VsBound, 3), percent(p.IdleShare), fixed(p.PaidGPUHours, 0), fixed(p.AllocatedGPUHours, 0),
+			grouped(strconv.FormatInt(p.WaitP50, 10)), grouped(strconv.FormatInt(p.WaitP95, 10)), grouped(strconv.FormatInt(p.WaitP99, 10)),
+			grouped(strconv.FormatInt(p.WaitsByTier["core"].P95, 10)), p.DeadlineMisses, grouped(strconv.Itoa(p.Preemptions)), fixed(p.LostGPUHours, 1))
 	}
 	b.WriteString("</table>")
 	// Cost breakdown.
-	keys := []string{"monthly", "weekly", "daily", "on-demand", "spot"}
+	keys := modeKeys
 	var rows []string
 	var vals [][]float64
 	for _, r := range results {
@@ -141,8 +156,8 @@ pre{background:#f8f8f8;padding:1em;white-space:pre-wrap}@media print{body{margin
 			}
 		}
 		var ss []series
-		for i, m := range ms {
-			sr := series{Name: m, Color: palette[i%len(palette)], Step: true}
+		for _, m := range ms {
+			sr := series{Name: m, Color: modeColor(m), Step: true}
 			for _, s := range samples {
 				sr.Points = append(sr.Points, [2]float64{hours(s.At), float64(s.GPUsIn(core.BillingMode(m)))})
 			}
@@ -169,6 +184,51 @@ pre{background:#f8f8f8;padding:1em;white-space:pre-wrap}@media print{body{margin
 	b.WriteString("</body></html>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// fixed renders an exact decimal for a table: rounded half away from
+// zero to places decimals, thousands grouped. It works on the digits, so
+// no float rounding shows; a value that is not a decimal is shown as is.
+func fixed(n json.Number, places int) string {
+	s := string(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	intPart, frac, _ := strings.Cut(s, ".")
+	if intPart == "" || strings.Trim(intPart+frac, "0123456789") != "" {
+		return string(n)
+	}
+	frac += strings.Repeat("0", places+1)
+	digits := []byte(intPart + frac[:places])
+	if frac[places] >= '5' {
+		i := len(digits) - 1
+		for ; i >= 0 && digits[i] == '9'; i-- {
+			digits[i] = '0'
+		}
+		if i < 0 {
+			digits = append([]byte{'1'}, digits...)
+		} else {
+			digits[i]++
+		}
+	}
+	out := string(digits[:len(digits)-places])
+	if places > 0 {
+		out += "." + string(digits[len(digits)-places:])
+	}
+	out = grouped(out)
+	if neg && strings.Trim(out, "0.,") != "" {
+		out = "-" + out
+	}
+	return out
+}
+
+// percent renders a share (0.1177) as a percentage with one decimal
+// (11.8%).
+func percent(n json.Number) string {
+	f, err := n.Float64()
+	if err != nil {
+		return string(n)
+	}
+	return strconv.FormatFloat(f*100, 'f', 1, 64) + "%"
 }
 
 // thin keeps at most n samples, evenly spaced, always the last: enough

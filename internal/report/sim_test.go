@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -55,7 +56,7 @@ func TestSimHTMLIsSelfContained(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, want := range []string{"<svg", "Fleet GPUs by billing mode", "Paid vs allocated GPUs", "Cost by billing mode", "Waiting time CDF, core tier (to the largest p99, 120 s)", "toy &lt;trace&gt;", "1234.5"} {
+	for _, want := range []string{"<svg", "Fleet GPUs by billing mode", "Paid vs allocated GPUs", "Cost by billing mode", "Waiting time CDF, core tier (to the largest p99, 120 s)", "toy &lt;trace&gt;", "<td>1,234.50</td>"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("HTML lacks %q", want)
 		}
@@ -81,5 +82,49 @@ func TestSimCSV(t *testing.T) {
 	}
 	if rows[2][2] != "16" || rows[2][3] != "8" || rows[2][7] != "20.5" {
 		t.Errorf("row %v", rows[2])
+	}
+}
+
+func TestTableNumbers(t *testing.T) {
+	for _, tt := range []struct {
+		in     json.Number
+		places int
+		want   string
+	}{
+		{"173855.145687", 2, "173,855.15"},
+		{"173855.145687", 0, "173,855"},
+		{"999.995", 2, "1,000.00"},
+		{"0.0049", 2, "0.00"},
+		{"-1234.5", 1, "-1,234.5"},
+		{"-0.001", 2, "0.00"},
+		{"12", 3, "12.000"},
+		{"1.369", 3, "1.369"},
+		{"NaN", 2, "NaN"},
+	} {
+		if got := fixed(tt.in, tt.places); got != tt.want {
+			t.Errorf("fixed(%s, %d) = %q, want %q", tt.in, tt.places, got, tt.want)
+		}
+	}
+	if got := percent("0.1177"); got != "11.8%" {
+		t.Errorf("percent(0.1177) = %q", got)
+	}
+}
+
+func TestNiceTicks(t *testing.T) {
+	for _, tt := range []struct {
+		span float64
+		n    int
+		want float64
+	}{
+		{888, 5, 200}, {876, 8, 200}, {1, 5, 0.2}, {120, 8, 20}, {67676, 8, 10000}, {0, 5, 1}, {10, 5, 2},
+	} {
+		if got := niceStep(tt.span, tt.n); math.Abs(got-tt.want) > 1e-9 {
+			t.Errorf("niceStep(%g, %d) = %g, want %g", tt.span, tt.n, got, tt.want)
+		}
+	}
+	for v, want := range map[float64]string{1234567: "1,234,567", 600: "600", 12.5: "12.5", 0.25: "0.25", 40: "40", -2500: "-2,500"} {
+		if got := num(v); got != want {
+			t.Errorf("num(%g) = %q, want %q", v, got, want)
+		}
 	}
 }

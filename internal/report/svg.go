@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -30,17 +31,21 @@ func lineChart(title, xLabel, yLabel string, ss []series) string {
 	if maxY == 0 {
 		maxY = 1
 	}
+	yStep := niceStep(maxY, 5)
+	maxY = math.Ceil(maxY/yStep-1e-9) * yStep
 	px := func(x float64) float64 { return left + (x-minX)/(maxX-minX)*(w-left-right) }
 	py := func(y float64) float64 { return h - bottom - y/maxY*(h-bottom-top) }
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %g %g" width="%g" height="%g" role="img" aria-label="%s">`, w, h, w, h, html.EscapeString(title))
 	fmt.Fprintf(&b, `<text x="%g" y="18" font-size="14" font-weight="bold">%s</text>`, left, html.EscapeString(title))
 	fmt.Fprintf(&b, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="#444"/><line x1="%g" y1="%g" x2="%g" y2="%g" stroke="#444"/>`, left, h-bottom, w-right, h-bottom, left, top, left, h-bottom)
-	for i := 0; i <= 4; i++ {
-		y := maxY * float64(i) / 4
+	for y := 0.0; y <= maxY+yStep/2; y += yStep {
 		fmt.Fprintf(&b, `<text x="%g" y="%g" font-size="10" text-anchor="end">%s</text><line x1="%g" y1="%g" x2="%g" y2="%g" stroke="#ddd"/>`, left-4, py(y)+3, num(y), left, py(y), w-right, py(y))
 	}
-	fmt.Fprintf(&b, `<text x="%g" y="%g" font-size="10" text-anchor="start">%s</text><text x="%g" y="%g" font-size="10" text-anchor="end">%s</text>`, left, h-bottom+14, num(minX), w-right, h-bottom+14, num(maxX))
+	xStep := niceStep(maxX-minX, 8)
+	for x := math.Ceil(minX/xStep-1e-9) * xStep; x <= maxX+xStep*1e-9; x += xStep {
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%g" x2="%.1f" y2="%g" stroke="#444"/><text x="%.1f" y="%g" font-size="10" text-anchor="middle">%s</text>`, px(x), h-bottom, px(x), h-bottom+4, px(x), h-bottom+14, num(x))
+	}
 	fmt.Fprintf(&b, `<text x="%g" y="%g" font-size="11" text-anchor="middle">%s</text>`, (left+w-right)/2, h-6, html.EscapeString(xLabel))
 	fmt.Fprintf(&b, `<text x="12" y="%g" font-size="11" transform="rotate(-90 12 %g)" text-anchor="middle">%s</text>`, (top+h-bottom)/2, (top+h-bottom)/2, html.EscapeString(yLabel))
 	for i, s := range ss {
@@ -98,12 +103,63 @@ func barChart(title string, rows []string, keys []string, colors []string, value
 	return b.String()
 }
 
+// niceStep is a tick spacing of 1, 2 or 5 × a power of ten that cuts
+// span into at most n parts: ticks people read at a glance (0, 200, 400…
+// rather than 0, 222, 444…).
+func niceStep(span float64, n int) float64 {
+	if span <= 0 || math.IsInf(span, 0) || math.IsNaN(span) {
+		return 1
+	}
+	raw := span / float64(n)
+	pow := math.Pow(10, math.Floor(math.Log10(raw)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*pow >= raw*(1-1e-9) {
+			return m * pow
+		}
+	}
+	return 10 * pow
+}
+
+// num renders v for a chart label: thousands grouped, and no more
+// decimals than its size calls for (none from 100 up, one from 10, two
+// below, trailing zeros dropped).
 func num(v float64) string {
 	switch {
-	case math.Abs(v) >= 1000:
-		return fmt.Sprintf("%.0f", v)
+	case math.Abs(v) >= 100:
+		return grouped(strconv.FormatFloat(math.Round(v), 'f', 0, 64))
 	case math.Abs(v) >= 10:
-		return fmt.Sprintf("%.1f", v)
+		return trimZeros(strconv.FormatFloat(v, 'f', 1, 64))
 	}
-	return fmt.Sprintf("%.2f", v)
+	return trimZeros(strconv.FormatFloat(v, 'f', 2, 64))
+}
+
+func trimZeros(s string) string {
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	if s == "-0" {
+		return "0"
+	}
+	return s
+}
+
+// grouped puts a comma between thousands of a decimal string's integer
+// part: 1234567.5 becomes 1,234,567.5.
+func grouped(s string) string {
+	sign := ""
+	if strings.HasPrefix(s, "-") {
+		sign, s = "-", s[1:]
+	}
+	intPart, frac, _ := strings.Cut(s, ".")
+	var b strings.Builder
+	for i, c := range intPart {
+		if i > 0 && (len(intPart)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if frac != "" {
+		b.WriteString("." + frac)
+	}
+	return sign + b.String()
 }
