@@ -68,6 +68,7 @@ type Decisions struct {
 type view struct {
 	nodes   []core.Node
 	cost    []core.Micros
+	paid    []time.Time
 	leaseOf []*Lease
 	nodeOf  map[string]int
 	running []sched.Allocation
@@ -105,6 +106,7 @@ func build(st *State, now time.Time) *view {
 		v.nodes = append(v.nodes, n)
 		v.leaseOf = append(v.leaseOf, l)
 		v.cost = append(v.cost, marginalGPUHour(l))
+		v.paid = append(v.paid, time.Time{})
 	}
 	for _, u := range st.Units {
 		switch u.State {
@@ -126,6 +128,13 @@ func build(st *State, now time.Time) *view {
 				occupy(&v.nodes[p.Node], &u.Job.Request, p.GPUs)
 			}
 			v.running = append(v.running, a)
+			if end := u.Start.Add(u.Job.EstDuration); u.Job.EstDuration > 0 {
+				for _, p := range a.Parts {
+					if v.paid[p.Node].Before(end) {
+						v.paid[p.Node] = end
+					}
+				}
+			}
 		case core.JobPending, core.JobPreempted, core.JobAdmitted:
 			if u.DeferredUntil.After(now) {
 				continue
@@ -140,6 +149,23 @@ func build(st *State, now time.Time) *view {
 			v.pending = append(v.pending, su)
 			v.pendingOf = append(v.pendingOf, u)
 		}
+	}
+	// What is paid on each committed node: up to the boundary after the
+	// latest estimated end of its work (or now).
+	for n, l := range v.leaseOf {
+		if !l.Plan.Committed() {
+			v.paid[n] = time.Time{}
+			continue
+		}
+		until := now
+		if v.paid[n].After(until) {
+			until = v.paid[n]
+		}
+		b, err := billing.PaidUntil(l.Plan, l.Start, until)
+		if err != nil {
+			b = time.Time{}
+		}
+		v.paid[n] = b
 	}
 	return v
 }
@@ -197,7 +223,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	v := build(st, now)
 	d := Decisions{Now: now}
 	sd := sched.Schedule(&sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, Teams: st.Teams,
-		History: st.History, Spent: st.Spent, NodeCost: v.cost, TimeOfUse: st.TimeOfUse, Machines: st.shapes()}, cfg.Sched)
+		History: st.History, Spent: st.Spent, NodeCost: v.cost, NodePaidUntil: v.paid, TimeOfUse: st.TimeOfUse, Machines: st.shapes()}, cfg.Sched)
 	event := func(kind, subject, reason string) {
 		d.Events = append(d.Events, core.Event{At: now, Kind: kind, Subject: subject, Reason: reason})
 	}

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"sort"
+	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
 )
@@ -20,6 +21,10 @@ type Placer struct {
 	nodes  []core.Node
 	ix     *index
 	cost   []core.Micros
+	paid   []time.Time
+	// end is when the unit being placed is expected to end (zero: not
+	// known); see horizon.
+	end    time.Time
 	mix    []reqType
 	scorer Scorer
 	// candidates per placement to score.
@@ -33,7 +38,7 @@ type cand struct {
 	node int
 	gpus []int
 	// key is compared lexicographically; lower is better.
-	key [3]int64
+	key [4]int64
 }
 
 // reqType is one kind of request in the workload mix, with its weight
@@ -215,9 +220,9 @@ func (p *Placer) pickWhole(n int, r *core.Request) []int {
 // (marginal cost per GPU-hour, per unit of work when the job gives a
 // throughput table), then the growth of fragmentation (FGD), then the
 // empty GPUs left (packing).
-func (p *Placer) rank(n int, gpus []int, r *core.Request) [3]int64 {
+func (p *Placer) rank(n int, gpus []int, r *core.Request) [4]int64 {
 	if p.scorer != nil {
-		return [3]int64{-p.scorer.Score(p, n, gpus, r), 0, 0}
+		return [4]int64{-p.scorer.Score(p, n, gpus, r), 0, 0, 0}
 	}
 	node := &p.nodes[n]
 	var cost int64
@@ -236,7 +241,22 @@ func (p *Placer) rank(n int, gpus []int, r *core.Request) [3]int64 {
 	after := p.fragmentation(node)
 	left := freeWhole(node)
 	apply(p.nodes, &u, part, -1)
-	return [3]int64{cost, after - before, int64(left)}
+	return [4]int64{cost, p.horizon(n), after - before, int64(left)}
+}
+
+// horizon ranks a committed node by how well the unit fits the time
+// already paid on it, lower better: the paid time left after the unit
+// ends when it ends in time (the tightest fit leaves the machines paid
+// longest for longer work), else past every fit by how far it runs over
+// (it renews the term). Zero when either end is unknown.
+func (p *Placer) horizon(n int) int64 {
+	if p.end.IsZero() || n >= len(p.paid) || p.paid[n].IsZero() {
+		return 0
+	}
+	if !p.end.After(p.paid[n]) {
+		return int64(p.paid[n].Sub(p.end) / time.Second)
+	}
+	return 1<<40 + int64(p.end.Sub(p.paid[n])/time.Second)
 }
 
 // place applies a placement of u to the working nodes and the index.
@@ -259,34 +279,55 @@ func (p *Placer) remove(u *Unit, parts []Part) {
 // across nodes, fewest nodes first (largest free counts first), all or
 // nothing.
 func (p *Placer) findGang(r *core.Request, allowed func(int) bool) ([]Part, bool) {
-	need := r.GPUs
-	var parts []Part
+	type gangCand struct {
+		node, free int
+		cost, fit  int64
+	}
+	var cands []gangCand
 	models := p.ix.allowedModels(r, p.modelBuf)
-	for c := p.ix.maxGPUs; c >= 1 && need > 0; c-- {
+	for c := p.ix.maxGPUs; c >= 1; c-- {
 		for _, m := range models {
 			for _, ni := range p.ix.whole[m][c] {
 				n := int(ni)
-				if need == 0 {
-					break
-				}
-				if !p.viable(n, r, allowed) {
+				if !p.viable(n, r, allowed) || !hostFits(&p.nodes[n], r, min(c, r.GPUs)) {
 					continue
 				}
-				take := min(c, need)
-				if !hostFits(&p.nodes[n], r, take) {
-					continue
+				var cost int64
+				if n < len(p.cost) {
+					cost = int64(p.cost[n])
 				}
-				gs := make([]int, 0, take)
-				node := &p.nodes[n]
-				for g := range node.GPUs {
-					if len(gs) < take && node.GPUs[g].FreeMilli == core.WholeGPU && !node.GPUs[g].Shared {
-						gs = append(gs, g)
-					}
-				}
-				parts = append(parts, Part{Node: n, GPUs: gs})
-				need -= take
+				cands = append(cands, gangCand{node: n, free: c, cost: cost, fit: p.horizon(n)})
 			}
 		}
+	}
+	// Cheapest GPUs first, then the fewest nodes (most free first), then
+	// the best fit to paid time.
+	sort.SliceStable(cands, func(i, j int) bool {
+		a, b := &cands[i], &cands[j]
+		if a.cost != b.cost {
+			return a.cost < b.cost
+		}
+		if a.free != b.free {
+			return a.free > b.free
+		}
+		return a.fit < b.fit
+	})
+	need := r.GPUs
+	var parts []Part
+	for _, c := range cands {
+		if need == 0 {
+			break
+		}
+		take := min(c.free, need)
+		gs := make([]int, 0, take)
+		node := &p.nodes[c.node]
+		for g := range node.GPUs {
+			if len(gs) < take && node.GPUs[g].FreeMilli == core.WholeGPU && !node.GPUs[g].Shared {
+				gs = append(gs, g)
+			}
+		}
+		parts = append(parts, Part{Node: c.node, GPUs: gs})
+		need -= take
 	}
 	if need > 0 {
 		return nil, false

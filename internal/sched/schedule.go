@@ -90,6 +90,7 @@ func newPass(st *State, cfg Config) *pass {
 		teams: map[string]*core.Team{}, running: st.Running, onNode: make([][]int, len(st.Nodes)), gone: make([]bool, len(st.Running)),
 		lost: make([]int64, len(st.Running)), nodeVer: make([]int, len(st.Nodes)), preemptFail: map[shapeKey]bool{}, deferCache: map[time.Duration]deferAnswer{}}
 	p.pl = NewPlacer(st.Nodes, st.NodeCost, st.Pending, cfg.Scorer)
+	p.pl.paid = st.NodePaidUntil
 	p.q = newQuotas(st.Teams, st.Running, st.Nodes)
 	p.q0 = newQuotas(st.Teams, st.Running, st.Nodes)
 	for i := range st.Teams {
@@ -265,6 +266,10 @@ func (p *pass) schedule(u Unit) {
 		return true
 	}
 	var parts []Part
+	p.pl.end = time.Time{}
+	if u.Job.EstDuration > 0 {
+		p.pl.end = p.st.Now.Add(u.Job.EstDuration)
+	}
 	if r.GPUs > max(p.pl.maxNodeGPUs(r), p.st.Machines.Largest(r)) && r.MilliPerGPU == core.WholeGPU {
 		if gang, ok := p.pl.findGang(r, allowed); ok {
 			parts = gang

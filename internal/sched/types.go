@@ -71,6 +71,12 @@ type State struct {
 	// index: zero for capacity already paid (committed terms), the hourly
 	// price for on-demand and spot. Missing entries count as zero.
 	NodeCost []core.Micros
+	// NodePaidUntil is, for each node on a committed term, when the time
+	// paid for runs out if no more work comes: the billing boundary after
+	// the last estimated end of the work on it (a term renews while work
+	// runs). Zero for nodes billed by the second and for missing entries.
+	// Placement fills paid time that would otherwise go unused.
+	NodePaidUntil []time.Time
 	// TimeOfUse is the tariff that deferrable work may wait for; nil if
 	// prices do not vary by hour.
 	TimeOfUse *core.TimeOfUse

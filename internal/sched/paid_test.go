@@ -1,0 +1,57 @@
+package sched
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+)
+
+// Work goes where the time already paid covers it: a short job to the
+// machine whose term runs out soonest, a long one to the machine paid
+// longest (so the other term can end instead of renewing), and a gang
+// to committed machines before one billed by the hour, whatever their
+// order.
+func TestPlacementFillsPaidTime(t *testing.T) {
+	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	mk := func(id string, committed bool) core.Node {
+		n := core.Node{LeaseID: id, GPUModel: "V100", GPUMemMiB: 32768, Committed: committed}
+		for g := range 8 {
+			n.GPUs = append(n.GPUs, core.GPU{Index: g, FreeMilli: core.WholeGPU, FreeMemMiB: 32768})
+		}
+		return n
+	}
+	job := func(gpus int, d time.Duration) Unit {
+		return Unit{Job: &core.Job{ID: "j", Team: "t", Tier: core.TierCore, Submit: now, EstDuration: d, Request: core.Request{GPUs: gpus, MilliPerGPU: core.WholeGPU}}}
+	}
+	soon, late := now.Add(time.Hour), now.Add(20*time.Hour)
+	for _, tc := range []struct {
+		name  string
+		nodes []core.Node
+		cost  []core.Micros
+		paid  []time.Time
+		unit  Unit
+		want  []string // lease of each part, in order
+	}{
+		{"short job: the term that ends soonest", []core.Node{mk("late", true), mk("soon", true)}, nil, []time.Time{late, soon}, job(8, 30*time.Minute), []string{"soon"}},
+		{"long job: the term paid longest", []core.Node{mk("soon", true), mk("late", true)}, nil, []time.Time{soon, late}, job(8, 5*time.Hour), []string{"late"}},
+		{"longer than every term: the least overrun", []core.Node{mk("soon", true), mk("late", true)}, nil, []time.Time{soon, late}, job(8, 30*time.Hour), []string{"late"}},
+		{"no estimate: the first node", []core.Node{mk("soon", true), mk("late", true)}, nil, []time.Time{soon, late}, job(8, 0), []string{"soon"}},
+		{"gang: committed before hourly, paid longest first", []core.Node{mk("od", false), mk("soon", true), mk("late", true)},
+			[]core.Micros{3_000_000, 0, 0}, []time.Time{{}, soon, late}, job(16, 5*time.Hour), []string{"late", "soon"}},
+	} {
+		d := Schedule(&State{Now: now, Nodes: tc.nodes, NodeCost: tc.cost, NodePaidUntil: tc.paid, Pending: []Unit{tc.unit}}, Config{})
+		if len(d.Placements) != 1 {
+			t.Errorf("%s: placements %+v, waiting %+v", tc.name, d.Placements, d.Waiting)
+			continue
+		}
+		var got []string
+		for _, p := range d.Placements[0].Parts {
+			got = append(got, tc.nodes[p.Node].LeaseID)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: placed on %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
