@@ -18,10 +18,10 @@ type Scorer interface {
 // working copy of the nodes and the index over them; apply and remove are
 // the only ways to change them.
 type Placer struct {
-	nodes  []core.Node
-	ix     *index
-	cost   []core.Micros
-	paid   []time.Time
+	nodes []core.Node
+	ix    *index
+	cost  []core.Micros
+	paid  []time.Time
 	// end is when the unit being placed is expected to end (zero: not
 	// known); see horizon.
 	end    time.Time
