@@ -15,7 +15,10 @@ type index struct {
 	// whole[m][c] lists nodes of model m with c empty GPUs.
 	whole [][][]int32
 	// partial[m][v] lists shared GPUs of model m with v free milli
-	// (1..999), as refs node*maxGPUs+gpu.
+	// (1..999), as refs node*maxGPUs+gpu. partial[m] stays nil until a
+	// GPU of model m is partly used: most steps share no GPU, and a
+	// thousand empty buckets per model per step were most of the
+	// index's allocations.
 	partial  [][][]int32
 	nodeC    []int // bucket of each node
 	nodePos  []int
@@ -61,7 +64,7 @@ func (ix *index) model(name string) int {
 		ix.modelIDs = append(ix.modelIDs, name)
 		ix.modelMax = append(ix.modelMax, 0)
 		ix.whole = append(ix.whole, make([][]int32, ix.maxGPUs+1))
-		ix.partial = append(ix.partial, make([][]int32, core.WholeGPU))
+		ix.partial = append(ix.partial, nil)
 	}
 	return m
 }
@@ -98,6 +101,9 @@ func (ix *index) updateGPU(i, g int) {
 	}
 	ix.gpuFree[ref] = int16(v)
 	if v > 0 {
+		if ix.partial[m] == nil {
+			ix.partial[m] = make([][]int32, core.WholeGPU)
+		}
 		ix.gpuPos[ref] = len(ix.partial[m][v])
 		ix.partial[m][v] = append(ix.partial[m][v], ref)
 	}

@@ -130,6 +130,9 @@ func (p *Placer) find(r *core.Request, allowed func(node int) bool) (node int, g
 		// Partly used shared GPUs, tightest first.
 		for v := int(r.MilliPerGPU); v < int(core.WholeGPU) && len(p.cands) < p.k; v++ {
 			for _, m := range models {
+				if p.ix.partial[m] == nil {
+					continue // no partly used GPU of this model
+				}
 				for _, ref := range p.ix.partial[m][v] {
 					n, g := p.ix.unref(ref)
 					if p.viable(n, r, allowed) && gpuFits(&p.nodes[n], g, r) && hostFits(&p.nodes[n], r, 1) {
