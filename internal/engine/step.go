@@ -93,6 +93,8 @@ type scratch struct {
 	busy map[string]bool
 	// leases is indexFor's map of lease IDs.
 	leases map[string]*Lease
+	// sched is the scheduler's own working space.
+	sched sched.Scratch
 }
 
 // scratchOf returns st's scratch space, made on first use.
@@ -238,15 +240,15 @@ func (st *State) shapes() sched.MachineShapes {
 // Step decides everything for now. It does not change st.
 func Step(st *State, now time.Time, cfg Config) Decisions {
 	v := build(st, now)
+	sc := st.scratchOf()
 	d := Decisions{Now: now}
 	sd := sched.Schedule(&sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, Teams: st.Teams,
-		History: st.History, Spent: st.Spent, NodeCost: v.cost, TimeOfUse: st.TimeOfUse, Machines: st.shapes()}, cfg.Sched)
+		History: st.History, Spent: st.Spent, NodeCost: v.cost, TimeOfUse: st.TimeOfUse, Machines: st.shapes(), Scratch: &sc.sched}, cfg.Sched)
 	event := func(kind, subject, reason string) {
 		d.Events = append(d.Events, core.Event{At: now, Kind: kind, Subject: subject, Reason: reason})
 	}
 	// alloc is each node's allocated milli after this step; leases that
 	// are not nodes run nothing the scheduler counts.
-	sc := st.scratchOf()
 	alloc := slices.Grow(sc.alloc[:0], len(v.nodes))[:len(v.nodes)]
 	clear(alloc)
 	sc.alloc = alloc
@@ -282,7 +284,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	}
 	d.Waiting = sd.Waiting
 	if !cfg.Fleet.NoConsolidation && !cfg.NoRelease {
-		schedState := &sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, NodeCost: v.cost}
+		schedState := &sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, NodeCost: v.cost, Scratch: &sc.sched}
 		for _, m := range sched.Consolidate(schedState, sd, drainCandidates(v, alloc, now, cfg.Fleet.Defaults()), cfg.Sched) {
 			mv := Place{Unit: m.Unit.Key(), Reason: m.Reason}
 			for _, part := range m.To {

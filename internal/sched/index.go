@@ -28,6 +28,8 @@ type index struct {
 	modelIDs []string
 	// modelMax is the most GPUs a node of each model has.
 	modelMax []int
+	// pool, when set, lends bucket arrays kept from earlier calls.
+	pool *placerScratch
 }
 
 func (ix *index) ref(node, gpu int) int32 { return int32(node*ix.maxGPUs + gpu) }
@@ -42,6 +44,13 @@ func newIndex(nodes []core.Node) *index {
 	ix.maxGPUs = max(ix.maxGPUs, 1)
 	ix.gpuFree = make([]int16, len(nodes)*ix.maxGPUs)
 	ix.gpuPos = make([]int, len(nodes)*ix.maxGPUs)
+	ix.fill()
+	return ix
+}
+
+// fill buckets every node and GPU of a fresh index.
+func (ix *index) fill() {
+	nodes := ix.nodes
 	for i := range nodes {
 		m := ix.model(nodes[i].GPUModel)
 		ix.modelMax[m] = max(ix.modelMax[m], len(nodes[i].GPUs))
@@ -53,7 +62,6 @@ func newIndex(nodes []core.Node) *index {
 			ix.updateGPU(i, g)
 		}
 	}
-	return ix
 }
 
 func (ix *index) model(name string) int {
@@ -63,7 +71,7 @@ func (ix *index) model(name string) int {
 		ix.models[name] = m
 		ix.modelIDs = append(ix.modelIDs, name)
 		ix.modelMax = append(ix.modelMax, 0)
-		ix.whole = append(ix.whole, make([][]int32, ix.maxGPUs+1))
+		ix.whole = append(ix.whole, ix.wholeBuckets(m))
 		ix.partial = append(ix.partial, nil)
 	}
 	return m
@@ -102,7 +110,7 @@ func (ix *index) updateGPU(i, g int) {
 	ix.gpuFree[ref] = int16(v)
 	if v > 0 {
 		if ix.partial[m] == nil {
-			ix.partial[m] = make([][]int32, core.WholeGPU)
+			ix.partial[m] = ix.partialBuckets(m)
 		}
 		ix.gpuPos[ref] = len(ix.partial[m][v])
 		ix.partial[m][v] = append(ix.partial[m][v], ref)
