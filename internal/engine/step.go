@@ -110,11 +110,14 @@ func (st *State) scratchOf() *scratch {
 // st's scratch space and is valid until the next build.
 func build(st *State, now time.Time) *view {
 	sc := st.scratchOf()
+	// A new view over the old one's storage: a field not named here
+	// starts from zero, as in a view made afresh.
+	old := sc.v
+	clear(old.nodeOf)
+	sc.v = view{nodeOf: old.nodeOf, nodes: old.nodes[:0], leaseOf: old.leaseOf[:0], cost: old.cost[:0],
+		running: old.running[:0], pending: old.pending[:0], pendingOf: old.pendingOf[:0],
+		nodeOfLease: slices.Grow(old.nodeOfLease[:0], len(st.Leases))[:len(st.Leases)]}
 	v := &sc.v
-	clear(v.nodeOf)
-	v.nodes, v.leaseOf, v.cost = v.nodes[:0], v.leaseOf[:0], v.cost[:0]
-	v.running, v.pending, v.pendingOf = v.running[:0], v.pending[:0], v.pendingOf[:0]
-	v.nodeOfLease = slices.Grow(v.nodeOfLease[:0], len(st.Leases))[:len(st.Leases)]
 	gpuTotal := 0
 	for _, l := range st.Leases {
 		gpuTotal += l.Offer.GPUs
