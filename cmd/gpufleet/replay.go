@@ -32,6 +32,7 @@ type replayFlags struct {
 	limit                                         int
 	delay                                         time.Duration
 	quiet                                         bool
+	noLP                                          bool
 	cpuProfile                                    string
 }
 
@@ -53,6 +54,7 @@ func attachReplay(cmd *cobra.Command) {
 	fl.IntVar(&f.limit, "limit", 0, "replay only the first N jobs (0: all)")
 	fl.DurationVar(&f.delay, "provisioning-delay", 2*time.Minute, "simulated provisioning delay of every offer")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar on stderr")
+	fl.BoolVar(&f.noLP, "no-lp", false, "skip the LP lower bound (the price bound is still computed)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the replay to this file")
 	cmd.Example = `  gpufleet sim --trace ../shared/data/helios-venus-excerpt-dirlab/helios_data_training.csv --format helios \
       --catalog examples/sim-catalog.yaml --json result.json --html report.html
@@ -123,7 +125,36 @@ func runnable(j *core.Job, offers []core.Offer) bool {
 	return false
 }
 
+// boundsResult is the lower bounds of a replay, computed beside it.
+type boundsResult struct {
+	b    sim.Bounds
+	err  error
+	took time.Duration
+}
+
+// startBounds computes the lower bounds of w on its own goroutine: they
+// do not depend on the replays, so a run takes the longer of the two
+// rather than their sum. Without the LP (noLP) the price bound stands
+// alone.
+func startBounds(w *sim.Workload, offers []core.Offer, tou *core.TimeOfUse, noLP bool) <-chan boundsResult {
+	out := make(chan boundsResult, 1) // never blocks: the result may go unread on error
+	go func() {
+		start := time.Now()
+		var r boundsResult
+		if noLP {
+			r.b.Price, r.err = sim.PriceBound(w, offers, tou)
+			r.b.Cost = r.b.Price
+		} else {
+			r.b, r.err = sim.Bound(w, offers, tou, bound.Options{})
+		}
+		r.took = time.Since(start)
+		out <- r
+	}()
+	return out
+}
+
 func runReplay(cmd *cobra.Command, f replayFlags) error {
+	start := time.Now()
 	// Each step builds short-lived views of the fleet: trading memory for
 	// fewer collections pays, within a soft limit so that long replays
 	// collect harder instead of growing.
@@ -168,11 +199,13 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 	}
 	cfg := sim.Config{Workload: w, Offers: cat.Offers, TimeOfUse: siteTariff(cat.Offers), Seed: f.seed,
 		Provider: provsim.Config{Default: provsim.Settings{Delay: provsim.Fixed(f.delay)}}}
+	boundsc := startBounds(w, cat.Offers, cfg.TimeOfUse, f.noLP)
 	stderr := cmd.ErrOrStderr()
 	bar := !f.quiet && isTerminal(stderr)
 	// Policies are independent runs: side by side on the cores there are.
 	results := make([]*sim.Result, len(policies))
 	errs := make([]error, len(policies))
+	walls := make([]time.Duration, len(policies))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(runtime.GOMAXPROCS(0), 1))
@@ -197,7 +230,9 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 					fmt.Fprintf(stderr, "\rsimulating %d policies %s %3d%%", len(policies), progressBar(sum, total*len(policies), 30), sum*100/max(total*len(policies), 1))
 				}
 			}
+			t := time.Now()
 			results[i], errs[i] = sim.Run(cmd.Context(), c, p)
+			walls[i] = time.Since(t)
 		}()
 	}
 	wg.Wait()
@@ -207,15 +242,26 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	lpStart := time.Now()
-	bounds, err := sim.Bound(w, cat.Offers, cfg.TimeOfUse, bound.Options{})
-	if err != nil {
-		return err
+	br := <-boundsc
+	if br.err != nil {
+		return br.err
 	}
-	lpTime := time.Since(lpStart)
+	bounds, lpTime := br.b, br.took
 	v := report.NewSimView(tr.Name, cat.Currency, f.seed, prof.Describe(), results, bounds.Cost, w.Skipped)
 	v.LowerBound.PriceBound = report.Number(int64(bounds.Price), int64(core.MicrosPerUnit))
-	v.LowerBound.Method = fmt.Sprintf("LP relaxation (jobs × markets × hourly slots; %d jobs in %d classes, %d slots, %d committed markets; dual ascent, %d iterations), or the price bound where higher", bounds.LP.Jobs, bounds.LP.Classes, bounds.LP.Slots, bounds.LP.CommittedMarkets, bounds.LP.Iterations)
+	if f.noLP {
+		v.LowerBound.Method += " (LP bound skipped: --no-lp)"
+	} else {
+		v.LowerBound.Method = fmt.Sprintf("LP relaxation (jobs × markets × hourly slots; %d jobs in %d classes, %d slots, %d committed markets; dual ascent, %d iterations), or the price bound where higher", bounds.LP.Jobs, bounds.LP.Classes, bounds.LP.Slots, bounds.LP.CommittedMarkets, bounds.LP.Iterations)
+		v.LPWallS = lpTime.Seconds()
+	}
+	for i := range v.Policies {
+		v.Policies[i].WallS = walls[i].Seconds()
+		if s := walls[i].Seconds(); s > 0 {
+			v.Policies[i].EventsPerS = float64(results[i].Events) / s
+		}
+	}
+	v.WallS = time.Since(start).Seconds()
 	if f.jsonOut != "" {
 		if err := writeTo(cmd, f.jsonOut, func(out io.Writer) error {
 			enc := json.NewEncoder(out)
@@ -243,13 +289,25 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 	for _, p := range v.Policies {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t\n", p.Policy, p.Cost, p.VsBound, p.IdleShare, p.PaidGPUHours, p.AllocatedGPUHours, p.WaitP95, p.WaitsByTier["core"].P95, p.Preemptions, p.LostGPUHours)
 	}
-	fmt.Fprintf(tw, "lower bound (LP)\t%s\t1\t\t\t\t\t\t\t\t\n", v.LowerBound.Cost)
+	boundName := "lower bound (LP)"
+	if f.noLP {
+		boundName = "lower bound (price)"
+	}
+	fmt.Fprintf(tw, "%s\t%s\t1\t\t\t\t\t\t\t\t\n", boundName, v.LowerBound.Cost)
 	fmt.Fprintf(tw, "price bound\t%s\t\t\t\t\t\t\t\t\t\n", v.LowerBound.PriceBound)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "%d jobs replayed from %s; skipped: %v\n", len(w.Jobs), tr.Name, w.Skipped)
-	fmt.Fprintf(cmd.OutOrStdout(), "LP bound: %d classes, %d slots, %d committed markets, %d iterations in %s\n", bounds.LP.Classes, bounds.LP.Slots, bounds.LP.CommittedMarkets, bounds.LP.Iterations, lpTime.Round(time.Millisecond))
+	if f.noLP {
+		fmt.Fprintf(cmd.OutOrStdout(), "LP bound: skipped (--no-lp)\n")
+	} else {
+		fmt.Fprintf(cmd.OutOrStdout(), "LP bound: %d classes, %d slots, %d committed markets, %d iterations in %s (beside the replays)\n", bounds.LP.Classes, bounds.LP.Slots, bounds.LP.CommittedMarkets, bounds.LP.Iterations, lpTime.Round(time.Millisecond))
+	}
+	for i, p := range v.Policies {
+		fmt.Fprintf(cmd.OutOrStdout(), "%s: %d steps, %d events in %s (%.0f events/s)\n", p.Policy, p.Steps, p.Events, walls[i].Round(time.Millisecond), p.EventsPerS)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "wall clock %s\n", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 

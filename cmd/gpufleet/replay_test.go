@@ -60,6 +60,53 @@ func TestSimReplayJSON(t *testing.T) {
 	}
 }
 
+// TestSimReplayNoLP: --no-lp keeps the price bound as the lower bound and
+// says so; the JSON reports each replay's steps, events and speed.
+func TestSimReplayNoLP(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r.json")
+	code, stdout, stderr := runCLI(t, "sim", "--trace", "testdata/small-trace.csv", "--format", "csv", "--policy", "gpufleet,reactive", "--no-lp", "--json", out, "--quiet")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "lower bound (price)") || !strings.Contains(stdout, "LP bound: skipped") {
+		t.Errorf("table: %s", stdout)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Policies []struct {
+			Policy     string  `json:"policy"`
+			Events     int     `json:"events"`
+			Steps      int     `json:"steps"`
+			WallS      float64 `json:"wall_s"`
+			EventsPerS float64 `json:"events_per_s"`
+		} `json:"policies"`
+		LowerBound struct {
+			Cost       json.Number `json:"cost"`
+			PriceBound json.Number `json:"price_bound"`
+			Method     string      `json:"method"`
+		} `json:"lower_bound"`
+		WallS   float64 `json:"wall_s"`
+		LPWallS float64 `json:"lp_wall_s"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.LowerBound.Cost != v.LowerBound.PriceBound || !strings.Contains(v.LowerBound.Method, "--no-lp") || v.LPWallS != 0 {
+		t.Errorf("lower bound %+v, LP %v s: want the price bound alone", v.LowerBound, v.LPWallS)
+	}
+	if len(v.Policies) != 2 || v.WallS <= 0 {
+		t.Fatalf("%d policies, wall %v s", len(v.Policies), v.WallS)
+	}
+	for _, p := range v.Policies {
+		if p.Steps <= 0 || p.Events <= 0 || p.WallS <= 0 || p.EventsPerS <= 0 {
+			t.Errorf("%s: %d steps, %d events, %v s, %v events/s", p.Policy, p.Steps, p.Events, p.WallS, p.EventsPerS)
+		}
+	}
+}
+
 func TestSimReplayErrors(t *testing.T) {
 	for _, tc := range []struct {
 		args []string

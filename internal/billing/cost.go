@@ -115,10 +115,21 @@ func Cost(p *core.PricePlan, s Span) (Bill, error) {
 }
 
 // PaidUntil returns the next billing boundary of a lease started at start,
-// as of now: the end of the time already paid for.
+// as of now: the end of the time already paid for. It is Cost's
+// PaidUntil, without pricing the span unless leaving a committed term
+// early makes the boundary depend on the price: the fleet asks it of
+// every idle machine at every step.
 func PaidUntil(p *core.PricePlan, start, now time.Time) (time.Time, error) {
-	b, err := Cost(p, Span{Start: start, End: now})
-	return b.PaidUntil, err
+	s, err := normalize(Span{Start: start, End: now})
+	if err != nil {
+		return time.Time{}, err
+	}
+	billed, _ := billedSeconds(p, secondsBetween(s.Start, s.End), false)
+	if p.Term > 0 && billed < p.Term {
+		b, err := Cost(p, s)
+		return b.PaidUntil, err
+	}
+	return s.Start.Add(time.Duration(billed) * time.Second), nil
 }
 
 // Split divides a lease's bill among the consecutive intervals cut by

@@ -198,3 +198,20 @@ func TestPropertyIntegralMatchesReference(t *testing.T) {
 		}
 	})
 }
+
+// TestPropertyPaidUntilMatchesCost: PaidUntil, which skips pricing where
+// it can, gives Cost's boundary for any plan and span, sub-second
+// instants and spans that end before they start included.
+func TestPropertyPaidUntilMatchesCost(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		p := genPlan(t)
+		s := genSpan(t, "")
+		s.Start = s.Start.Add(time.Duration(rapid.Int64Range(0, 999).Draw(t, "startms")) * time.Millisecond)
+		s.End = s.End.Add(time.Duration(rapid.Int64Range(-2000, 999).Draw(t, "endms")) * time.Millisecond)
+		b, errCost := Cost(p, s)
+		got, err := PaidUntil(p, s.Start, s.End)
+		if (err != nil) != (errCost != nil) || !got.Equal(b.PaidUntil) {
+			t.Fatalf("PaidUntil = %s, %v; Cost's = %s, %v", got, err, b.PaidUntil, errCost)
+		}
+	})
+}

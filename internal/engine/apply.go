@@ -39,7 +39,9 @@ func newIndex(st *State) *index {
 // the state. Lookups of anything else find nothing, as they would not be
 // made.
 func indexFor(st *State, d *Decisions) *index {
-	ix := &index{leases: make(map[string]*Lease, len(st.Leases))}
+	sc := st.scratchOf()
+	clear(sc.leases)
+	ix := &index{leases: sc.leases}
 	for _, l := range st.Leases {
 		ix.leases[l.ID] = l
 	}
@@ -221,7 +223,8 @@ func markIdle(st *State, now time.Time) {
 	if live == 0 {
 		return
 	}
-	busy := make(map[string]bool, live)
+	busy := st.scratchOf().busy
+	clear(busy)
 	for _, u := range st.Units {
 		if u.State == core.JobRunning || u.State == core.JobCheckpointing {
 			for _, p := range u.Parts {

@@ -76,6 +76,8 @@ type State struct {
 	machineShapes sched.MachineShapes
 	// budgetAlerted remembers teams already warned this month.
 	BudgetAlerted map[string]bool
+	// scratch is Step's and Apply's reusable working space.
+	scratch *scratch
 }
 
 // lease returns the lease with id.

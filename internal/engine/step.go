@@ -79,16 +79,53 @@ type view struct {
 	nodeOfLease []int
 }
 
+// scratch holds the buffers Step builds its views in, kept in the State
+// between steps: a replay takes millions of steps over a fleet of about
+// the same size, and building every view afresh was most of the
+// simulator's allocations and garbage-collection time. Nothing Step
+// returns points into it, so the next Step may overwrite it.
+type scratch struct {
+	v        view
+	gpus     []core.GPU
+	parts    []sched.Part
+	alloc    []core.Milli
+	machines []fleet.Machine
+	// busy is markIdle's set of leases that run something.
+	busy map[string]bool
+	// leases is indexFor's map of lease IDs.
+	leases map[string]*Lease
+	// sched is the scheduler's own working space.
+	sched sched.Scratch
+}
+
+// scratchOf returns st's scratch space, made on first use.
+func (st *State) scratchOf() *scratch {
+	if st.scratch == nil {
+		st.scratch = &scratch{v: view{nodeOf: map[string]int{}}, busy: map[string]bool{}, leases: map[string]*Lease{}}
+	}
+	return st.scratch
+}
+
 // build turns ready leases into nodes, running units into allocations and
-// pending units (past any deferral) into the queue.
+// pending units (past any deferral) into the queue. The view lives in
+// st's scratch space and is valid until the next build.
 func build(st *State, now time.Time) *view {
-	v := &view{nodeOf: make(map[string]int, len(st.Leases)), nodeOfLease: make([]int, len(st.Leases)),
-		nodes: make([]core.Node, 0, len(st.Leases)), leaseOf: make([]*Lease, 0, len(st.Leases)), cost: make([]core.Micros, 0, len(st.Leases))}
+	sc := st.scratchOf()
+	// A new view over the old one's storage: a field not named here
+	// starts from zero, as in a view made afresh.
+	old := sc.v
+	clear(old.nodeOf)
+	sc.v = view{nodeOf: old.nodeOf, nodes: old.nodes[:0], leaseOf: old.leaseOf[:0], cost: old.cost[:0], paid: old.paid[:0],
+		running: old.running[:0], pending: old.pending[:0], pendingOf: old.pendingOf[:0],
+		nodeOfLease: slices.Grow(old.nodeOfLease[:0], len(st.Leases))[:len(st.Leases)]}
+	v := &sc.v
 	gpuTotal := 0
 	for _, l := range st.Leases {
 		gpuTotal += l.Offer.GPUs
 	}
-	gpus := make([]core.GPU, 0, gpuTotal) // one backing array for every node's GPUs
+	// One backing array for every node's GPUs; the nodes keep pointing
+	// into it, so it must not move while they are added.
+	gpus := slices.Grow(sc.gpus[:0], gpuTotal)
 	for i, l := range st.Leases {
 		v.nodeOfLease[i] = -1
 		if l.State.Final() || l.ReadyAt.IsZero() || !l.ReclaimAt.IsZero() {
@@ -108,10 +145,15 @@ func build(st *State, now time.Time) *view {
 		v.cost = append(v.cost, marginalGPUHour(l))
 		v.paid = append(v.paid, time.Time{})
 	}
+	sc.gpus = gpus
+	// The running units' parts share one backing array too (a part list
+	// is cut from it with its capacity capped, so no append spills into
+	// a neighbour's).
+	parts := sc.parts[:0]
 	for _, u := range st.Units {
 		switch u.State {
 		case core.JobRunning, core.JobCheckpointing:
-			a := sched.Allocation{Unit: u.Unit, Start: u.Start, LastCheckpoint: u.LastCheckpoint}
+			first := len(parts)
 			ok := true
 			for _, p := range u.Parts {
 				n, found := v.nodeOf[p.LeaseID]
@@ -119,10 +161,15 @@ func build(st *State, now time.Time) *view {
 					ok = false // on a machine leaving the fleet: not schedulable capacity
 					break
 				}
-				a.Parts = append(a.Parts, sched.Part{Node: n, GPUs: p.GPUs})
+				parts = append(parts, sched.Part{Node: n, GPUs: p.GPUs})
 			}
 			if !ok {
+				parts = parts[:first]
 				continue
+			}
+			a := sched.Allocation{Unit: u.Unit, Start: u.Start, LastCheckpoint: u.LastCheckpoint}
+			if len(parts) > first {
+				a.Parts = parts[first:len(parts):len(parts)]
 			}
 			for _, p := range a.Parts {
 				occupy(&v.nodes[p.Node], &u.Job.Request, p.GPUs)
@@ -150,6 +197,7 @@ func build(st *State, now time.Time) *view {
 			v.pendingOf = append(v.pendingOf, u)
 		}
 	}
+	sc.parts = parts
 	// What is paid on each committed node: up to the boundary after the
 	// latest estimated end of its work (or now).
 	for n, l := range v.leaseOf {
@@ -221,15 +269,18 @@ func (st *State) shapes() sched.MachineShapes {
 // Step decides everything for now. It does not change st.
 func Step(st *State, now time.Time, cfg Config) Decisions {
 	v := build(st, now)
+	sc := st.scratchOf()
 	d := Decisions{Now: now}
 	sd := sched.Schedule(&sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, Teams: st.Teams,
-		History: st.History, Spent: st.Spent, NodeCost: v.cost, NodePaidUntil: v.paid, TimeOfUse: st.TimeOfUse, Machines: st.shapes()}, cfg.Sched)
+		History: st.History, Spent: st.Spent, NodeCost: v.cost, NodePaidUntil: v.paid, TimeOfUse: st.TimeOfUse, Machines: st.shapes(), Scratch: &sc.sched}, cfg.Sched)
 	event := func(kind, subject, reason string) {
 		d.Events = append(d.Events, core.Event{At: now, Kind: kind, Subject: subject, Reason: reason})
 	}
 	// alloc is each node's allocated milli after this step; leases that
 	// are not nodes run nothing the scheduler counts.
-	alloc := make([]core.Milli, len(v.nodes))
+	alloc := slices.Grow(sc.alloc[:0], len(v.nodes))[:len(v.nodes)]
+	clear(alloc)
+	sc.alloc = alloc
 	for _, a := range v.running {
 		for _, p := range a.Parts {
 			alloc[p.Node] += core.Milli(len(p.GPUs)) * a.Job.Request.MilliPerGPU
@@ -262,7 +313,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	}
 	d.Waiting = sd.Waiting
 	if !cfg.Fleet.NoConsolidation && !cfg.NoRelease {
-		schedState := &sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, NodeCost: v.cost}
+		schedState := &sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, NodeCost: v.cost, Scratch: &sc.sched}
 		for _, m := range sched.Consolidate(schedState, sd, drainCandidates(v, alloc, now, cfg.Fleet.Defaults()), cfg.Sched) {
 			mv := Place{Unit: m.Unit.Key(), Reason: m.Reason}
 			for _, part := range m.To {
@@ -287,7 +338,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	for _, w := range sd.Waiting {
 		d.DemandMilli += int64(w.Unit.Milli())
 	}
-	machines := make([]fleet.Machine, 0, len(st.Leases))
+	machines := sc.machines[:0]
 	for i, l := range st.Leases {
 		if l.State.Final() {
 			continue
@@ -304,6 +355,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 		}
 		machines = append(machines, fleet.Machine{Lease: &l.Lease, Offer: l.Offer, Plan: l.Plan, ReadyAt: l.ReadyAt, AllocMilli: a, IdleSince: idle, ReclaimAt: l.ReclaimAt, For: l.For})
 	}
+	sc.machines = machines
 	d.Acquire = append(d.Acquire, fleet.ReservedBase(now, machines, st.Offers, cfg.Fleet)...)
 	if !cfg.NoAcquire {
 		d.Acquire = append(d.Acquire, fleet.Acquire(now, demand(v, sd.Waiting, now), machines, st.Offers, budgets(st), d.UtilBP, fleet.NewOutlook(now, st.Demand), cfg.Fleet)...)

@@ -123,11 +123,11 @@ func TestReleases(t *testing.T) {
 	got := map[string]bool{}
 	for _, r := range Releases(now, ms, nil, Config{}) {
 		got[r.LeaseID] = !r.Keep
-		if r.Reason == "" {
+		if r.Why() == "" {
 			t.Errorf("%s: no reason", r.LeaseID)
 		}
-		if r.LeaseID == "weekly" && !strings.Contains(r.Reason, "never released early") {
-			t.Errorf("weekly: %s", r.Reason)
+		if r.LeaseID == "weekly" && !strings.Contains(r.Why(), "never released early") {
+			t.Errorf("weekly: %s", r.Why())
 		}
 	}
 	want := map[string]bool{"hourly-early": false, "hourly-due": true, "weekly": false, "spot-idle": true, "spot-fresh": false}

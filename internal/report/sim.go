@@ -41,6 +41,13 @@ type PolicyView struct {
 	Jobs              int                    `json:"jobs"`
 	Unfinished        int                    `json:"unfinished"`
 	Events            int                    `json:"events"`
+	// Steps counts the engine steps the replay took.
+	Steps int `json:"steps"`
+	// WallS is the replay's wall-clock seconds and EventsPerS its events
+	// per wall-clock second, where the caller measured them (machine
+	// dependent, so not part of the result proper).
+	WallS      float64 `json:"wall_s,omitempty"`
+	EventsPerS float64 `json:"events_per_s,omitempty"`
 	// VsBound is cost / lower bound.
 	VsBound json.Number `json:"vs_lower_bound"`
 }
@@ -59,6 +66,11 @@ type SimView struct {
 		PriceBound json.Number `json:"price_bound,omitempty"`
 	} `json:"lower_bound"`
 	Skipped map[string]int `json:"skipped,omitempty"`
+	// WallS is the whole comparison's wall-clock seconds (replays and
+	// bounds, which may overlap) and LPWallS the LP bound's, where the
+	// caller measured them.
+	WallS   float64 `json:"wall_s,omitempty"`
+	LPWallS float64 `json:"lp_wall_s,omitempty"`
 }
 
 // NewSimView renders results against a lower bound.
@@ -73,7 +85,7 @@ func NewSimView(traceName string, cur core.Currency, seed uint64, profile string
 			IdleShare: Number(r.IdleShareBP(), 10000),
 			WaitP50:   r.Waits.P50, WaitP95: r.Waits.P95, WaitP99: r.Waits.P99, WaitsByTier: map[string]sim.Waits{},
 			DeadlineMisses: r.DeadlineMisses, Preemptions: r.Preemptions, Moves: r.Moves, Reclaims: r.Reclaims,
-			LostGPUHours: Number(r.LostMilliSec, 3_600_000), Leases: r.Leases, Jobs: r.Jobs, Unfinished: r.Unfinished, Events: r.Events}
+			LostGPUHours: Number(r.LostMilliSec, 3_600_000), Leases: r.Leases, Jobs: r.Jobs, Unfinished: r.Unfinished, Events: r.Events, Steps: r.Steps}
 		for m, c := range r.CostByMode {
 			pv.CostByMode[string(m)] = Number(int64(c), int64(core.MicrosPerUnit))
 		}

@@ -27,7 +27,11 @@ func Consolidate(st *State, d Decisions, drain []int, cfg Config) []Move {
 		return nil
 	}
 	cfg = cfg.withDefaults()
-	pl := NewPlacer(st.Nodes, st.NodeCost, st.Pending, cfg.Scorer)
+	var ps *placerScratch
+	if st.Scratch != nil {
+		ps = &st.Scratch.consolidate
+	}
+	pl := newPlacer(ps, st.Nodes, st.NodeCost, st.Pending, cfg.Scorer)
 	gone := map[string]bool{}
 	for _, p := range d.Preemptions {
 		gone[p.Victim.Key()] = true

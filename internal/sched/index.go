@@ -15,7 +15,10 @@ type index struct {
 	// whole[m][c] lists nodes of model m with c empty GPUs.
 	whole [][][]int32
 	// partial[m][v] lists shared GPUs of model m with v free milli
-	// (1..999), as refs node*maxGPUs+gpu.
+	// (1..999), as refs node*maxGPUs+gpu. partial[m] stays nil until a
+	// GPU of model m is partly used: most steps share no GPU, and a
+	// thousand empty buckets per model per step were most of the
+	// index's allocations.
 	partial  [][][]int32
 	nodeC    []int // bucket of each node
 	nodePos  []int
@@ -25,6 +28,8 @@ type index struct {
 	modelIDs []string
 	// modelMax is the most GPUs a node of each model has.
 	modelMax []int
+	// pool, when set, lends bucket arrays kept from earlier calls.
+	pool *placerScratch
 }
 
 func (ix *index) ref(node, gpu int) int32 { return int32(node*ix.maxGPUs + gpu) }
@@ -39,6 +44,13 @@ func newIndex(nodes []core.Node) *index {
 	ix.maxGPUs = max(ix.maxGPUs, 1)
 	ix.gpuFree = make([]int16, len(nodes)*ix.maxGPUs)
 	ix.gpuPos = make([]int, len(nodes)*ix.maxGPUs)
+	ix.fill()
+	return ix
+}
+
+// fill buckets every node and GPU of a fresh index.
+func (ix *index) fill() {
+	nodes := ix.nodes
 	for i := range nodes {
 		m := ix.model(nodes[i].GPUModel)
 		ix.modelMax[m] = max(ix.modelMax[m], len(nodes[i].GPUs))
@@ -50,7 +62,6 @@ func newIndex(nodes []core.Node) *index {
 			ix.updateGPU(i, g)
 		}
 	}
-	return ix
 }
 
 func (ix *index) model(name string) int {
@@ -60,8 +71,8 @@ func (ix *index) model(name string) int {
 		ix.models[name] = m
 		ix.modelIDs = append(ix.modelIDs, name)
 		ix.modelMax = append(ix.modelMax, 0)
-		ix.whole = append(ix.whole, make([][]int32, ix.maxGPUs+1))
-		ix.partial = append(ix.partial, make([][]int32, core.WholeGPU))
+		ix.whole = append(ix.whole, ix.wholeBuckets(m))
+		ix.partial = append(ix.partial, nil)
 	}
 	return m
 }
@@ -98,6 +109,9 @@ func (ix *index) updateGPU(i, g int) {
 	}
 	ix.gpuFree[ref] = int16(v)
 	if v > 0 {
+		if ix.partial[m] == nil {
+			ix.partial[m] = ix.partialBuckets(m)
+		}
 		ix.gpuPos[ref] = len(ix.partial[m][v])
 		ix.partial[m][v] = append(ix.partial[m][v], ref)
 	}

@@ -68,12 +68,12 @@ func (p *Placer) Nodes() []core.Node { return p.nodes }
 // workloadMix summarises the request shapes of units, at most 16, most
 // common first.
 func workloadMix(units []Unit) []reqType {
-	counts := map[[2]int64]int64{}
-	for _, u := range units {
-		r := &u.Job.Request
-		counts[[2]int64{int64(r.GPUs), int64(r.MilliPerGPU)}]++
-	}
-	mix := make([]reqType, 0, len(counts))
+	return workloadMixInto(nil, map[[2]int64]int64{}, units)
+}
+
+// sortMix appends the tallied request shapes to mix, at most 16, most
+// common first.
+func sortMix(mix []reqType, counts map[[2]int64]int64) []reqType {
 	for k, c := range counts {
 		mix = append(mix, reqType{gpus: int(k[0]), milli: core.Milli(k[1]), weight: c})
 	}
@@ -135,6 +135,9 @@ func (p *Placer) find(r *core.Request, allowed func(node int) bool) (node int, g
 		// Partly used shared GPUs, tightest first.
 		for v := int(r.MilliPerGPU); v < int(core.WholeGPU) && len(p.cands) < p.k; v++ {
 			for _, m := range models {
+				if p.ix.partial[m] == nil {
+					continue // no partly used GPU of this model
+				}
 				for _, ref := range p.ix.partial[m][v] {
 					n, g := p.ix.unref(ref)
 					if p.viable(n, r, allowed) && gpuFits(&p.nodes[n], g, r) && hostFits(&p.nodes[n], r, 1) {

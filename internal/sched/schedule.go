@@ -87,9 +87,22 @@ func Schedule(st *State, cfg Config) Decisions {
 
 func newPass(st *State, cfg Config) *pass {
 	p := &pass{st: st, cfg: cfg, caps: map[Class]int64{}, alloc: map[string]map[Class]int64{}, spent: map[string]core.Micros{},
-		teams: map[string]*core.Team{}, running: st.Running, onNode: make([][]int, len(st.Nodes)), gone: make([]bool, len(st.Running)),
-		lost: make([]int64, len(st.Running)), nodeVer: make([]int, len(st.Nodes)), preemptFail: map[shapeKey]bool{}, deferCache: map[time.Duration]deferAnswer{}}
-	p.pl = NewPlacer(st.Nodes, st.NodeCost, st.Pending, cfg.Scorer)
+		teams: map[string]*core.Team{}, running: st.Running, preemptFail: map[shapeKey]bool{}, deferCache: map[time.Duration]deferAnswer{}}
+	if sc := st.Scratch; sc != nil {
+		sc.onNode = resize(sc.onNode, len(st.Nodes))
+		for n := range sc.onNode {
+			sc.onNode[n] = sc.onNode[n][:0]
+		}
+		sc.gone, sc.lost, sc.nodeVer = resize(sc.gone, len(st.Running)), resize(sc.lost, len(st.Running)), resize(sc.nodeVer, len(st.Nodes))
+		clear(sc.gone)
+		clear(sc.lost)
+		clear(sc.nodeVer)
+		p.onNode, p.gone, p.lost, p.nodeVer = sc.onNode, sc.gone, sc.lost, sc.nodeVer
+		p.pl = newPlacer(&sc.schedule, st.Nodes, st.NodeCost, st.Pending, cfg.Scorer)
+	} else {
+		p.onNode, p.gone, p.lost, p.nodeVer = make([][]int, len(st.Nodes)), make([]bool, len(st.Running)), make([]int64, len(st.Running)), make([]int, len(st.Nodes))
+		p.pl = NewPlacer(st.Nodes, st.NodeCost, st.Pending, cfg.Scorer)
+	}
 	p.pl.paid = st.NodePaidUntil
 	p.q = newQuotas(st.Teams, st.Running, st.Nodes)
 	p.q0 = newQuotas(st.Teams, st.Running, st.Nodes)

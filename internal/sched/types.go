@@ -85,6 +85,9 @@ type State struct {
 	// one machine — it waits for one rather than spread over smaller
 	// nodes; only a gang larger than every machine spans several.
 	Machines MachineShapes
+	// Scratch, if set, is working space reused between calls (nil: each
+	// call allocates its own). It changes no decision.
+	Scratch *Scratch
 }
 
 // MachineShape is one kind of machine that can be rented.

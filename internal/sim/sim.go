@@ -67,6 +67,9 @@ func Run(ctx context.Context, cfg Config, p Policy) (*Result, error) {
 		return nil, fmt.Errorf("sim: policy %s: the catalog has no offer in modes %v", p.Name, p.Modes)
 	}
 	ecfg := p.Engine
+	// Defaults once: every fleet call applies them again, and each
+	// application allocates the wait-target map when it is missing.
+	ecfg.Fleet = ecfg.Fleet.Defaults()
 	if p.Peak {
 		peak, err := peakFleet(w, offers, start)
 		if err != nil {
