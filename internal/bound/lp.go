@@ -9,9 +9,10 @@
 //	min  Σ_{K,t,m flexible} p_{m,t} y_{K,t,m}  +  Σ_{c,b} P_c x_{c,b}
 //	s.t. Σ_{t,m} y_{K,t,m}            = W_K        every class K      (work)
 //	     Σ_m y_{K,t,m}               <= cap_{K,t}   every K, slot t   (rate)
-//	     Σ_K y_{K,t,c}               <= Σ_{b<=t<b+L_c} x_{c,b}         (capacity)
+//	     Σ_K y_{K,t,c}               <= h Σ_{b<=t<b+L_c} x_{c,b}       (capacity)
 //	     y, x >= 0
 //
+// (h is the slot's length in hours: a GPU does h GPU-hours in a slot.)
 // y_{K,t,m} is GPU-hours of class K's work done in slot t in market m
 // (only markets whose offer has an allowed GPU model with enough memory
 // and machines big enough for the job — one machine when one holds it
@@ -52,14 +53,14 @@
 //
 // The LP is not solved in its primal form. Dualising the capacity rows
 // with prices γ_{c,t} >= 0 gives, by weak duality, for every γ with
-// Σ_{b<=t<b+L_c} γ_{c,t} <= P_c for every block b (no term is worth more
+// h Σ_{b<=t<b+L_c} γ_{c,t} <= P_c for every block b (no term is worth more
 // than its price):
 //
 //	LP >= D(γ) = Σ_K min cost of W_K GPU-hours within cap_{K,·}
 //	             at slot prices min(p_{m,t}, γ_{c,t}) over K's markets.
 //
 // D is concave; the bound is the best D(γ) found by a projected
-// supergradient ascent starting from the uniform γ = P_c / L_c (whose
+// supergradient ascent starting from the uniform γ = P_c / (h L_c) (whose
 // value is the price bound restricted to each job's window), every iterate
 // made feasible by scaling. Whatever the number of iterations, the value
 // returned is D at a feasible γ — a valid bound — and it approaches the LP
@@ -160,9 +161,11 @@ type class struct {
 
 // block is a committed market: a term of L slots at P per GPU.
 type block struct {
-	name  string
-	L     int
-	P     float64 // per GPU, in currency units
+	name string
+	L    int
+	// P is the term's price per GPU over the slot's length in hours: the
+	// most a window of L slots of γ (per GPU-hour) may sum to.
+	P     float64
 	sigs  map[int]bool
 	gamma []float64
 	use   []float64
@@ -342,7 +345,10 @@ func build(in Input, opt Options) (*problem, Result, error) {
 			}
 			if pl.Committed() && pl.EarlyTermination == nil && pl.Granularity%pl.Term == 0 {
 				L := int((time.Duration(pl.Term)*time.Second + slot - 1) / slot)
-				P := termPrice(pl) / float64(o.GPUs)
+				// γ is a price per GPU-hour and a GPU does hours GPU-hours
+				// in a slot, so a term's window of γ may sum to its price
+				// per GPU over hours.
+				P := termPrice(pl) / float64(o.GPUs) / hours
 				var names []string
 				for s := range offerSigs[i] {
 					names = append(names, strconv.Itoa(s))
@@ -378,8 +384,14 @@ func build(in Input, opt Options) (*problem, Result, error) {
 		}
 	}
 	// Committed markets, cheapest first per (term, admissibility); drop
-	// one that a cheaper market with a term no longer serves at least as
-	// widely dominates.
+	// one that a market kept before it dominates: one that serves at
+	// least its classes and covers its term, with as many of its own
+	// terms as that takes, for no more. (Covering L slots with terms of
+	// L' slots takes ⌈L/L'⌉ of them even fractionally: interval covering
+	// is totally unimodular. A shorter term that is merely cheaper does
+	// not dominate.) Dropping a dominated market leaves the LP's optimum
+	// unchanged, and no market later in the order — dearer per slot —
+	// can dominate one before it.
 	var bl []*block
 	for _, b := range blocks {
 		bl = append(bl, b)
@@ -390,7 +402,7 @@ func build(in Input, opt Options) (*problem, Result, error) {
 	for _, b := range bl {
 		dominated := false
 		for _, q := range p.blocks {
-			if q.L <= b.L && q.P <= b.P && subset(b.sigs, q.sigs) {
+			if float64((b.L+q.L-1)/q.L)*q.P <= b.P && subset(b.sigs, q.sigs) {
 				dominated = true
 				break
 			}

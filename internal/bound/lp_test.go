@@ -111,3 +111,43 @@ func TestBadOptions(t *testing.T) {
 		t.Fatalf("err = %v, want a field error on wait", err)
 	}
 }
+
+// A GPU does a slot's length of GPU-hours in a slot: with 2-hour slots a
+// whole day of 8 GPUs still costs one daily term (96), not twice that.
+// (The bound once priced a term's window of γ per slot, not per GPU-hour,
+// and came out above the optimum for slots longer than an hour.)
+func TestSlotLength(t *testing.T) {
+	for _, slot := range []time.Duration{30 * time.Minute, time.Hour, 2 * time.Hour, 4 * time.Hour} {
+		r, err := LP(Input{Jobs: []*core.Job{job("a", 0, 8, 24*time.Hour)}, Offers: []core.Offer{offer8()}}, Options{Wait: time.Nanosecond, Slot: slot})
+		if err != nil {
+			t.Fatal(err)
+		}
+		near(t, "bound with "+slot.String()+" slots", r.Cost, 96)
+	}
+}
+
+// A shorter term that is cheaper per hour does not dominate a longer one
+// when covering the longer term takes more of it than the longer costs:
+// a day of 8 GPUs on a 24-hour term at 100 beats two 16-hour terms at 66
+// (132) or one and 8 hours on demand (66 + 64), so the LP must keep the
+// 24-hour market (without it the LP's optimum is 130, above what a policy
+// renting the day pays). A 24-hour term at 131 is dominated and dropped.
+func TestShorterCheaperTermDoesNotDominate(t *testing.T) {
+	for _, tc := range []struct {
+		day  core.Micros
+		kept int
+	}{{100_000_000, 2}, {131_000_000, 2}, {132_000_000, 1}} {
+		o := offer8()
+		o.Plans = []core.PricePlan{o.Plans[0],
+			{Mode: core.Daily, Price: tc.day, Per: core.Day, Granularity: 86400, Term: 86400},
+			{Mode: core.Weekly, Price: 4_125_000, Per: core.Hour, Granularity: 16 * 3600, Term: 16 * 3600}, // 66 per 16 hours
+		}
+		r := lp(t, []*core.Job{job("a", 0, 8, 24*time.Hour)}, []core.Offer{o})
+		if r.CommittedMarkets != tc.kept {
+			t.Errorf("day term at %s: %d committed markets kept, want %d", tc.day, r.CommittedMarkets, tc.kept)
+		}
+		if want := min(tc.day.Float(), 132); r.Cost.Float() > want+1e-6 {
+			t.Errorf("day term at %s: bound %s above the optimum %.0f", tc.day, r.Cost, want)
+		}
+	}
+}
