@@ -1,14 +1,17 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -106,9 +109,24 @@ func toWorkload(tr trace.Trace, p *trace.Profile, offers []core.Offer, limit int
 		w.Actual[j.ID] = j.EstDuration
 	}
 	if len(w.Jobs) == 0 {
-		return nil, fmt.Errorf("trace %s: no job to replay (skipped: %v)", tr.Name, w.Skipped)
+		return nil, fmt.Errorf("trace %s: no job to replay (skipped: %s)", tr.Name, skipText(w.Skipped))
 	}
 	return w, nil
+}
+
+// skipText lists skipped jobs by reason, most first: "4204 cpu-only job
+// (no GPUs); 3 no offer can run it (GPU model or memory)", or "none".
+func skipText(skipped map[string]int) string {
+	if len(skipped) == 0 {
+		return "none"
+	}
+	reasons := slices.Collect(maps.Keys(skipped))
+	slices.SortFunc(reasons, func(a, b string) int { return cmp.Or(cmp.Compare(skipped[b], skipped[a]), cmp.Compare(a, b)) })
+	parts := make([]string, len(reasons))
+	for i, r := range reasons {
+		parts[i] = fmt.Sprintf("%d %s", skipped[r], r)
+	}
+	return strings.Join(parts, "; ")
 }
 
 func runnable(j *core.Job, offers []core.Offer) bool {
@@ -287,18 +305,19 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "policy\tcost %s\t× bound\tidle share\tpaid GPU-h\tallocated GPU-h\twait p95 s\tcore p95 s\tpreemptions\tlost GPU-h\t\n", cat.Currency)
 	for _, p := range v.Policies {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t\n", p.Policy, p.Cost, p.VsBound, p.IdleShare, p.PaidGPUHours, p.AllocatedGPUHours, p.WaitP95, p.WaitsByTier["core"].P95, p.Preemptions, p.LostGPUHours)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t\n", p.Policy, report.Fixed(p.Cost, 2), report.Fixed(p.VsBound, 3), report.Percent(p.IdleShare),
+			report.Fixed(p.PaidGPUHours, 0), report.Fixed(p.AllocatedGPUHours, 0), p.WaitP95, p.WaitsByTier["core"].P95, p.Preemptions, report.Fixed(p.LostGPUHours, 1))
 	}
 	boundName := "lower bound (LP)"
 	if f.noLP {
 		boundName = "lower bound (price)"
 	}
-	fmt.Fprintf(tw, "%s\t%s\t1\t\t\t\t\t\t\t\t\n", boundName, v.LowerBound.Cost)
-	fmt.Fprintf(tw, "price bound\t%s\t\t\t\t\t\t\t\t\t\n", v.LowerBound.PriceBound)
+	fmt.Fprintf(tw, "%s\t%s\t1\t\t\t\t\t\t\t\t\n", boundName, report.Fixed(v.LowerBound.Cost, 2))
+	fmt.Fprintf(tw, "price bound\t%s\t\t\t\t\t\t\t\t\t\n", report.Fixed(v.LowerBound.PriceBound, 2))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "%d jobs replayed from %s; skipped: %v\n", len(w.Jobs), tr.Name, w.Skipped)
+	fmt.Fprintf(cmd.OutOrStdout(), "%d jobs replayed from %s; skipped: %s\n", len(w.Jobs), tr.Name, skipText(w.Skipped))
 	if f.noLP {
 		fmt.Fprintf(cmd.OutOrStdout(), "LP bound: skipped (--no-lp)\n")
 	} else {

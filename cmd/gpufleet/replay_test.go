@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -18,6 +19,10 @@ func TestSimReplayJSON(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "lower bound") || !strings.Contains(stdout, "gpufleet") {
 		t.Errorf("table: %s", stdout)
+	}
+	// Money to the cent, shares as percentages, no Go map syntax.
+	if !regexp.MustCompile(`gpufleet +[0-9,]+\.[0-9]{2} +[0-9]+\.[0-9]{3} +[0-9.]+% `).MatchString(stdout) || strings.Contains(stdout, "map[") {
+		t.Errorf("table not formatted: %s", stdout)
 	}
 	data, err := os.ReadFile(out)
 	if err != nil {
@@ -170,5 +175,20 @@ func TestTraceGenRoundTrip(t *testing.T) {
 	}
 	if code, _, _ := runCLI(t, "trace", "gen", "--jobs", "-1"); code != 2 {
 		t.Errorf("negative --jobs: exit %d, want 2", code)
+	}
+}
+
+func TestSkipText(t *testing.T) {
+	for _, tc := range []struct {
+		in   map[string]int
+		want string
+	}{
+		{nil, "none"},
+		{map[string]int{"cpu-only job (no GPUs)": 4204}, "4204 cpu-only job (no GPUs)"},
+		{map[string]int{"b": 2, "a": 2, "c": 7}, "7 c; 2 a; 2 b"},
+	} {
+		if got := skipText(tc.in); got != tc.want {
+			t.Errorf("skipText(%v) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }

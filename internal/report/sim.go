@@ -124,13 +124,13 @@ func WriteSimHTML(w io.Writer, v SimView, results []*sim.Result) error {
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px;color:#222}table{border-collapse:collapse;margin:1em 0;font-size:14px}
 td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
 pre{background:#f8f8f8;padding:1em;white-space:pre-wrap}@media print{body{margin:0}}</style></head><body>`)
-	fmt.Fprintf(&b, "<h1>What-if: %s</h1><p>Seed %d. Lower bound: <b>%s %s</b> (%s).</p>", html.EscapeString(v.Trace), v.Seed, fixed(v.LowerBound.Cost, 2), html.EscapeString(v.Currency), html.EscapeString(v.LowerBound.Method))
+	fmt.Fprintf(&b, "<h1>What-if: %s</h1><p>Seed %d. Lower bound: <b>%s %s</b> (%s).</p>", html.EscapeString(v.Trace), v.Seed, Fixed(v.LowerBound.Cost, 2), html.EscapeString(v.Currency), html.EscapeString(v.LowerBound.Method))
 	b.WriteString("<table><tr><th>policy</th><th>cost</th><th>× bound</th><th>idle share</th><th>paid GPU-h</th><th>allocated GPU-h</th><th>wait p50 s</th><th>p95 s</th><th>p99 s</th><th>core p95 s</th><th>deadline misses</th><th>preemptions</th><th>lost GPU-h</th></tr>")
 	for _, p := range v.Policies {
 		fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td>%s</td><td>%s</td></tr>",
-			html.EscapeString(p.Policy), fixed(p.Cost, 2), fixed(p.VsBound, 3), percent(p.IdleShare), fixed(p.PaidGPUHours, 0), fixed(p.AllocatedGPUHours, 0),
+			html.EscapeString(p.Policy), Fixed(p.Cost, 2), Fixed(p.VsBound, 3), Percent(p.IdleShare), Fixed(p.PaidGPUHours, 0), Fixed(p.AllocatedGPUHours, 0),
 			grouped(strconv.FormatInt(p.WaitP50, 10)), grouped(strconv.FormatInt(p.WaitP95, 10)), grouped(strconv.FormatInt(p.WaitP99, 10)),
-			grouped(strconv.FormatInt(p.WaitsByTier["core"].P95, 10)), p.DeadlineMisses, grouped(strconv.Itoa(p.Preemptions)), fixed(p.LostGPUHours, 1))
+			grouped(strconv.FormatInt(p.WaitsByTier["core"].P95, 10)), p.DeadlineMisses, grouped(strconv.Itoa(p.Preemptions)), Fixed(p.LostGPUHours, 1))
 	}
 	b.WriteString("</table>")
 	// Cost breakdown.
@@ -198,10 +198,10 @@ pre{background:#f8f8f8;padding:1em;white-space:pre-wrap}@media print{body{margin
 	return err
 }
 
-// fixed renders an exact decimal for a table: rounded half away from
+// Fixed renders an exact decimal for a table: rounded half away from
 // zero to places decimals, thousands grouped. It works on the digits, so
 // no float rounding shows; a value that is not a decimal is shown as is.
-func fixed(n json.Number, places int) string {
+func Fixed(n json.Number, places int) string {
 	s := string(n)
 	neg := strings.HasPrefix(s, "-")
 	s = strings.TrimPrefix(s, "-")
@@ -233,9 +233,9 @@ func fixed(n json.Number, places int) string {
 	return out
 }
 
-// percent renders a share (0.1177) as a percentage with one decimal
+// Percent renders a share (0.1177) as a percentage with one decimal
 // (11.8%).
-func percent(n json.Number) string {
+func Percent(n json.Number) string {
 	f, err := n.Float64()
 	if err != nil {
 		return string(n)

@@ -101,11 +101,11 @@ func TestTableNumbers(t *testing.T) {
 		{"1.369", 3, "1.369"},
 		{"NaN", 2, "NaN"},
 	} {
-		if got := fixed(tt.in, tt.places); got != tt.want {
+		if got := Fixed(tt.in, tt.places); got != tt.want {
 			t.Errorf("fixed(%s, %d) = %q, want %q", tt.in, tt.places, got, tt.want)
 		}
 	}
-	if got := percent("0.1177"); got != "11.8%" {
+	if got := Percent("0.1177"); got != "11.8%" {
 		t.Errorf("percent(0.1177) = %q", got)
 	}
 }
