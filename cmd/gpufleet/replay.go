@@ -37,6 +37,7 @@ type replayFlags struct {
 	quiet                                         bool
 	noLP                                          bool
 	cpuProfile                                    string
+	lpMPS                                         string
 }
 
 // attachReplay makes "gpufleet sim" itself replay a trace under the
@@ -59,8 +60,9 @@ func attachReplay(cmd *cobra.Command) {
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar on stderr")
 	fl.BoolVar(&f.noLP, "no-lp", false, "skip the LP lower bound (the price bound is still computed)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the replay to this file")
+	fl.StringVar(&f.lpMPS, "lp-mps", "", "also write the LP relaxation in free MPS to this file, for an exact LP solver (clp, highs, glpsol) to check the bound")
 	cmd.Example = `  gpufleet sim --trace ../shared/data/helios-venus-excerpt-dirlab/helios_data_training.csv --format helios \
-      --catalog examples/sim-catalog.yaml --json result.json --html report.html
+      --catalog examples/aws-pricebook/catalog.yaml --json result.json --html report.html
   gpufleet sim openb --policy all --seeds 42-51`
 	help := cmd.RunE
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -206,6 +208,15 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 	w, err := toWorkload(tr, prof, cat.Offers, f.limit)
 	if err != nil {
 		return err
+	}
+	if f.lpMPS != "" {
+		prog, err := bound.Explicit(bound.Input{Jobs: w.Jobs, Actual: w.Actual, Offers: cat.Offers}, bound.Options{})
+		if err != nil {
+			return err
+		}
+		if err := writeTo(cmd, f.lpMPS, prog.WriteMPS); err != nil {
+			return err
+		}
 	}
 	var policies []sim.Policy
 	for _, name := range strings.Split(f.policies, ",") {

@@ -192,3 +192,19 @@ func TestSkipText(t *testing.T) {
 		}
 	}
 }
+
+// --lp-mps writes the LP relaxation for an exact solver.
+func TestSimReplayLPMPS(t *testing.T) {
+	mps := filepath.Join(t.TempDir(), "lp.mps")
+	code, _, stderr := runCLI(t, "sim", "--trace", "testdata/small-trace.csv", "--format", "csv", "--policy", "gpufleet", "--lp-mps", mps, "--quiet")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	b, err := os.ReadFile(mps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(b); !strings.HasPrefix(s, "NAME gpufleet-lp-bound\n") || !strings.Contains(s, " E work_0\n") || !strings.HasSuffix(s, "ENDATA\n") {
+		t.Errorf("not an MPS file:\n%.300s", s)
+	}
+}

@@ -173,6 +173,7 @@ type block struct {
 }
 
 type problem struct {
+	hours   float64 // a slot's length in hours
 	slots   int
 	classes []*class
 	blocks  []*block
@@ -309,7 +310,7 @@ func build(in Input, opt Options) (*problem, Result, error) {
 		horizon = max(horizon, e)
 		res.Jobs++
 	}
-	p := &problem{slots: horizon, bySig: map[int][]int{}}
+	p := &problem{hours: hours, slots: horizon, bySig: map[int][]int{}}
 	res.Slots = horizon
 	// Flexible prices per (sig, spot allowed) and committed markets.
 	type flexKey struct {
