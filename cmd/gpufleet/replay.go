@@ -332,7 +332,7 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 	if f.noLP {
 		fmt.Fprintf(cmd.OutOrStdout(), "LP bound: skipped (--no-lp)\n")
 	} else {
-		fmt.Fprintf(cmd.OutOrStdout(), "LP bound: %d classes, %d slots, %d committed markets, %d iterations in %s (beside the replays)\n", bounds.LP.Classes, bounds.LP.Slots, bounds.LP.CommittedMarkets, bounds.LP.Iterations, lpTime.Round(time.Millisecond))
+		fmt.Fprintf(cmd.OutOrStdout(), "LP bound: %d classes, %d slots, %d committed markets, %d iterations (last rise at %d; start %s) in %s (beside the replays)\n", bounds.LP.Classes, bounds.LP.Slots, bounds.LP.CommittedMarkets, bounds.LP.Iterations, bounds.LP.Improved, report.Fixed(json.Number(bounds.LP.Initial.String()), 2), lpTime.Round(time.Millisecond))
 	}
 	for i, p := range v.Policies {
 		fmt.Fprintf(cmd.OutOrStdout(), "%s: %d steps, %d events in %s (%.0f events/s)\n", p.Policy, p.Steps, p.Events, walls[i].Round(time.Millisecond), p.EventsPerS)
