@@ -131,18 +131,10 @@ func skipText(skipped map[string]int) string {
 	return strings.Join(parts, "; ")
 }
 
+// runnable: some offer has an allowed GPU model with enough memory per
+// GPU (the bounds' admissibility; a gang spans machines).
 func runnable(j *core.Job, offers []core.Offer) bool {
-	for i := range offers {
-		o := &offers[i]
-		ok := len(j.Request.Models) == 0
-		for _, m := range j.Request.Models {
-			ok = ok || m == o.GPUModel
-		}
-		if ok && (o.GPUMemMiB == 0 || j.Request.MemPerGPUMiB <= o.GPUMemMiB) {
-			return true
-		}
-	}
-	return false
+	return len(bound.Admissible(j, offers)) > 0
 }
 
 // boundsResult is the lower bounds of a replay, computed beside it.

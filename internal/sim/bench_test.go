@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufleet/gpufleet/internal/bound"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	provsim "github.com/gpufleet/gpufleet/internal/provider/sim"
@@ -22,7 +23,7 @@ func traceWorkload(tb testing.TB, tr trace.Trace, offers []core.Offer) *Workload
 	w := &Workload{Actual: make(map[string]time.Duration, len(tw.Jobs)), Skipped: trace.SkipCounts(tw.Skipped)}
 	for i := range tw.Jobs {
 		j := &tw.Jobs[i]
-		if !benchRunnable(j, offers) {
+		if len(bound.Admissible(j, offers)) == 0 {
 			w.Skipped["no offer can run it"]++
 			continue
 		}
@@ -30,20 +31,6 @@ func traceWorkload(tb testing.TB, tr trace.Trace, offers []core.Offer) *Workload
 		w.Actual[j.ID] = j.EstDuration
 	}
 	return w
-}
-
-func benchRunnable(j *core.Job, offers []core.Offer) bool {
-	for i := range offers {
-		o := &offers[i]
-		ok := len(j.Request.Models) == 0
-		for _, m := range j.Request.Models {
-			ok = ok || m == o.GPUModel
-		}
-		if ok && (o.GPUMemMiB == 0 || j.Request.MemPerGPUMiB <= o.GPUMemMiB) {
-			return true
-		}
-	}
-	return false
 }
 
 // benchConfig is the CLI's default replay: the demo catalog, a 2-minute
