@@ -48,7 +48,7 @@ const (
 	fleetTick    = 50 * time.Millisecond
 	suspectAfter = 700 * time.Millisecond
 	downAfter    = 2 * time.Second
-	patience     = 8 * time.Second // only reached when something is wrong
+	patience     = 30 * time.Second // only reached when something is wrong, or on a starved machine
 )
 
 type fleet struct {
