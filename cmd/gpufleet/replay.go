@@ -306,21 +306,22 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "policy\tcost %s\t× bound\tidle share\tpaid GPU-h\tallocated GPU-h\twait p95 s\tcore p95 s\tpreemptions\tlost GPU-h\t\n", cat.Currency)
+	fmt.Fprintf(tw, "policy\tcost %s\t× bound\tidle share\tpaid GPU-h\tallocated GPU-h\twait p95 s\tcore p95 s\tdeadline misses\tpreemptions\tlost GPU-h\t\n", cat.Currency)
 	for _, p := range v.Policies {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t\n", p.Policy, report.Fixed(p.Cost, 2), report.Fixed(p.VsBound, 3), report.Percent(p.IdleShare),
-			report.Fixed(p.PaidGPUHours, 0), report.Fixed(p.AllocatedGPUHours, 0), p.WaitP95, p.WaitsByTier["core"].P95, p.Preemptions, report.Fixed(p.LostGPUHours, 1))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t\n", p.Policy, report.Fixed(p.Cost, 2), report.Fixed(p.VsBound, 3), report.Percent(p.IdleShare),
+			report.Fixed(p.PaidGPUHours, 0), report.Fixed(p.AllocatedGPUHours, 0), p.WaitP95, p.WaitsByTier["core"].P95, p.DeadlineMisses, p.Preemptions, report.Fixed(p.LostGPUHours, 1))
 	}
 	boundName := "lower bound (LP)"
 	if f.noLP {
 		boundName = "lower bound (price)"
 	}
-	fmt.Fprintf(tw, "%s\t%s\t1\t\t\t\t\t\t\t\t\n", boundName, report.Fixed(v.LowerBound.Cost, 2))
-	fmt.Fprintf(tw, "price bound\t%s\t\t\t\t\t\t\t\t\t\n", report.Fixed(v.LowerBound.PriceBound, 2))
+	fmt.Fprintf(tw, "%s\t%s\t1\t\t\t\t\t\t\t\t\t\n", boundName, report.Fixed(v.LowerBound.Cost, 2))
+	fmt.Fprintf(tw, "price bound\t%s\t\t\t\t\t\t\t\t\t\t\n", report.Fixed(v.LowerBound.PriceBound, 2))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "%d jobs replayed from %s; skipped: %s\n", len(w.Jobs), tr.Name, skipText(w.Skipped))
+	fmt.Fprintf(cmd.OutOrStdout(), "workload profile: %s (in full in --json and --html)\n", prof.Name)
 	if f.noLP {
 		fmt.Fprintf(cmd.OutOrStdout(), "LP bound: skipped (--no-lp)\n")
 	} else {

@@ -24,6 +24,10 @@ func TestSimReplayJSON(t *testing.T) {
 	if !regexp.MustCompile(`gpufleet +[0-9,]+\.[0-9]{2} +[0-9]+\.[0-9]{3} +[0-9.]+% `).MatchString(stdout) || strings.Contains(stdout, "map[") {
 		t.Errorf("table not formatted: %s", stdout)
 	}
+	// Every report names the profile it assumed; the table counts misses.
+	if !strings.Contains(stdout, "workload profile: default") || !strings.Contains(stdout, "deadline misses") {
+		t.Errorf("table lacks the profile or the deadline misses: %s", stdout)
+	}
 	data, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
