@@ -31,7 +31,7 @@ type replayFlags struct {
 	tracePath, format, paiTasks, catalog, profile string
 	policies                                      string
 	seed                                          uint64
-	jsonOut, htmlOut, csvOut                      string
+	jsonOut, htmlOut, csvOut, leasesOut           string
 	limit                                         int
 	delay                                         time.Duration
 	quiet                                         bool
@@ -55,6 +55,7 @@ func attachReplay(cmd *cobra.Command) {
 	fl.StringVar(&f.jsonOut, "json", "", "write the JSON result to this file (- for stdout)")
 	fl.StringVar(&f.htmlOut, "html", "", "write the HTML report to this file")
 	fl.StringVar(&f.csvOut, "csv", "", "write the time series CSV to this file")
+	fl.StringVar(&f.leasesOut, "leases", "", "write every lease each policy rented (offer, mode, start, end, billed time, cost) as CSV to this file")
 	fl.IntVar(&f.limit, "limit", 0, "replay only the first N jobs (0: all)")
 	fl.DurationVar(&f.delay, "provisioning-delay", 2*time.Minute, "simulated provisioning delay of every offer")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar on stderr")
@@ -231,6 +232,7 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(runtime.GOMAXPROCS(0), 1))
 	progress := make([]int, len(policies))
+	leases := make([]report.PolicyLeases, len(policies))
 	total := len(w.Jobs)
 	for i, p := range policies {
 		wg.Add(1)
@@ -239,6 +241,10 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			c := cfg
+			if f.leasesOut != "" {
+				leases[i].Policy = p.Name
+				c.Leases = func(l sim.LeaseRecord) { leases[i].Leases = append(leases[i].Leases, l) }
+			}
 			if bar {
 				c.Progress = func(done, _ int) {
 					mu.Lock()
@@ -299,6 +305,11 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 	}
 	if f.csvOut != "" {
 		if err := writeTo(cmd, f.csvOut, func(out io.Writer) error { return report.WriteSimCSV(out, results) }); err != nil {
+			return err
+		}
+	}
+	if f.leasesOut != "" {
+		if err := writeTo(cmd, f.leasesOut, func(out io.Writer) error { return report.WriteLeaseCSV(out, leases) }); err != nil {
 			return err
 		}
 	}

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"encoding/csv"
+
 	"encoding/json"
+	"github.com/gpufleet/gpufleet/internal/core"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,7 +16,8 @@ func TestSimReplayJSON(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "r.json")
 	html := filepath.Join(dir, "r.html")
-	code, stdout, stderr := runCLI(t, "sim", "--trace", "testdata/small-trace.csv", "--format", "csv", "--json", out, "--html", html, "--quiet")
+	leases := filepath.Join(dir, "leases.csv")
+	code, stdout, stderr := runCLI(t, "sim", "--trace", "testdata/small-trace.csv", "--format", "csv", "--json", out, "--html", html, "--leases", leases, "--quiet")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -66,6 +70,36 @@ func TestSimReplayJSON(t *testing.T) {
 	page, _ := os.ReadFile(html)
 	if !strings.Contains(string(page), "<svg") {
 		t.Error("no HTML report")
+	}
+	// The lease log: each policy's rows sum to its cost to the micro.
+	f, err := os.Open(leases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) < 5 || rows[0][0] != "policy" || rows[0][9] != "cost" {
+		t.Fatalf("lease CSV: %v", rows)
+	}
+	sums := map[string]core.Micros{}
+	for _, r := range rows[1:] {
+		c, err := core.ParseMicros(r[9])
+		if err != nil {
+			t.Fatalf("lease row %v: %v", r, err)
+		}
+		sums[r[0]] += c
+	}
+	for _, p := range v.Policies {
+		want, err := core.ParseMicros(p.Cost.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sums[p.Policy] != want {
+			t.Errorf("%s: leases sum to %s, the policy's cost is %s", p.Policy, sums[p.Policy], want)
+		}
 	}
 }
 

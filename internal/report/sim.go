@@ -289,6 +289,35 @@ func WriteSimCSV(w io.Writer, results []*sim.Result) error {
 	return cw.Error()
 }
 
+// PolicyLeases is every lease one policy's replay rented.
+type PolicyLeases struct {
+	Policy string
+	Leases []sim.LeaseRecord
+}
+
+// WriteLeaseCSV writes each policy's leases, one row per lease in the
+// order they were priced: what the policy rented, for how long, and what
+// each cost. The costs of a policy's rows sum to its cost exactly.
+func WriteLeaseCSV(w io.Writer, policies []PolicyLeases) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write([]string{"policy", "lease", "offer", "mode", "gpus", "start", "end", "held_h", "billed_h", "cost", "reclaimed"}); err != nil {
+		return err
+	}
+	for _, p := range policies {
+		for _, l := range p.Leases {
+			row := []string{p.Policy, l.ID, l.Offer, string(l.Mode), strconv.Itoa(l.GPUs),
+				l.Start.UTC().Format(time.RFC3339), l.End.UTC().Format(time.RFC3339),
+				string(Number(int64(l.End.Sub(l.Start)/time.Second), 3600)), string(Number(int64(l.Billed/time.Second), 3600)),
+				l.Cost.Decimal(), strconv.FormatBool(l.Reclaimed)}
+			if err := cw.Write(row); err != nil {
+				return err
+			}
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
 // waitCDFs draws the waiting-time CDF of each tier, one line per policy,
 // from the percentiles of the waits (first start − submit). The x axis
 // stops at the largest p99 of the tier so the tail does not flatten the

@@ -62,12 +62,14 @@ type Result struct {
 	Series            []Sample
 	waits             map[core.Tier][]int64
 	lastSample        time.Time
+	// onLease is Config.Leases.
+	onLease func(LeaseRecord)
 	// err is the first lease that could not be priced.
 	err error
 }
 
-func newResult(policy string) *Result {
-	return &Result{Policy: policy, CostByMode: map[core.BillingMode]core.Micros{}, waits: map[core.Tier][]int64{}, WaitsByTier: map[core.Tier]Waits{}}
+func newResult(policy string, onLease func(LeaseRecord)) *Result {
+	return &Result{Policy: policy, onLease: onLease, CostByMode: map[core.BillingMode]core.Micros{}, waits: map[core.Tier][]int64{}, WaitsByTier: map[core.Tier]Waits{}}
 }
 
 // IdleShareBP is idle GPU-time over paid GPU-time, in basis points.
@@ -88,6 +90,24 @@ func (r *Result) addWait(u *engine.Unit, d time.Duration) {
 	r.waits[u.Job.Tier] = append(r.waits[u.Job.Tier], int64(d/time.Second))
 }
 
+// LeaseRecord is one lease a replay rented, as billed: what the bill of
+// a run is made of, lease by lease (gpufleet sim --leases).
+type LeaseRecord struct {
+	ID    string
+	Offer string
+	Mode  core.BillingMode
+	GPUs  int
+	Start time.Time
+	// End is when the lease was released or reclaimed, or the end of the
+	// replay for a lease still held then.
+	End       time.Time
+	Reclaimed bool
+	// Billed is the time charged: held time rounded up to the plan's
+	// granularity, at least its minimum charge or committed term.
+	Billed time.Duration
+	Cost   core.Micros
+}
+
 // addLease prices a lease that has ended (or is cut at the end of the
 // run) and adds it to the bill.
 func (r *Result) addLease(l *engine.Lease) {
@@ -104,6 +124,10 @@ func (r *Result) addLease(l *engine.Lease) {
 		return
 	}
 	r.Leases++
+	if r.onLease != nil {
+		r.onLease(LeaseRecord{ID: l.ID, Offer: l.OfferID, Mode: l.Mode, GPUs: l.Offer.GPUs, Start: l.Start, End: l.End,
+			Reclaimed: l.State == core.LeaseReclaimed, Billed: time.Duration(b.Billed) * time.Second, Cost: b.Amount})
+	}
 	r.Cost += b.Amount
 	r.CostByMode[l.Mode] += b.Amount
 	r.PaidMilliSec += int64(l.Offer.GPUs) * int64(core.WholeGPU) * b.Billed

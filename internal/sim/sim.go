@@ -47,6 +47,9 @@ type Config struct {
 	Progress func(done, total int)
 	// Transcript, if set, receives every event, in order.
 	Transcript func(core.Event)
+	// Leases, if set, receives every lease as it is priced: when it ends,
+	// or at the end of the replay for one still held.
+	Leases func(LeaseRecord)
 }
 
 // Run replays cfg.Workload under policy p and measures it. It stops
@@ -88,7 +91,7 @@ func Run(ctx context.Context, cfg Config, p Policy) (*Result, error) {
 	if p.TimeOfUse {
 		st.TimeOfUse = cfg.TimeOfUse
 	}
-	r := &run{cfg: cfg, p: p, ecfg: ecfg, st: st, cloud: cloud, clk: clk, res: newResult(p.Name), waking: map[int64]bool{}, providerID: map[string]string{}, leaseOf: map[string]string{}, first: map[string]time.Time{}}
+	r := &run{cfg: cfg, p: p, ecfg: ecfg, st: st, cloud: cloud, clk: clk, res: newResult(p.Name, cfg.Leases), waking: map[int64]bool{}, providerID: map[string]string{}, leaseOf: map[string]string{}, first: map[string]time.Time{}}
 	next := 0
 	for loops := 0; ; loops++ {
 		if loops%1024 == 0 {

@@ -122,14 +122,14 @@ func TestRunStopsWhenCancelled(t *testing.T) {
 // counting as free.
 func TestUnpricedLeaseIsAnError(t *testing.T) {
 	o := testOffers()[0]
-	r := newResult("gpufleet")
+	r := newResult("gpufleet", nil)
 	l := &engine.Lease{Lease: core.Lease{ID: "L7", OfferID: o.ID, Mode: o.Plans[0].Mode, Start: t0, End: t0.Add(-time.Hour)}, Offer: &o, Plan: &o.Plans[0]}
 	r.addLease(l)
 	if r.err == nil || !strings.Contains(r.err.Error(), "L7") || r.Cost != 0 || r.Leases != 0 {
 		t.Fatalf("err %v, cost %s, leases %d: want an error naming L7 and nothing billed", r.err, r.Cost, r.Leases)
 	}
 	l.End = t0.Add(time.Hour)
-	r2 := newResult("gpufleet")
+	r2 := newResult("gpufleet", nil)
 	r2.addLease(l)
 	if r2.err != nil || r2.Cost <= 0 {
 		t.Fatalf("a valid lease: err %v, cost %s", r2.err, r2.Cost)
@@ -150,6 +150,52 @@ func TestWaitPercentiles(t *testing.T) {
 	for k := 1; k <= 100; k++ {
 		if w.Percentiles[k] < w.Percentiles[k-1] {
 			t.Fatalf("not a CDF: p%d %d < p%d %d", k, w.Percentiles[k], k-1, w.Percentiles[k-1])
+		}
+	}
+}
+
+// The lease log is the bill itself, lease by lease: as many records as
+// leases, costs summing to the cost (by mode too), each lease billed at
+// least the time it was held (a reclaimed spot lease exactly that).
+func TestLeaseRecordsAddUpToTheBill(t *testing.T) {
+	w := burstyWorkload(4)
+	for _, name := range PolicyNames {
+		p, _ := NewPolicy(name)
+		var recs []LeaseRecord
+		cfg := testConfig(w)
+		cfg.Leases = func(l LeaseRecord) { recs = append(recs, l) }
+		r, err := Run(context.Background(), cfg, p)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(recs) != r.Leases || len(recs) == 0 {
+			t.Fatalf("%s: %d records for %d leases", name, len(recs), r.Leases)
+		}
+		var sum core.Micros
+		byMode := map[core.BillingMode]core.Micros{}
+		seen := map[string]bool{}
+		for _, l := range recs {
+			sum += l.Cost
+			byMode[l.Mode] += l.Cost
+			if seen[l.ID] {
+				t.Errorf("%s: lease %s priced twice", name, l.ID)
+			}
+			seen[l.ID] = true
+			held := l.End.Sub(l.Start)
+			if held < 0 || l.Billed < held.Truncate(time.Second) || l.Reclaimed && l.Billed != held.Round(time.Second) {
+				t.Errorf("%s: lease %s held %s, billed %s (reclaimed %v)", name, l.ID, held, l.Billed, l.Reclaimed)
+			}
+			if l.GPUs <= 0 || l.Offer == "" {
+				t.Errorf("%s: lease %s: %d GPUs of offer %q", name, l.ID, l.GPUs, l.Offer)
+			}
+		}
+		if sum != r.Cost {
+			t.Errorf("%s: records sum to %s, the bill is %s", name, sum, r.Cost)
+		}
+		for m, c := range r.CostByMode {
+			if byMode[m] != c {
+				t.Errorf("%s: %s records sum to %s, the bill says %s", name, m, byMode[m], c)
+			}
 		}
 	}
 }
