@@ -192,3 +192,23 @@ func BenchmarkGenerate1M(b *testing.B) {
 		Generate(c, 1)
 	}
 }
+
+// BenchmarkReadGeneric1M reads a million-job generic CSV (issue 5's
+// speed target replays one; reading it is part of the replay's time).
+func BenchmarkReadGeneric1M(b *testing.B) {
+	c := DefaultGenConfig()
+	c.Jobs = 1_000_000
+	var buf strings.Builder
+	if err := WriteGeneric(&buf, Generate(c, 1)); err != nil {
+		b.Fatal(err)
+	}
+	data := buf.String()
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		t, err := ReadGeneric(strings.NewReader(data), "1m.csv")
+		if err != nil || len(t.Jobs) != c.Jobs {
+			b.Fatalf("%d jobs, %v", len(t.Jobs), err)
+		}
+	}
+}

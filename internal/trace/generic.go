@@ -48,6 +48,11 @@ func ReadGeneric(r io.Reader, file string) (Trace, error) {
 	}
 	out := Trace{Name: file}
 	seen := map[string]int{}
+	// Jobs are gathered in fixed-size chunks and copied once into a slice
+	// of the exact length: appending a million jobs one by one copied the
+	// growing slice over and over (half the time of reading the file).
+	var chunks [][]Job
+	cur := make([]Job, 0, jobChunk)
 	for n := 0; ; n++ {
 		row, err := t.next()
 		if errors.Is(err, io.EOF) {
@@ -107,8 +112,13 @@ func ReadGeneric(r io.Reader, file string) (Trace, error) {
 			return Trace{}, row.fail("id", j.ID, "duplicate job", fmt.Sprintf("each id once (first on line %d)", first))
 		}
 		seen[j.ID] = row.line
-		out.Jobs = append(out.Jobs, j)
+		if len(cur) == cap(cur) {
+			chunks = append(chunks, cur)
+			cur = make([]Job, 0, jobChunk)
+		}
+		cur = append(cur, j)
 	}
+	out.Jobs = concat(append(chunks, cur))
 	sortJobs(out.Jobs)
 	return out, nil
 }
