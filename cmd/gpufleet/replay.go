@@ -98,19 +98,7 @@ func toWorkload(tr trace.Trace, p *trace.Profile, offers []core.Offer, limit int
 	if err != nil {
 		return nil, err
 	}
-	w := &sim.Workload{Actual: map[string]time.Duration{}, Skipped: trace.SkipCounts(tw.Skipped)}
-	for i := range tw.Jobs {
-		if limit > 0 && len(w.Jobs) >= limit {
-			break
-		}
-		j := &tw.Jobs[i]
-		if !runnable(j, offers) {
-			w.Skipped["no offer can run it (GPU model or memory)"]++
-			continue
-		}
-		w.Jobs = append(w.Jobs, j)
-		w.Actual[j.ID] = j.EstDuration
-	}
+	w := sim.NewWorkload(tw, offers, limit)
 	if len(w.Jobs) == 0 {
 		return nil, fmt.Errorf("trace %s: no job to replay (skipped: %s)", tr.Name, skipText(w.Skipped))
 	}
@@ -130,12 +118,6 @@ func skipText(skipped map[string]int) string {
 		parts[i] = fmt.Sprintf("%d %s", skipped[r], r)
 	}
 	return strings.Join(parts, "; ")
-}
-
-// runnable: some offer has an allowed GPU model with enough memory per
-// GPU (the bounds' admissibility; a gang spans machines).
-func runnable(j *core.Job, offers []core.Offer) bool {
-	return len(bound.Admissible(j, offers)) > 0
 }
 
 // boundsResult is the lower bounds of a replay, computed beside it.

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpufleet/gpufleet/internal/bound"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	provsim "github.com/gpufleet/gpufleet/internal/provider/sim"
@@ -20,17 +19,7 @@ func traceWorkload(tb testing.TB, tr trace.Trace, offers []core.Offer) *Workload
 	if err != nil {
 		tb.Fatal(err)
 	}
-	w := &Workload{Actual: make(map[string]time.Duration, len(tw.Jobs)), Skipped: trace.SkipCounts(tw.Skipped)}
-	for i := range tw.Jobs {
-		j := &tw.Jobs[i]
-		if len(bound.Admissible(j, offers)) == 0 {
-			w.Skipped["no offer can run it"]++
-			continue
-		}
-		w.Jobs = append(w.Jobs, j)
-		w.Actual[j.ID] = j.EstDuration
-	}
-	return w
+	return NewWorkload(tw, offers, 0)
 }
 
 // benchConfig is the CLI's default replay: the demo catalog, a 2-minute

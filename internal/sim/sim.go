@@ -9,12 +9,14 @@ import (
 	"sort"
 	"time"
 
+	"github.com/gpufleet/gpufleet/internal/bound"
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/engine"
 	"github.com/gpufleet/gpufleet/internal/provider"
 	provsim "github.com/gpufleet/gpufleet/internal/provider/sim"
 	"github.com/gpufleet/gpufleet/internal/sched"
+	"github.com/gpufleet/gpufleet/internal/trace"
 )
 
 // Workload is what a simulation replays: jobs with their submit times
@@ -474,4 +476,28 @@ func (h *finishHeap) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
+}
+
+// NoOffer is the skip reason of a job no offer of the catalog can run.
+const NoOffer = "no offer can run it (GPU model or memory)"
+
+// NewWorkload makes the workload a replay runs from a trace's jobs: the
+// first limit (0: all) that some offer can run (bound.Admissible), each
+// running for its recorded duration. Jobs no offer can run are skipped
+// and counted with the trace's own skips, never dropped silently.
+func NewWorkload(tw trace.Workload, offers []core.Offer, limit int) *Workload {
+	w := &Workload{Actual: make(map[string]time.Duration, len(tw.Jobs)), Skipped: trace.SkipCounts(tw.Skipped)}
+	for i := range tw.Jobs {
+		if limit > 0 && len(w.Jobs) >= limit {
+			break
+		}
+		j := &tw.Jobs[i]
+		if len(bound.Admissible(j, offers)) == 0 {
+			w.Skipped[NoOffer]++
+			continue
+		}
+		w.Jobs = append(w.Jobs, j)
+		w.Actual[j.ID] = j.EstDuration
+	}
+	return w
 }
