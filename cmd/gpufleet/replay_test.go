@@ -81,12 +81,12 @@ func TestSimReplayJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) < 5 || rows[0][0] != "policy" || rows[0][9] != "cost" {
+	if len(rows) < 5 || rows[0][0] != "policy" || rows[0][11] != "cost" {
 		t.Fatalf("lease CSV: %v", rows)
 	}
 	sums := map[string]core.Micros{}
 	for _, r := range rows[1:] {
-		c, err := core.ParseMicros(r[9])
+		c, err := core.ParseMicros(r[11])
 		if err != nil {
 			t.Fatalf("lease row %v: %v", r, err)
 		}

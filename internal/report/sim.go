@@ -296,11 +296,12 @@ type PolicyLeases struct {
 }
 
 // WriteLeaseCSV writes each policy's leases, one row per lease in the
-// order they were priced: what the policy rented, for how long, and what
-// each cost. The costs of a policy's rows sum to its cost exactly.
+// order they were priced: what the policy rented, for how long, how much
+// of it work used, and what each cost. The costs of a policy's rows sum
+// to its cost exactly.
 func WriteLeaseCSV(w io.Writer, policies []PolicyLeases) error {
 	cw := csv.NewWriter(w)
-	if err := cw.Write([]string{"policy", "lease", "offer", "mode", "gpus", "start", "end", "held_h", "billed_h", "cost", "reclaimed"}); err != nil {
+	if err := cw.Write([]string{"policy", "lease", "offer", "mode", "gpus", "start", "end", "held_h", "billed_h", "allocated_gpu_h", "idle_share", "cost", "reclaimed"}); err != nil {
 		return err
 	}
 	for _, p := range policies {
@@ -308,7 +309,7 @@ func WriteLeaseCSV(w io.Writer, policies []PolicyLeases) error {
 			row := []string{p.Policy, l.ID, l.Offer, string(l.Mode), strconv.Itoa(l.GPUs),
 				l.Start.UTC().Format(time.RFC3339), l.End.UTC().Format(time.RFC3339),
 				string(Number(int64(l.End.Sub(l.Start)/time.Second), 3600)), string(Number(int64(l.Billed/time.Second), 3600)),
-				l.Cost.Decimal(), strconv.FormatBool(l.Reclaimed)}
+				string(Number(l.AllocatedMilliSec, 3600*1000)), idleShare(l), l.Cost.Decimal(), strconv.FormatBool(l.Reclaimed)}
 			if err := cw.Write(row); err != nil {
 				return err
 			}
@@ -316,6 +317,15 @@ func WriteLeaseCSV(w io.Writer, policies []PolicyLeases) error {
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// idleShare is the share of a lease's billed GPU-time nobody used.
+func idleShare(l sim.LeaseRecord) string {
+	paid := int64(l.GPUs) * int64(core.WholeGPU) * int64(l.Billed/time.Second)
+	if paid <= 0 {
+		return ""
+	}
+	return string(Number(max(paid-l.AllocatedMilliSec, 0)*10000/paid, 10000))
 }
 
 // waitCDFs draws the waiting-time CDF of each tier, one line per policy,

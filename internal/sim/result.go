@@ -62,14 +62,20 @@ type Result struct {
 	Series            []Sample
 	waits             map[core.Tier][]int64
 	lastSample        time.Time
-	// onLease is Config.Leases.
-	onLease func(LeaseRecord)
+	// onLease is Config.Leases; leaseUse, kept only then, is the GPU
+	// share allocated on each live lease so far, in milli-GPU-seconds.
+	onLease  func(LeaseRecord)
+	leaseUse map[string]int64
 	// err is the first lease that could not be priced.
 	err error
 }
 
 func newResult(policy string, onLease func(LeaseRecord)) *Result {
-	return &Result{Policy: policy, onLease: onLease, CostByMode: map[core.BillingMode]core.Micros{}, waits: map[core.Tier][]int64{}, WaitsByTier: map[core.Tier]Waits{}}
+	var use map[string]int64
+	if onLease != nil {
+		use = map[string]int64{}
+	}
+	return &Result{Policy: policy, onLease: onLease, leaseUse: use, CostByMode: map[core.BillingMode]core.Micros{}, waits: map[core.Tier][]int64{}, WaitsByTier: map[core.Tier]Waits{}}
 }
 
 // IdleShareBP is idle GPU-time over paid GPU-time, in basis points.
@@ -81,8 +87,15 @@ func (r *Result) IdleShareBP() int64 {
 }
 
 func (r *Result) addAllocated(u *engine.Unit, from, to time.Time) {
-	if to.After(from) {
-		r.AllocatedMilliSec += int64(u.Milli()) * int64(to.Sub(from)/time.Second)
+	if !to.After(from) {
+		return
+	}
+	secs := int64(to.Sub(from) / time.Second)
+	r.AllocatedMilliSec += int64(u.Milli()) * secs
+	if r.leaseUse != nil {
+		for _, p := range u.Parts {
+			r.leaseUse[p.LeaseID] += int64(u.Job.Request.MilliPerGPU) * int64(len(p.GPUs)) * secs
+		}
 	}
 }
 
@@ -106,6 +119,10 @@ type LeaseRecord struct {
 	// granularity, at least its minimum charge or committed term.
 	Billed time.Duration
 	Cost   core.Micros
+	// AllocatedMilliSec is the GPU share work held on it over its life,
+	// in milli-GPU-seconds (work still running when the replay ends is
+	// not counted, as in the run's allocated GPU-hours).
+	AllocatedMilliSec int64
 }
 
 // addLease prices a lease that has ended (or is cut at the end of the
@@ -126,7 +143,9 @@ func (r *Result) addLease(l *engine.Lease) {
 	r.Leases++
 	if r.onLease != nil {
 		r.onLease(LeaseRecord{ID: l.ID, Offer: l.OfferID, Mode: l.Mode, GPUs: l.Offer.GPUs, Start: l.Start, End: l.End,
-			Reclaimed: l.State == core.LeaseReclaimed, Billed: time.Duration(b.Billed) * time.Second, Cost: b.Amount})
+			Reclaimed: l.State == core.LeaseReclaimed, Billed: time.Duration(b.Billed) * time.Second, Cost: b.Amount,
+			AllocatedMilliSec: r.leaseUse[l.ID]})
+		delete(r.leaseUse, l.ID)
 	}
 	r.Cost += b.Amount
 	r.CostByMode[l.Mode] += b.Amount

@@ -156,7 +156,9 @@ func TestWaitPercentiles(t *testing.T) {
 
 // The lease log is the bill itself, lease by lease: as many records as
 // leases, costs summing to the cost (by mode too), each lease billed at
-// least the time it was held (a reclaimed spot lease exactly that).
+// least the time it was held (a reclaimed spot lease exactly that), and
+// the work on each adding up to the run's allocated GPU-time, no lease
+// holding more than it paid for.
 func TestLeaseRecordsAddUpToTheBill(t *testing.T) {
 	w := burstyWorkload(4)
 	for _, name := range PolicyNames {
@@ -172,6 +174,7 @@ func TestLeaseRecordsAddUpToTheBill(t *testing.T) {
 			t.Fatalf("%s: %d records for %d leases", name, len(recs), r.Leases)
 		}
 		var sum core.Micros
+		var alloc int64
 		byMode := map[core.BillingMode]core.Micros{}
 		seen := map[string]bool{}
 		for _, l := range recs {
@@ -188,9 +191,16 @@ func TestLeaseRecordsAddUpToTheBill(t *testing.T) {
 			if l.GPUs <= 0 || l.Offer == "" {
 				t.Errorf("%s: lease %s: %d GPUs of offer %q", name, l.ID, l.GPUs, l.Offer)
 			}
+			alloc += l.AllocatedMilliSec
+			if paid := int64(l.GPUs) * int64(core.WholeGPU) * int64(l.Billed/time.Second); l.AllocatedMilliSec < 0 || l.AllocatedMilliSec > paid {
+				t.Errorf("%s: lease %s: %d milli-GPU-seconds allocated, %d paid", name, l.ID, l.AllocatedMilliSec, paid)
+			}
 		}
 		if sum != r.Cost {
 			t.Errorf("%s: records sum to %s, the bill is %s", name, sum, r.Cost)
+		}
+		if alloc != r.AllocatedMilliSec || alloc == 0 {
+			t.Errorf("%s: leases' allocated time sums to %d milli-GPU-seconds, the run's is %d", name, alloc, r.AllocatedMilliSec)
 		}
 		for m, c := range r.CostByMode {
 			if byMode[m] != c {
