@@ -3,6 +3,7 @@ package bound
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -14,35 +15,47 @@ import (
 	"github.com/gpufleet/gpufleet/internal/core"
 )
 
-// exact solves a small Program with gonum's simplex: each <= row gets a
-// slack column to put it in standard form.
+// exact solves a small Program with gonum's simplex. Each <= row gets a
+// slack column and each = row an artificial column at a prohibitive cost,
+// so that the slacks and artificials are a feasible first basis (every
+// right-hand side is >= 0): gonum's own first phase declared feasible
+// programs infeasible on some degenerate ones (CLP solved them). At the
+// optimum the artificials must be zero — else the program is infeasible,
+// or the cost not prohibitive enough, and the test says so.
 func exact(t interface{ Fatalf(string, ...any) }, prog *Program) float64 {
-	nCols := len(prog.Cols)
-	for _, r := range prog.Rows {
-		if r.Sense == 'L' {
-			nCols++
-		}
-	}
+	nCols := len(prog.Cols) + len(prog.Rows) // one slack or artificial per row
 	A := mat.NewDense(len(prog.Rows), nCols, nil)
 	c := make([]float64, nCols)
 	b := make([]float64, len(prog.Rows))
+	maxCost := 1.0
 	for j, col := range prog.Cols {
 		c[j] = col.Cost
+		maxCost = max(maxCost, col.Cost)
 		for i, r := range col.Rows {
 			A.Set(r, j, A.At(r, j)+col.Coefs[i])
 		}
 	}
-	j := len(prog.Cols)
+	basic := make([]int, len(prog.Rows))
 	for i, r := range prog.Rows {
-		b[i] = r.RHS
-		if r.Sense == 'L' {
-			A.Set(i, j, 1)
-			j++
+		if r.RHS < 0 {
+			t.Fatalf("row %s: right-hand side %v < 0", r.Name, r.RHS)
 		}
+		b[i] = r.RHS
+		j := len(prog.Cols) + i
+		A.Set(i, j, 1)
+		if r.Sense == 'E' {
+			c[j] = 1e4 * maxCost
+		}
+		basic[i] = j
 	}
-	opt, _, err := gonumlp.Simplex(c, A, b, 1e-10, nil)
+	opt, x, err := gonumlp.Simplex(c, A, b, 1e-10, basic)
 	if err != nil {
 		t.Fatalf("simplex: %v", err)
+	}
+	for i, r := range prog.Rows {
+		if r.Sense == 'E' && x[len(prog.Cols)+i] > 1e-7 {
+			t.Fatalf("row %s: artificial %v at the optimum: infeasible program", r.Name, x[len(prog.Cols)+i])
+		}
 	}
 	return opt
 }
@@ -163,5 +176,32 @@ func TestWriteMPS(t *testing.T) {
 			t.Fatalf("column %s split in the COLUMNS section", name)
 		}
 		seen[name], last = true, name
+	}
+}
+
+// A program gonum's own first phase called infeasible (found by
+// TestAscentBelowExactOptimum): COIN-OR CLP solves it to 29.8458333, and
+// so does exact; the ascent stays below.
+func TestExactDegenerate(t *testing.T) {
+	var jobs []*core.Job
+	for i, s := range []struct {
+		h, gpus, min int
+		intr         bool
+	}{{24, 2, 1200, true}, {5, 1, 33, false}, {19, 1, 61, true}, {12, 2, 44, true}, {12, 2, 801, false}} {
+		j := job(fmt.Sprint("j", i), time.Duration(s.h)*time.Hour, s.gpus, time.Duration(s.min)*time.Minute)
+		j.Interruptible = s.intr
+		jobs = append(jobs, j)
+	}
+	in := Input{Jobs: jobs, Offers: []core.Offer{offer8()}}
+	opt := exact(t, explicit(t, in.Jobs, in.Offers))
+	if math.Abs(opt-29.8458333) > 1e-6 {
+		t.Errorf("exact optimum %.7f, CLP's is 29.8458333", opt)
+	}
+	r, err := LP(in, Options{Wait: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Cost.Float(); got > opt+1e-6 || got < opt*0.99 {
+		t.Errorf("ascent %v against the optimum %v", got, opt)
 	}
 }

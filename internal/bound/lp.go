@@ -62,7 +62,7 @@
 // D is concave; the bound is the best D(γ) found by a projected
 // supergradient ascent starting from the uniform γ = P_c / (h L_c) (whose
 // value is the price bound restricted to each job's window), every iterate
-// made feasible by scaling. Whatever the number of iterations, the value
+// made feasible again (see project). Whatever the number of iterations, the value
 // returned is D at a feasible γ — a valid bound — and it approaches the LP
 // optimum as the ascent converges. It is computed in float64 and reduced by
 // a relative 1e-9 before rounding down to the micro, so floating-point
@@ -104,7 +104,7 @@ type Options struct {
 	// DeferSlack is how far past its duration deferrable work without a
 	// deadline may run (7 days).
 	DeferSlack time.Duration
-	// Iterations of the dual ascent (300).
+	// Iterations of the dual ascent (1000).
 	Iterations int
 }
 
@@ -119,7 +119,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.DeferSlack = 7 * 24 * time.Hour
 	}
 	if o.Iterations == 0 {
-		o.Iterations = 300
+		o.Iterations = 1000
 	}
 	switch {
 	case o.Slot < time.Minute || time.Hour%o.Slot != 0 && o.Slot%time.Hour != 0:
@@ -595,8 +595,66 @@ func (p *problem) ascend(delta float64) {
 				b.gamma[t] = min(b.gamma[t]+f*u, b.clip[t])
 			}
 		}
-		b.feasible()
+		b.project()
 	}
+}
+
+// project makes γ feasible again after a step: each window of L slots
+// that sums above P, left to right, gives its excess back evenly from its
+// slots still above zero (the Euclidean projection onto that one window's
+// constraint, kept non-negative), until no window is over or the passes
+// run out; feasible then guards the result. Scaling every slot by its
+// worst window instead (feasible alone) shrinks the slots the ascent has
+// just raised as much as the idle ones, and the ascent stalled 1.1% below
+// the exact optimum on the Helios excerpt; taken evenly, value moves
+// between the slots of a window and it comes within 0.5%.
+func (b *block) project() {
+	H, L := len(b.gamma), min(b.L, len(b.gamma))
+	g := b.gamma
+	for pass := 0; pass < 20; pass++ {
+		over := false
+		s := 0.0
+		for t := range L {
+			s += g[t]
+		}
+		for w := 0; w+L <= H; w++ {
+			if w > 0 {
+				s += g[w+L-1] - g[w-1]
+			}
+			if s <= b.P*(1+1e-12) {
+				continue
+			}
+			over = true
+			ex := s - b.P
+			for round := 0; ex > 1e-12*b.P && round < 50; round++ {
+				n := 0
+				for t := w; t < w+L; t++ {
+					if g[t] > 0 {
+						n++
+					}
+				}
+				if n == 0 {
+					break
+				}
+				d := ex / float64(n)
+				for t := w; t < w+L; t++ {
+					if g[t] > 0 {
+						r := min(g[t], d)
+						g[t] -= r
+						ex -= r
+					}
+				}
+			}
+			s = 0 // afresh: the running sum drifts after the subtraction
+			for t := w; t < w+L; t++ {
+				s += g[t]
+			}
+		}
+		if !over {
+			break
+		}
+	}
+	b.feasible()
 }
 
 // feasible scales γ so that no term's window of slots sums above its
