@@ -39,12 +39,8 @@ func newIndex(st *State) *index {
 // the state. Lookups of anything else find nothing, as they would not be
 // made.
 func indexFor(st *State, d *Decisions) *index {
-	sc := st.scratchOf()
-	clear(sc.leases)
-	ix := &index{leases: sc.leases}
-	for _, l := range st.Leases {
-		ix.leases[l.ID] = l
-	}
+	st.stampLeases()
+	ix := &index{leases: st.leaseIndex()}
 	n := len(d.Preempt) + len(d.Move) + len(d.Place) + len(d.Defer) + len(d.Alerts)
 	if n == 0 && len(d.Release) == 0 {
 		return ix
@@ -223,12 +219,13 @@ func markIdle(st *State, now time.Time) {
 	if live == 0 {
 		return
 	}
-	busy := st.scratchOf().busy
-	clear(busy)
+	gen := st.stampLeases()
 	for _, u := range st.Units {
 		if u.State == core.JobRunning || u.State == core.JobCheckpointing {
-			for _, p := range u.Parts {
-				busy[p.LeaseID] = true
+			for i := range u.Parts {
+				if l := st.partLease(u, i, gen); l != nil {
+					l.busy = gen
+				}
 			}
 		}
 	}
@@ -236,7 +233,7 @@ func markIdle(st *State, now time.Time) {
 		if l.State.Final() {
 			continue
 		}
-		if busy[l.ID] {
+		if l.busy == gen {
 			l.IdleSince = time.Time{}
 		} else if l.IdleSince.IsZero() && !l.ReadyAt.IsZero() {
 			l.IdleSince = now

@@ -22,6 +22,12 @@ type Lease struct {
 	// For lists the units it was rented for (the autostop baseline waits
 	// for these machines rather than renting again).
 	For []string
+	// Working marks, not state (resolve.go): gen is the stamp of the last
+	// pass that found it in State.Leases, node its node in the view built
+	// then (-1: none), busy the stamp of the last markIdle that found
+	// work on it.
+	gen, busy uint64
+	node      int
 }
 
 // Assigned is the part of a running unit on one lease.
@@ -53,6 +59,8 @@ type Unit struct {
 	// LostMilliSeconds is work lost to preemptions and reclaims.
 	LostMilliSeconds int64
 	End              time.Time
+	// on caches the leases of Parts, by position (resolve.go).
+	on []*Lease
 }
 
 // State is everything the engine knows.

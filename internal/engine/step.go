@@ -70,7 +70,6 @@ type view struct {
 	cost    []core.Micros
 	paid    []time.Time
 	leaseOf []*Lease
-	nodeOf  map[string]int
 	running []sched.Allocation
 	pending []sched.Unit
 	// pendingOf is the state's unit behind each pending entry.
@@ -90,10 +89,13 @@ type scratch struct {
 	parts    []sched.Part
 	alloc    []core.Milli
 	machines []fleet.Machine
-	// busy is markIdle's set of leases that run something.
-	busy map[string]bool
-	// leases is indexFor's map of lease IDs.
-	leases map[string]*Lease
+	// gen is the last stampLeases stamp; byID maps the IDs of byIDOf (a
+	// copy of State.Leases as it was, with byIDIDs their IDs then) to
+	// them; empty byIDOf: rebuild it.
+	gen     uint64
+	byID    map[string]*Lease
+	byIDOf  []*Lease
+	byIDIDs []string
 	// sched is the scheduler's own working space.
 	sched sched.Scratch
 }
@@ -101,7 +103,7 @@ type scratch struct {
 // scratchOf returns st's scratch space, made on first use.
 func (st *State) scratchOf() *scratch {
 	if st.scratch == nil {
-		st.scratch = &scratch{v: view{nodeOf: map[string]int{}}, busy: map[string]bool{}, leases: map[string]*Lease{}}
+		st.scratch = &scratch{}
 	}
 	return st.scratch
 }
@@ -114,8 +116,8 @@ func build(st *State, now time.Time) *view {
 	// A new view over the old one's storage: a field not named here
 	// starts from zero, as in a view made afresh.
 	old := sc.v
-	clear(old.nodeOf)
-	sc.v = view{nodeOf: old.nodeOf, nodes: old.nodes[:0], leaseOf: old.leaseOf[:0], cost: old.cost[:0], paid: old.paid[:0],
+	gen := st.stampLeases()
+	sc.v = view{nodes: old.nodes[:0], leaseOf: old.leaseOf[:0], cost: old.cost[:0], paid: old.paid[:0],
 		running: old.running[:0], pending: old.pending[:0], pendingOf: old.pendingOf[:0],
 		nodeOfLease: slices.Grow(old.nodeOfLease[:0], len(st.Leases))[:len(st.Leases)]}
 	v := &sc.v
@@ -127,11 +129,11 @@ func build(st *State, now time.Time) *view {
 	// into it, so it must not move while they are added.
 	gpus := slices.Grow(sc.gpus[:0], gpuTotal)
 	for i, l := range st.Leases {
-		v.nodeOfLease[i] = -1
+		v.nodeOfLease[i], l.node = -1, -1
 		if l.State.Final() || l.ReadyAt.IsZero() || !l.ReclaimAt.IsZero() {
 			continue
 		}
-		v.nodeOfLease[i] = len(v.nodes)
+		v.nodeOfLease[i], l.node = len(v.nodes), len(v.nodes)
 		n := core.Node{LeaseID: l.ID, OfferID: l.Offer.ID, GPUModel: l.Offer.GPUModel, GPUMemMiB: l.Offer.GPUMemMiB,
 			Spot: l.Mode == core.Spot, Committed: l.Plan.Committed()}
 		first := len(gpus)
@@ -139,7 +141,6 @@ func build(st *State, now time.Time) *view {
 			gpus = append(gpus, core.GPU{Index: g, FreeMilli: core.WholeGPU, FreeMemMiB: l.Offer.GPUMemMiB})
 		}
 		n.GPUs = gpus[first:len(gpus):len(gpus)]
-		v.nodeOf[l.ID] = len(v.nodes)
 		v.nodes = append(v.nodes, n)
 		v.leaseOf = append(v.leaseOf, l)
 		v.cost = append(v.cost, marginalGPUHour(l))
@@ -155,13 +156,13 @@ func build(st *State, now time.Time) *view {
 		case core.JobRunning, core.JobCheckpointing:
 			first := len(parts)
 			ok := true
-			for _, p := range u.Parts {
-				n, found := v.nodeOf[p.LeaseID]
-				if !found {
+			for i, p := range u.Parts {
+				l := st.partLease(u, i, gen)
+				if l == nil || l.node < 0 {
 					ok = false // on a machine leaving the fleet: not schedulable capacity
 					break
 				}
-				parts = append(parts, sched.Part{Node: n, GPUs: p.GPUs})
+				parts = append(parts, sched.Part{Node: l.node, GPUs: p.GPUs})
 			}
 			if !ok {
 				parts = parts[:first]
