@@ -215,3 +215,35 @@ func TestPropertyPaidUntilMatchesCost(t *testing.T) {
 		}
 	})
 }
+
+// TestPropertyPaidMemo: a PaidMemo answers as PaidUntil does for any plan
+// and any sequence of instants, mostly later and sometimes earlier than
+// the last (the memo must notice when an instant leaves what it holds
+// for), sometimes before the start (an error), and when the plan or the
+// start changes.
+func TestPropertyPaidMemo(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		plans := []*core.PricePlan{genPlan(t), genPlan(t)}
+		starts := []time.Time{t0.Add(time.Duration(rapid.Int64Range(0, 86400).Draw(t, "s0")) * time.Millisecond * 1000),
+			t0.Add(time.Duration(rapid.Int64Range(0, 86400*1000).Draw(t, "s1")) * time.Millisecond)}
+		var m PaidMemo
+		now := starts[0]
+		for i, n := 0, rapid.IntRange(1, 60).Draw(t, "n"); i < n; i++ {
+			p := plans[rapid.IntRange(0, 9).Draw(t, "plan")/9]
+			start := starts[rapid.IntRange(0, 9).Draw(t, "start")/9]
+			switch rapid.IntRange(0, 9).Draw(t, "move") {
+			case 0:
+				now = now.Add(-time.Duration(rapid.Int64Range(0, 3*86400*1000).Draw(t, "back")) * time.Millisecond)
+			case 1:
+				now = now.Add(time.Duration(rapid.Int64Range(0, 40*86400).Draw(t, "jump")) * time.Second)
+			default:
+				now = now.Add(time.Duration(rapid.Int64Range(0, 7200*1000).Draw(t, "step")) * time.Millisecond)
+			}
+			want, werr := PaidUntil(p, start, now)
+			got, gerr := m.PaidUntil(p, start, now)
+			if (werr != nil) != (gerr != nil) || want != got {
+				t.Fatalf("step %d at %s: memo %s (%v), PaidUntil %s (%v)", i, now, got, gerr, want, werr)
+			}
+		}
+	})
+}

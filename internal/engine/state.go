@@ -3,6 +3,7 @@ package engine
 import (
 	"time"
 
+	"github.com/gpufleet/gpufleet/internal/billing"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/fleet"
 	"github.com/gpufleet/gpufleet/internal/sched"
@@ -28,6 +29,9 @@ type Lease struct {
 	// work on it.
 	gen, busy uint64
 	node      int
+	// paidWork and paidNow remember the paid boundary as build asks it
+	// (after the work on it) and as drainCandidates does (after now).
+	paidWork, paidNow billing.PaidMemo
 }
 
 // Assigned is the part of a running unit on one lease.

@@ -210,7 +210,7 @@ func build(st *State, now time.Time) *view {
 		if v.paid[n].After(until) {
 			until = v.paid[n]
 		}
-		b, err := billing.PaidUntil(l.Plan, l.Start, until)
+		b, err := l.paidWork.PaidUntil(l.Plan, l.Start, until)
 		if err != nil {
 			b = time.Time{}
 		}
@@ -392,6 +392,20 @@ func drainCandidates(v *view, alloc []core.Milli, now time.Time, cfg fleet.Confi
 		share int64
 	}
 	var cs []c
+	// Only sparse machines billed by use can be candidates: find them
+	// before looking at what runs where (most steps have none).
+	sparse := false
+	for n, l := range v.leaseOf {
+		capMilli := int64(len(v.nodes[n].GPUs)) * int64(core.WholeGPU)
+		share := int64(alloc[n]) * 10000 / max(capMilli, 1)
+		if !l.Plan.Committed() && alloc[n] != 0 && share < cfg.ScaleInBP {
+			sparse = true
+			break
+		}
+	}
+	if !sparse {
+		return nil
+	}
 	latest := make([]time.Time, len(v.nodes))
 	units := make([]core.Milli, len(v.nodes))
 	for _, a := range v.running {
@@ -411,7 +425,7 @@ func drainCandidates(v *view, alloc []core.Milli, now time.Time, cfg fleet.Confi
 		if l.Plan.Committed() || alloc[n] == 0 || share >= cfg.ScaleInBP {
 			continue
 		}
-		paid, err := billing.PaidUntil(l.Plan, l.Start, now)
+		paid, err := l.paidNow.PaidUntil(l.Plan, l.Start, now)
 		if err != nil || !latest[n].After(paid) {
 			continue // it empties by itself before the next boundary
 		}
