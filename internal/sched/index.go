@@ -19,17 +19,17 @@ type index struct {
 	// GPU of model m is partly used: most steps share no GPU, and a
 	// thousand empty buckets per model per step were most of the
 	// index's allocations.
-	partial  [][][]int32
-	nodeC    []int // bucket of each node
-	nodePos  []int
+	partial [][][]int32
+	nodeC   []int // bucket of each node
+	nodePos []int
 	// nodeModel is each node's model id: update and updateGPU run for
 	// every GPU of every node at each fill, and a map lookup by model
 	// name there was most of the index's cost.
 	nodeModel []int
-	gpuFree  []int16 // bucket of each GPU ref; 0: not partly used
-	gpuPos   []int
-	maxGPUs  int
-	modelIDs []string
+	gpuFree   []int16 // bucket of each GPU ref; 0: not partly used
+	gpuPos    []int
+	maxGPUs   int
+	modelIDs  []string
 	// modelMax is the most GPUs a node of each model has.
 	modelMax []int
 	// pool, when set, lends bucket arrays kept from earlier calls.
