@@ -35,7 +35,11 @@ func (p *pass) deferral(u Unit) (Deferral, bool) {
 	key := j.EstDuration + time.Duration(latest.Unix())*time.Nanosecond // distinct per (duration, latest)
 	ans, seen := p.deferCache[key]
 	if !seen {
-		ans = bestStart(tou, p.st.Now, latest, j.EstDuration, p.cfg.DeferMinSavingBP)
+		var memo *runCosts
+		if p.st.Scratch != nil {
+			memo = &p.st.Scratch.runCosts
+		}
+		ans = bestStart(tou, p.st.Now, latest, j.EstDuration, p.cfg.DeferMinSavingBP, memo)
 		p.deferCache[key] = ans
 	}
 	if !ans.ok {
@@ -55,13 +59,9 @@ func deadlineText(j *core.Job) string {
 
 // bestStart prices running for d from now and from every local hour
 // boundary up to latest, and returns the cheapest start if it beats now
-// by at least minBP.
-func bestStart(tou *core.TimeOfUse, now, latest time.Time, d time.Duration, minBP int64) deferAnswer {
-	plan := &core.PricePlan{Mode: core.OnDemand, Price: core.MicrosPerUnit, Per: core.Hour, Granularity: 1, TimeOfUse: tou}
-	cost := func(s time.Time) core.Micros {
-		b, _ := billing.Cost(plan, billing.Span{Start: s, End: s.Add(d)})
-		return b.Amount
-	}
+// by at least minBP. memo, if not nil, keeps the prices between calls.
+func bestStart(tou *core.TimeOfUse, now, latest time.Time, d time.Duration, minBP int64, memo *runCosts) deferAnswer {
+	cost := func(s time.Time) core.Micros { return memo.cost(tou, s, d) }
 	nowCost := cost(now)
 	best, bestCost := now, nowCost
 	lt := now.In(tou.Location)
@@ -83,4 +83,55 @@ func minTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// runCost is what running for d from s costs at one unit per hour under
+// the tariff tou.
+func runCost(tou *core.TimeOfUse, s time.Time, d time.Duration) core.Micros {
+	plan := &core.PricePlan{Mode: core.OnDemand, Price: core.MicrosPerUnit, Per: core.Hour, Granularity: 1, TimeOfUse: tou}
+	b, _ := billing.Cost(plan, billing.Span{Start: s, End: s.Add(d)})
+	return b.Amount
+}
+
+// runCosts remembers runCost answers between passes. A pending deferrable
+// unit is priced from every hour boundary of the next week at every
+// pass, and the next pass asks for nearly the same starts (the hour
+// boundaries do not move with now); pricing them afresh was most of the
+// deferral's cost. It knows the tariff by its pointer, so a tariff must
+// not change while it is in use; it forgets everything when the tariff
+// changes or it grows past maxRunCosts. The zero value is empty; a nil
+// one remembers nothing.
+type runCosts struct {
+	tou *core.TimeOfUse
+	m   map[runKey]core.Micros
+}
+
+type runKey struct {
+	sec  int64
+	nsec int
+	d    time.Duration
+}
+
+// maxRunCosts bounds runCosts: a week of hour boundaries for a few
+// hundred distinct durations.
+const maxRunCosts = 1 << 16
+
+func (c *runCosts) cost(tou *core.TimeOfUse, s time.Time, d time.Duration) core.Micros {
+	if c == nil {
+		return runCost(tou, s, d)
+	}
+	if c.tou != tou || c.m == nil || len(c.m) >= maxRunCosts {
+		if c.m == nil {
+			c.m = map[runKey]core.Micros{}
+		}
+		clear(c.m)
+		c.tou = tou
+	}
+	k := runKey{s.Unix(), s.Nanosecond(), d}
+	if v, ok := c.m[k]; ok {
+		return v
+	}
+	v := runCost(tou, s, d)
+	c.m[k] = v
+	return v
 }

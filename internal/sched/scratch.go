@@ -17,6 +17,8 @@ type Scratch struct {
 	sorted                []bool
 	lost                  []int64
 	nodeVer               []int
+	// runCosts keeps the deferral's prices of running from each hour.
+	runCosts runCosts
 }
 
 // placerScratch is one placer's reusable storage.
