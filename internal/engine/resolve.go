@@ -1,5 +1,7 @@
 package engine
 
+import "strconv"
+
 // Resolving a running unit's parts to the state's leases is done at every
 // step and every Apply, for every running unit: by a map from lease ID,
 // built afresh each time, it was a large part of a replay's time (a
@@ -72,4 +74,30 @@ func (st *State) partLease(u *Unit, i int, gen uint64) *Lease {
 	}
 	u.on[i] = l
 	return l
+}
+
+// stampUnits marks every unit of st.Units with a new stamp, so that a
+// unit pointer kept since (a decision's) can be checked to still be one
+// of them.
+func (st *State) stampUnits() uint64 {
+	sc := st.scratchOf()
+	sc.gen++
+	for _, u := range st.Units {
+		u.gen = sc.gen
+	}
+	return sc.gen
+}
+
+// hasKey reports whether u.Key() == key, without building the key of a
+// shard.
+func (u *Unit) hasKey(key string) bool {
+	id := u.Job.ID
+	if u.Job.Shards <= 1 {
+		return key == id
+	}
+	if len(key) <= len(id) || key[:len(id)] != id || key[len(id)] != '#' {
+		return false
+	}
+	var b [20]byte
+	return key[len(id)+1:] == string(strconv.AppendInt(b[:0], int64(u.Shard), 10))
 }

@@ -63,8 +63,10 @@ type Unit struct {
 	// LostMilliSeconds is work lost to preemptions and reclaims.
 	LostMilliSeconds int64
 	End              time.Time
-	// on caches the leases of Parts, by position (resolve.go).
-	on []*Lease
+	// on caches the leases of Parts, by position, and gen is the stamp of
+	// the last pass that found it in State.Units (resolve.go).
+	on  []*Lease
+	gen uint64
 }
 
 // State is everything the engine knows.

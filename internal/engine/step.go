@@ -56,6 +56,11 @@ type Decisions struct {
 	Alerts   []fleet.Alert
 	Ladder   map[string]fleet.LadderState
 	Events   []core.Event
+	// placeUnits, preemptUnits, moveUnits and deferUnits are the state's
+	// units Place, Preempt, Move and Defer concern, by position, as Step
+	// found them: Apply (after checking them) and the simulator take them
+	// rather than search every unit for the keys.
+	placeUnits, preemptUnits, moveUnits, deferUnits []*Unit
 	// UtilBP is the allocated share of ready GPUs after the placements.
 	UtilBP int64
 	// DemandMilli is the GPU share allocated after this step plus the
@@ -71,7 +76,9 @@ type view struct {
 	paid    []time.Time
 	leaseOf []*Lease
 	running []sched.Allocation
-	pending []sched.Unit
+	// runningOf is the state's unit behind each running entry.
+	runningOf []*Unit
+	pending   []sched.Unit
 	// pendingOf is the state's unit behind each pending entry.
 	pendingOf []*Unit
 	// nodeOfLease is the node of each of st.Leases, by position, or -1.
@@ -118,7 +125,7 @@ func build(st *State, now time.Time) *view {
 	old := sc.v
 	gen := st.stampLeases()
 	sc.v = view{nodes: old.nodes[:0], leaseOf: old.leaseOf[:0], cost: old.cost[:0], paid: old.paid[:0],
-		running: old.running[:0], pending: old.pending[:0], pendingOf: old.pendingOf[:0],
+		running: old.running[:0], runningOf: old.runningOf[:0], pending: old.pending[:0], pendingOf: old.pendingOf[:0],
 		nodeOfLease: slices.Grow(old.nodeOfLease[:0], len(st.Leases))[:len(st.Leases)]}
 	v := &sc.v
 	gpuTotal := 0
@@ -176,6 +183,7 @@ func build(st *State, now time.Time) *view {
 				occupy(&v.nodes[p.Node], &u.Job.Request, p.GPUs)
 			}
 			v.running = append(v.running, a)
+			v.runningOf = append(v.runningOf, u)
 			if end := u.Start.Add(u.Job.EstDuration); u.Job.EstDuration > 0 {
 				for _, p := range a.Parts {
 					if v.paid[p.Node].Before(end) {
@@ -287,7 +295,23 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 			alloc[p.Node] += core.Milli(len(p.GPUs)) * a.Job.Request.MilliPerGPU
 		}
 	}
+	// unitOf finds the state's unit behind a unit the scheduler decided
+	// on (from a map made on first use: most steps decide nothing).
+	var of map[sched.Unit]*Unit
+	unitOf := func(su sched.Unit) *Unit {
+		if of == nil {
+			of = make(map[sched.Unit]*Unit, len(v.pending)+len(v.running))
+			for i, p := range v.pending {
+				of[p] = v.pendingOf[i]
+			}
+			for i, a := range v.running {
+				of[a.Unit] = v.runningOf[i]
+			}
+		}
+		return of[su]
+	}
 	for _, p := range sd.Preemptions {
+		d.preemptUnits = append(d.preemptUnits, unitOf(p.Victim.Unit))
 		node := p.Victim.Parts[0].Node
 		lease := v.leaseOf[node].ID
 		d.Preempt = append(d.Preempt, Preempt{Unit: p.Victim.Key(), LeaseID: lease, For: p.For, LostMilliSeconds: p.LostMilliSeconds, Reason: p.Reason})
@@ -295,6 +319,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 		event("preempt", p.Victim.Key(), p.Reason)
 	}
 	for _, p := range sd.Placements {
+		d.placeUnits = append(d.placeUnits, unitOf(p.Unit))
 		pl := Place{Unit: p.Unit.Key(), Reason: p.Reason}
 		for _, part := range p.Parts {
 			l := v.leaseOf[part.Node]
@@ -305,6 +330,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 		event("place", pl.Unit, p.Reason)
 	}
 	for _, df := range sd.Deferrals {
+		d.deferUnits = append(d.deferUnits, unitOf(df.Unit))
 		d.Defer = append(d.Defer, df)
 		event("defer", df.Unit.Key(), df.Reason)
 	}
@@ -316,6 +342,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	if !cfg.Fleet.NoConsolidation && !cfg.NoRelease {
 		schedState := &sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, NodeCost: v.cost, Scratch: &sc.sched}
 		for _, m := range sched.Consolidate(schedState, sd, drainCandidates(v, alloc, now, cfg.Fleet.Defaults()), cfg.Sched) {
+			d.moveUnits = append(d.moveUnits, unitOf(m.Unit))
 			mv := Place{Unit: m.Unit.Key(), Reason: m.Reason}
 			for _, part := range m.To {
 				l := v.leaseOf[part.Node]
@@ -497,4 +524,23 @@ func budgetAlerts(st *State, now time.Time) []fleet.Alert {
 		}
 	}
 	return out
+}
+
+// PlaceUnit, PreemptUnit and MoveUnit return the state's unit that
+// d.Place[i], d.Preempt[i] and d.Move[i] concern, as Step found it, or nil
+// when d does not carry it (decisions not made by Step). Valid until the
+// state's units change.
+func (d *Decisions) PlaceUnit(i int) *Unit { return unitAt(d.placeUnits, i) }
+
+// PreemptUnit: see PlaceUnit.
+func (d *Decisions) PreemptUnit(i int) *Unit { return unitAt(d.preemptUnits, i) }
+
+// MoveUnit: see PlaceUnit.
+func (d *Decisions) MoveUnit(i int) *Unit { return unitAt(d.moveUnits, i) }
+
+func unitAt(units []*Unit, i int) *Unit {
+	if i < len(units) {
+		return units[i]
+	}
+	return nil
 }
