@@ -295,23 +295,21 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 			alloc[p.Node] += core.Milli(len(p.GPUs)) * a.Job.Request.MilliPerGPU
 		}
 	}
-	// unitOf finds the state's unit behind a unit the scheduler decided
-	// on (from a map made on first use: most steps decide nothing).
-	var of map[sched.Unit]*Unit
-	unitOf := func(su sched.Unit) *Unit {
-		if of == nil {
-			of = make(map[sched.Unit]*Unit, len(v.pending)+len(v.running))
-			for i, p := range v.pending {
-				of[p] = v.pendingOf[i]
-			}
+	// pendingUnit and runningUnit find the state's unit behind a unit the
+	// scheduler decided on, among the pending or the running ones.
+	var pendingOf, runningOf map[sched.Unit]*Unit
+	pendingUnit := func(su sched.Unit) *Unit { return findUnit(su, v.pending, v.pendingOf, &pendingOf) }
+	runningUnit := func(su sched.Unit) *Unit {
+		if runningOf == nil {
+			runningOf = make(map[sched.Unit]*Unit, len(v.running))
 			for i, a := range v.running {
-				of[a.Unit] = v.runningOf[i]
+				runningOf[a.Unit] = v.runningOf[i]
 			}
 		}
-		return of[su]
+		return runningOf[su]
 	}
 	for _, p := range sd.Preemptions {
-		d.preemptUnits = append(d.preemptUnits, unitOf(p.Victim.Unit))
+		d.preemptUnits = append(d.preemptUnits, runningUnit(p.Victim.Unit))
 		node := p.Victim.Parts[0].Node
 		lease := v.leaseOf[node].ID
 		d.Preempt = append(d.Preempt, Preempt{Unit: p.Victim.Key(), LeaseID: lease, For: p.For, LostMilliSeconds: p.LostMilliSeconds, Reason: p.Reason})
@@ -319,7 +317,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 		event("preempt", p.Victim.Key(), p.Reason)
 	}
 	for _, p := range sd.Placements {
-		d.placeUnits = append(d.placeUnits, unitOf(p.Unit))
+		d.placeUnits = append(d.placeUnits, pendingUnit(p.Unit))
 		pl := Place{Unit: p.Unit.Key(), Reason: p.Reason}
 		for _, part := range p.Parts {
 			l := v.leaseOf[part.Node]
@@ -330,7 +328,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 		event("place", pl.Unit, p.Reason)
 	}
 	for _, df := range sd.Deferrals {
-		d.deferUnits = append(d.deferUnits, unitOf(df.Unit))
+		d.deferUnits = append(d.deferUnits, pendingUnit(df.Unit))
 		d.Defer = append(d.Defer, df)
 		event("defer", df.Unit.Key(), df.Reason)
 	}
@@ -342,7 +340,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	if !cfg.Fleet.NoConsolidation && !cfg.NoRelease {
 		schedState := &sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, NodeCost: v.cost, Scratch: &sc.sched}
 		for _, m := range sched.Consolidate(schedState, sd, drainCandidates(v, alloc, now, cfg.Fleet.Defaults()), cfg.Sched) {
-			d.moveUnits = append(d.moveUnits, unitOf(m.Unit))
+			d.moveUnits = append(d.moveUnits, runningUnit(m.Unit))
 			mv := Place{Unit: m.Unit.Key(), Reason: m.Reason}
 			for _, part := range m.To {
 				l := v.leaseOf[part.Node]
@@ -543,4 +541,25 @@ func unitAt(units []*Unit, i int) *Unit {
 		return units[i]
 	}
 	return nil
+}
+
+// findUnit returns the unit of of behind su in units (parallel lists): by
+// a scan while the list is short, else from a map made in *index on
+// first use.
+func findUnit(su sched.Unit, units []sched.Unit, of []*Unit, index *map[sched.Unit]*Unit) *Unit {
+	if len(units) <= 32 {
+		for i := range units {
+			if units[i] == su {
+				return of[i]
+			}
+		}
+		return nil
+	}
+	if *index == nil {
+		*index = make(map[sched.Unit]*Unit, len(units))
+		for i, x := range units {
+			(*index)[x] = of[i]
+		}
+	}
+	return (*index)[su]
 }

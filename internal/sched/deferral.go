@@ -61,15 +61,15 @@ func deadlineText(j *core.Job) string {
 // boundary up to latest, and returns the cheapest start if it beats now
 // by at least minBP. memo, if not nil, keeps the prices between calls.
 func bestStart(tou *core.TimeOfUse, now, latest time.Time, d time.Duration, minBP int64, memo *runCosts) deferAnswer {
-	cost := func(s time.Time) core.Micros { return memo.cost(tou, s, d) }
-	nowCost := cost(now)
+	nowCost := runCost(tou, now, d)
 	best, bestCost := now, nowCost
 	lt := now.In(tou.Location)
 	into := time.Duration(lt.Minute())*time.Minute + time.Duration(lt.Second())*time.Second + time.Duration(lt.Nanosecond())
-	for s := now.Add(time.Hour - into); !s.After(latest); s = s.Add(time.Hour) {
-		if c := cost(s); c < bestCost {
-			best, bestCost = s, c
-		}
+	first := now.Add(time.Hour - into)
+	// The cheapest hour boundary (the earliest of equals) beats now only
+	// if it costs less.
+	if s, c, ok := memo.cheapest(tou, first, latest, d); ok && c < bestCost {
+		best, bestCost = s, c
 	}
 	if nowCost <= 0 || best.Equal(now) {
 		return deferAnswer{}
@@ -104,6 +104,62 @@ func runCost(tou *core.TimeOfUse, s time.Time, d time.Duration) core.Micros {
 type runCosts struct {
 	tou *core.TimeOfUse
 	m   map[runKey]core.Micros
+	// scans keeps cheapest's answers: consecutive passes within one hour
+	// scan the same boundaries.
+	scans map[scanKey]scanAnswer
+}
+
+type scanKey struct {
+	first runKey
+	n     int64
+}
+
+type scanAnswer struct {
+	at   time.Time
+	cost core.Micros
+}
+
+// cheapest returns the hour boundary first, first+1h, … up to latest
+// where running for d costs least (the earliest of equals) and that cost,
+// or ok false if first is after latest.
+func (c *runCosts) cheapest(tou *core.TimeOfUse, first, latest time.Time, d time.Duration) (at time.Time, cost core.Micros, ok bool) {
+	if first.After(latest) {
+		return time.Time{}, 0, false
+	}
+	n := int64(latest.Sub(first)/time.Hour) + 1
+	var k scanKey
+	if c != nil {
+		c.check(tou)
+		k = scanKey{runKey{first.Unix(), first.Nanosecond(), d}, n}
+		if a, seen := c.scans[k]; seen {
+			return a.at, a.cost, true
+		}
+	}
+	at, cost = first, c.cost(tou, first, d)
+	for s := first.Add(time.Hour); !s.After(latest); s = s.Add(time.Hour) {
+		if x := c.cost(tou, s, d); x < cost {
+			at, cost = s, x
+		}
+	}
+	if c != nil {
+		c.scans[k] = scanAnswer{at, cost}
+	}
+	return at, cost, true
+}
+
+// check empties c when the tariff changed or c grew too large.
+func (c *runCosts) check(tou *core.TimeOfUse) {
+	if c.tou != tou || c.m == nil || c.scans == nil || len(c.m)+len(c.scans) >= maxRunCosts {
+		if c.m == nil {
+			c.m = map[runKey]core.Micros{}
+		}
+		if c.scans == nil {
+			c.scans = map[scanKey]scanAnswer{}
+		}
+		clear(c.m)
+		clear(c.scans)
+		c.tou = tou
+	}
 }
 
 type runKey struct {
@@ -120,13 +176,7 @@ func (c *runCosts) cost(tou *core.TimeOfUse, s time.Time, d time.Duration) core.
 	if c == nil {
 		return runCost(tou, s, d)
 	}
-	if c.tou != tou || c.m == nil || len(c.m) >= maxRunCosts {
-		if c.m == nil {
-			c.m = map[runKey]core.Micros{}
-		}
-		clear(c.m)
-		c.tou = tou
-	}
+	c.check(tou)
 	k := runKey{s.Unix(), s.Nanosecond(), d}
 	if v, ok := c.m[k]; ok {
 		return v
