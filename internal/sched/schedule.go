@@ -128,17 +128,12 @@ func newPass(st *State, cfg Config) *pass {
 		for _, part := range a.Parts {
 			p.onNode[part.Node] = append(p.onNode[part.Node], i)
 		}
-		since := a.Start
-		if a.LastCheckpoint.After(since) {
-			since = a.LastCheckpoint
-		}
-		p.lost[i] = int64(a.Milli()) * int64(st.Now.Sub(since)/time.Second)
 	}
 	return p
 }
 
 // victims lists the running allocations on node n, cheapest victims
-// first. The order is sorted on first use: most passes never look for a
+// first, and sets their lost work in p.lost. The order is sorted on first use: most passes never look for a
 // victim, and sorting every node at every pass was a large part of the
 // pass's set-up.
 func (p *pass) victims(n int) []int {
@@ -147,6 +142,15 @@ func (p *pass) victims(n int) []int {
 	}
 	p.sorted[n] = true
 	l := p.onNode[n]
+	// What preempting each would lose (read only for victims listed here).
+	for _, i := range l {
+		a := &p.running[i]
+		since := a.Start
+		if a.LastCheckpoint.After(since) {
+			since = a.LastCheckpoint
+		}
+		p.lost[i] = int64(a.Milli()) * int64(p.st.Now.Sub(since)/time.Second)
+	}
 	sort.Slice(l, func(a, b int) bool {
 		if p.lost[l[a]] != p.lost[l[b]] {
 			return p.lost[l[a]] < p.lost[l[b]]
