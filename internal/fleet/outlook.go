@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
@@ -92,7 +93,11 @@ func (o *Outlook) curve(window time.Duration) *ldc {
 	}
 	var segs []seg
 	c := &ldc{}
-	for i, p := range o.pts {
+	// Points that end by from add nothing: start at the one in force at
+	// from (the history keeps days more than a window).
+	first := max(sort.Search(len(o.pts), func(i int) bool { return o.pts[i].At.After(from) })-1, 0)
+	for i := first; i < len(o.pts); i++ {
+		p := o.pts[i]
 		end := o.now
 		if i+1 < len(o.pts) {
 			end = o.pts[i+1].At
