@@ -379,7 +379,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 		} else if idle.IsZero() {
 			idle = now
 		}
-		machines = append(machines, fleet.Machine{Lease: &l.Lease, Offer: l.Offer, Plan: l.Plan, ReadyAt: l.ReadyAt, AllocMilli: a, IdleSince: idle, ReclaimAt: l.ReclaimAt, For: l.For})
+		machines = append(machines, fleet.Machine{Lease: &l.Lease, Offer: l.Offer, Plan: l.Plan, ReadyAt: l.ReadyAt, AllocMilli: a, IdleSince: idle, ReclaimAt: l.ReclaimAt, For: l.For, Paid: &l.paidNow})
 	}
 	sc.machines = machines
 	d.Acquire = append(d.Acquire, fleet.ReservedBase(now, machines, st.Offers, cfg.Fleet)...)

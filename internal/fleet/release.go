@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gpufleet/gpufleet/internal/billing"
 	"github.com/gpufleet/gpufleet/internal/core"
 )
 
@@ -52,7 +51,7 @@ func Releases(now time.Time, machines []Machine, pendingFits func(m *Machine) bo
 		if m.IdleSince.IsZero() {
 			idle = 0
 		}
-		paid, err := billing.PaidUntil(m.Plan, l.Start, now)
+		paid, err := m.paidUntil(now)
 		if err != nil {
 			continue
 		}
