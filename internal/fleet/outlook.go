@@ -91,11 +91,11 @@ func (o *Outlook) curve(window time.Duration) *ldc {
 		level int64
 		d     time.Duration
 	}
-	var segs []seg
 	c := &ldc{}
 	// Points that end by from add nothing: start at the one in force at
 	// from (the history keeps days more than a window).
 	first := max(sort.Search(len(o.pts), func(i int) bool { return o.pts[i].At.After(from) })-1, 0)
+	segs := make([]seg, 0, len(o.pts)-first)
 	for i := first; i < len(o.pts); i++ {
 		p := o.pts[i]
 		end := o.now
