@@ -138,14 +138,20 @@ func (o *Outlook) curve(window time.Duration) *ldc {
 // committed capacity level (milli-GPUs): its GPUs × the time over the
 // last term, at most horizon (or the history there is, hold), that demand
 // reached the middle of its slice. hold is the time the forecast covers.
-func (o *Outlook) expectedUse(off *core.Offer, p *core.PricePlan, n int, level int64, horizon time.Duration) (use int64, hold time.Duration, why string) {
+// why is formatted by the caller, with expectedWhy, only when it is used.
+func (o *Outlook) expectedUse(off *core.Offer, p *core.PricePlan, n int, level int64, horizon time.Duration) (use int64, hold, above time.Duration) {
 	if o == nil || !p.Committed() || p.Term <= 0 || horizon <= 0 {
-		return 0, 0, ""
+		return 0, 0, 0
 	}
 	capMilli := int64(n) * int64(off.GPUs) * int64(core.WholeGPU)
 	above, span := o.Above(level+capMilli/2, min(time.Duration(p.Term)*time.Second, horizon))
 	if span <= 0 {
-		return 0, 0, ""
+		return 0, 0, 0
 	}
-	return capMilli * int64(above/time.Second), span, "demand stood above its place on the committed capacity " + above.Round(time.Minute).String() + " of the last " + span.Round(time.Minute).String()
+	return capMilli * int64(above/time.Second), span, above
+}
+
+// expectedWhy says why expectedUse expects what it does.
+func expectedWhy(above, span time.Duration) string {
+	return "demand stood above its place on the committed capacity " + above.Round(time.Minute).String() + " of the last " + span.Round(time.Minute).String()
 }
