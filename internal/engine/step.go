@@ -83,6 +83,9 @@ type view struct {
 	pendingOf []*Unit
 	// nodeOfLease is the node of each of st.Leases, by position, or -1.
 	nodeOfLease []int
+	// latest and units are drainCandidates' working space.
+	latest []time.Time
+	units  []core.Milli
 }
 
 // scratch holds the buffers Step builds its views in, kept in the State
@@ -126,7 +129,8 @@ func build(st *State, now time.Time) *view {
 	gen := st.stampLeases()
 	sc.v = view{nodes: old.nodes[:0], leaseOf: old.leaseOf[:0], cost: old.cost[:0], paid: old.paid[:0],
 		running: old.running[:0], runningOf: old.runningOf[:0], pending: old.pending[:0], pendingOf: old.pendingOf[:0],
-		nodeOfLease: slices.Grow(old.nodeOfLease[:0], len(st.Leases))[:len(st.Leases)]}
+		nodeOfLease: slices.Grow(old.nodeOfLease[:0], len(st.Leases))[:len(st.Leases)],
+		latest: old.latest, units: old.units}
 	v := &sc.v
 	gpuTotal := 0
 	for _, l := range st.Leases {
@@ -390,13 +394,18 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 		event("acquire", a.Offer.ID, a.Reason)
 	}
 	if !cfg.NoRelease {
-		for _, r := range fleet.Releases(now, machines, nil, cfg.Fleet) {
+		rs := fleet.Releases(now, machines, nil, cfg.Fleet)
+		kept := rs[:0] // the kept ones, compacted in place (most are kept)
+		for _, r := range rs {
 			if r.Keep {
-				d.Kept = append(d.Kept, r)
+				kept = append(kept, r)
 				continue
 			}
 			d.Release = append(d.Release, r)
 			event("release", r.LeaseID, r.Reason)
+		}
+		if len(kept) > 0 {
+			d.Kept = kept
 		}
 	}
 	d.Ladder, d.Alerts = fleet.Ladder(now, st.Readings, st.Ladder, cfg.Fleet)
@@ -431,8 +440,11 @@ func drainCandidates(v *view, alloc []core.Milli, now time.Time, cfg fleet.Confi
 	if !sparse {
 		return nil
 	}
-	latest := make([]time.Time, len(v.nodes))
-	units := make([]core.Milli, len(v.nodes))
+	latest := slices.Grow(v.latest[:0], len(v.nodes))[:len(v.nodes)]
+	units := slices.Grow(v.units[:0], len(v.nodes))[:len(v.nodes)]
+	clear(latest)
+	clear(units)
+	v.latest, v.units = latest, units
 	for _, a := range v.running {
 		if len(a.Parts) != 1 {
 			continue

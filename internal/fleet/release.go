@@ -26,10 +26,9 @@ type Release struct {
 
 // keptWhy is the reason a machine is kept, unformatted.
 type keptWhy struct {
-	kind        keptKind
-	idle, d     time.Duration
-	mode        core.BillingMode
-	until, paid time.Time
+	kind    keptKind
+	idle, d time.Duration
+	mode    core.BillingMode
 }
 
 type keptKind uint8
@@ -50,16 +49,16 @@ func (r *Release) Why() string {
 	}
 	k := &r.kept
 	switch k.kind {
-	case keptTerm:
-		return fmt.Sprintf("idle %s, but its %s term is paid until %s: kept for offline backfill, never released early", k.idle.Round(time.Second), k.mode, k.until.UTC().Format(time.RFC3339))
+	case keptTerm: // kept until the term's end
+		return fmt.Sprintf("idle %s, but its %s term is paid until %s: kept for offline backfill, never released early", k.idle.Round(time.Second), k.mode, r.Until.UTC().Format(time.RFC3339))
 	case keptFits:
 		return "idle, but waiting work fits it"
 	case keptHold:
 		return fmt.Sprintf("acquired %s ago, held at least %s", k.idle.Round(time.Second), k.d)
 	case keptMinIdle:
 		return fmt.Sprintf("idle %s, released after %s idle", k.idle.Round(time.Second), k.d)
-	case keptPaid:
-		return fmt.Sprintf("idle %s but paid until %s: kept for arriving work, released %s before the boundary", k.idle.Round(time.Second), k.paid.UTC().Format(time.RFC3339), k.d)
+	case keptPaid: // kept until d before the boundary
+		return fmt.Sprintf("idle %s but paid until %s: kept for arriving work, released %s before the boundary", k.idle.Round(time.Second), r.Until.Add(k.d).UTC().Format(time.RFC3339), k.d)
 	}
 	return ""
 }
@@ -106,7 +105,7 @@ func Releases(now time.Time, machines []Machine, pendingFits func(m *Machine) bo
 		switch {
 		case m.Plan.Committed() && now.Before(l.Start.Add(time.Duration(m.Plan.Term)*time.Second).Add(-cfg.ReleaseMargin)):
 			end := l.Start.Add(time.Duration(m.Plan.Term) * time.Second)
-			keep(end, keptWhy{kind: keptTerm, idle: idle, mode: m.Plan.Mode, until: end})
+			keep(end, keptWhy{kind: keptTerm, idle: idle, mode: m.Plan.Mode})
 		case pendingFits != nil && pendingFits(m):
 			keep(paid, keptWhy{kind: keptFits})
 		case now.Sub(l.Start) < cfg.MinHold:
@@ -122,7 +121,7 @@ func Releases(now time.Time, machines []Machine, pendingFits func(m *Machine) bo
 		case !now.Before(paid.Add(-cfg.ReleaseMargin)):
 			out = append(out, Release{LeaseID: l.ID, Reason: fmt.Sprintf("released at its %s boundary %s: idle %s, no pending work fits", granText(m.Plan.Granularity), paid.UTC().Format(time.RFC3339), idle.Round(time.Minute))})
 		default:
-			keep(paid.Add(-cfg.ReleaseMargin), keptWhy{kind: keptPaid, idle: idle, paid: paid, d: cfg.ReleaseMargin})
+			keep(paid.Add(-cfg.ReleaseMargin), keptWhy{kind: keptPaid, idle: idle, d: cfg.ReleaseMargin})
 		}
 	}
 	return out
