@@ -130,7 +130,7 @@ func build(st *State, now time.Time) *view {
 	sc.v = view{nodes: old.nodes[:0], leaseOf: old.leaseOf[:0], cost: old.cost[:0], paid: old.paid[:0],
 		running: old.running[:0], runningOf: old.runningOf[:0], pending: old.pending[:0], pendingOf: old.pendingOf[:0],
 		nodeOfLease: slices.Grow(old.nodeOfLease[:0], len(st.Leases))[:len(st.Leases)],
-		latest: old.latest, units: old.units}
+		latest:      old.latest, units: old.units}
 	v := &sc.v
 	gpuTotal := 0
 	for _, l := range st.Leases {
