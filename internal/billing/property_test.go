@@ -247,3 +247,26 @@ func TestPropertyPaidMemo(t *testing.T) {
 		}
 	})
 }
+
+// TestPropertyPricer: a Pricer, carried over any sequence of plans that
+// share, change and drop time-of-use tariffs, prices every span as Cost
+// does.
+func TestPropertyPricer(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		plans := []*core.PricePlan{genPlan(t), genPlan(t), genPlan(t)}
+		if rapid.Bool().Draw(t, "share") && plans[0].TimeOfUse != nil {
+			plans[1].TimeOfUse = plans[0].TimeOfUse // one tariff, two plans
+		}
+		var pr Pricer
+		for i, n := 0, rapid.IntRange(1, 20).Draw(t, "n"); i < n; i++ {
+			p := plans[rapid.IntRange(0, len(plans)-1).Draw(t, "plan")]
+			s := genSpan(t, "")
+			s.Reclaimed = rapid.Bool().Draw(t, "reclaimed")
+			want, werr := Cost(p, s)
+			got, gerr := pr.Cost(p, s)
+			if (werr != nil) != (gerr != nil) || want != got {
+				t.Fatalf("call %d: Pricer %+v (%v), Cost %+v (%v)", i, got, gerr, want, werr)
+			}
+		}
+	})
+}

@@ -61,7 +61,7 @@ func deadlineText(j *core.Job) string {
 // boundary up to latest, and returns the cheapest start if it beats now
 // by at least minBP. memo, if not nil, keeps the prices between calls.
 func bestStart(tou *core.TimeOfUse, now, latest time.Time, d time.Duration, minBP int64, memo *runCosts) deferAnswer {
-	nowCost := runCost(tou, now, d)
+	nowCost := memo.price(tou, now, d)
 	best, bestCost := now, nowCost
 	lt := now.In(tou.Location)
 	into := time.Duration(lt.Minute())*time.Minute + time.Duration(lt.Second())*time.Second + time.Duration(lt.Nanosecond())
@@ -93,6 +93,17 @@ func runCost(tou *core.TimeOfUse, s time.Time, d time.Duration) core.Micros {
 	return b.Amount
 }
 
+// price is runCost, priced with c's Pricer (when c is not nil) but not
+// remembered.
+func (c *runCosts) price(tou *core.TimeOfUse, s time.Time, d time.Duration) core.Micros {
+	if c == nil {
+		return runCost(tou, s, d)
+	}
+	plan := &core.PricePlan{Mode: core.OnDemand, Price: core.MicrosPerUnit, Per: core.Hour, Granularity: 1, TimeOfUse: tou}
+	b, _ := c.pr.Cost(plan, billing.Span{Start: s, End: s.Add(d)})
+	return b.Amount
+}
+
 // runCosts remembers runCost answers between passes. A pending deferrable
 // unit is priced from every hour boundary of the next week at every
 // pass, and the next pass asks for nearly the same starts (the hour
@@ -107,6 +118,8 @@ type runCosts struct {
 	// scans keeps cheapest's answers: consecutive passes within one hour
 	// scan the same boundaries.
 	scans map[scanKey]scanAnswer
+	// pr keeps the tariff's weekly table for pricing what is not kept.
+	pr billing.Pricer
 }
 
 type scanKey struct {
@@ -181,7 +194,7 @@ func (c *runCosts) cost(tou *core.TimeOfUse, s time.Time, d time.Duration) core.
 	if v, ok := c.m[k]; ok {
 		return v
 	}
-	v := runCost(tou, s, d)
+	v := c.price(tou, s, d)
 	c.m[k] = v
 	return v
 }
