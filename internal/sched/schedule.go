@@ -191,25 +191,23 @@ func (p *pass) teamAlloc(team string) map[Class]int64 {
 func (p *pass) share(team string) int64 {
 	hl := int64(p.cfg.HalfLife / time.Second)
 	var dom int64
-	seen := map[Class]bool{}
-	alloc := p.teamAlloc(team)
+	alloc, hist := p.teamAlloc(team), p.st.History[team]
 	consider := func(c Class) {
-		if seen[c] {
-			return
-		}
-		seen[c] = true
 		capacity := p.caps[c]
 		if capacity == 0 {
 			return
 		}
-		use := alloc[c] + p.st.History[team][c]/hl
+		use := alloc[c] + hist[c]/hl
 		dom = max(dom, core.MulDivHalfEven(use, 1_000_000, capacity))
 	}
+	// Each class once: those allocated, then those only in the history.
 	for c := range alloc {
 		consider(c)
 	}
-	for c := range p.st.History[team] {
-		consider(c)
+	for c := range hist {
+		if _, done := alloc[c]; !done {
+			consider(c)
+		}
 	}
 	w := int64(1)
 	if t := p.teams[team]; t != nil && t.Weight > 0 {
