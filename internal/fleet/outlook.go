@@ -41,12 +41,26 @@ type Outlook struct {
 }
 
 // ldc is a load-duration curve: demand levels, highest first, with the
-// time demand stood at or above each.
+// time demand stood at or above each. It is sorted only once it has been
+// asked often (sortAfter): a step asks a few times, and summing the
+// window's segments for each question is cheaper than sorting them.
 type ldc struct {
-	levels []int64 // descending
+	segs   []seg // the window's segments, in time order
+	asked  int
+	levels []int64 // descending, once sorted
 	cum    []time.Duration
 	span   time.Duration
 }
+
+// seg is a demand level held for a duration.
+type seg struct {
+	level int64
+	d     time.Duration
+}
+
+// sortAfter is how many questions a curve answers by summing before it
+// is sorted.
+const sortAfter = 8
 
 // NewOutlook reads pts (oldest first, each holding until the next, the
 // last until now). A nil Outlook forecasts nothing.
@@ -71,6 +85,18 @@ func (o *Outlook) Above(level int64, window time.Duration) (above, span time.Dur
 		}
 		o.curves[window] = c
 	}
+	if c.levels == nil {
+		if c.asked < sortAfter {
+			c.asked++
+			for _, sg := range c.segs {
+				if sg.level >= level {
+					above += sg.d
+				}
+			}
+			return above, c.span
+		}
+		c.sort()
+	}
 	// The first level below the one asked for; all before it are at or
 	// above.
 	i, _ := slices.BinarySearchFunc(c.levels, level, func(a, b int64) int {
@@ -87,10 +113,6 @@ func (o *Outlook) Above(level int64, window time.Duration) (above, span time.Dur
 
 func (o *Outlook) curve(window time.Duration) *ldc {
 	from := o.now.Add(-window)
-	type seg struct {
-		level int64
-		d     time.Duration
-	}
 	c := &ldc{}
 	// Points that end by from add nothing: start at the one in force at
 	// from (the history keeps days more than a window).
@@ -111,6 +133,14 @@ func (o *Outlook) curve(window time.Duration) *ldc {
 			c.span += end.Sub(start)
 		}
 	}
+	c.segs = segs
+	return c
+}
+
+// sort builds the curve's levels from its segments.
+func (c *ldc) sort() {
+	segs := c.segs
+	c.levels, c.cum = make([]int64, 0, len(segs)), make([]time.Duration, 0, len(segs))
 	slices.SortFunc(segs, func(a, b seg) int {
 		switch {
 		case a.level > b.level:
@@ -130,7 +160,6 @@ func (o *Outlook) curve(window time.Duration) *ldc {
 		c.levels = append(c.levels, s.level)
 		c.cum = append(c.cum, sum)
 	}
-	return c
 }
 
 // expectedUse is what a committed term of plan p on n machines of offer
