@@ -86,6 +86,9 @@ type view struct {
 	// latest and units are drainCandidates' working space.
 	latest []time.Time
 	units  []core.Milli
+	// now is the build's time; filled says fill has run.
+	now    time.Time
+	filled bool
 }
 
 // scratch holds the buffers Step builds its views in, kept in the State
@@ -119,8 +122,9 @@ func (st *State) scratchOf() *scratch {
 }
 
 // build turns ready leases into nodes, running units into allocations and
-// pending units (past any deferral) into the queue. The view lives in
-// st's scratch space and is valid until the next build.
+// pending units (past any deferral) into the queue; the nodes' free
+// capacity and paid time wait for fill. The view lives in st's scratch
+// space and is valid until the next build.
 func build(st *State, now time.Time) *view {
 	sc := st.scratchOf()
 	// A new view over the old one's storage: a field not named here
@@ -130,7 +134,7 @@ func build(st *State, now time.Time) *view {
 	sc.v = view{nodes: old.nodes[:0], leaseOf: old.leaseOf[:0], cost: old.cost[:0], paid: old.paid[:0],
 		running: old.running[:0], runningOf: old.runningOf[:0], pending: old.pending[:0], pendingOf: old.pendingOf[:0],
 		nodeOfLease: slices.Grow(old.nodeOfLease[:0], len(st.Leases))[:len(st.Leases)],
-		latest:      old.latest, units: old.units}
+		latest:      old.latest, units: old.units, now: now}
 	v := &sc.v
 	gpuTotal := 0
 	for _, l := range st.Leases {
@@ -183,18 +187,8 @@ func build(st *State, now time.Time) *view {
 			if len(parts) > first {
 				a.Parts = parts[first:len(parts):len(parts)]
 			}
-			for _, p := range a.Parts {
-				occupy(&v.nodes[p.Node], &u.Job.Request, p.GPUs)
-			}
 			v.running = append(v.running, a)
 			v.runningOf = append(v.runningOf, u)
-			if end := u.Start.Add(u.Job.EstDuration); u.Job.EstDuration > 0 {
-				for _, p := range a.Parts {
-					if v.paid[p.Node].Before(end) {
-						v.paid[p.Node] = end
-					}
-				}
-			}
 		case core.JobPending, core.JobPreempted, core.JobAdmitted:
 			if u.DeferredUntil.After(now) {
 				continue
@@ -211,6 +205,31 @@ func build(st *State, now time.Time) *view {
 		}
 	}
 	sc.parts = parts
+	return v
+}
+
+// fill takes the running work from the view's nodes and works out what
+// is paid on each: what only scheduling and consolidation read, so a
+// step with nothing pending and nothing to drain (most steps) skips it.
+// It does its work once per build.
+func (v *view) fill() {
+	if v.filled {
+		return
+	}
+	v.filled = true
+	now := v.now
+	for _, a := range v.running {
+		for _, p := range a.Parts {
+			occupy(&v.nodes[p.Node], &a.Job.Request, p.GPUs)
+		}
+		if end := a.Start.Add(a.Job.EstDuration); a.Job.EstDuration > 0 {
+			for _, p := range a.Parts {
+				if v.paid[p.Node].Before(end) {
+					v.paid[p.Node] = end
+				}
+			}
+		}
+	}
 	// What is paid on each committed node: up to the boundary after the
 	// latest estimated end of its work (or now).
 	for n, l := range v.leaseOf {
@@ -228,7 +247,6 @@ func build(st *State, now time.Time) *view {
 		}
 		v.paid[n] = b
 	}
-	return v
 }
 
 // occupy takes a running unit's share from a node built fresh.
@@ -284,6 +302,9 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	v := build(st, now)
 	sc := st.scratchOf()
 	d := Decisions{Now: now}
+	if len(v.pending) > 0 {
+		v.fill() // Schedule decides nothing without pending work
+	}
 	sd := sched.Schedule(&sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, Teams: st.Teams,
 		History: st.History, Spent: st.Spent, NodeCost: v.cost, NodePaidUntil: v.paid, TimeOfUse: st.TimeOfUse, Machines: st.shapes(), Scratch: &sc.sched}, cfg.Sched)
 	event := func(kind, subject, reason string) {
@@ -343,7 +364,11 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	d.Waiting = sd.Waiting
 	if !cfg.Fleet.NoConsolidation && !cfg.NoRelease {
 		schedState := &sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, NodeCost: v.cost, Scratch: &sc.sched}
-		for _, m := range sched.Consolidate(schedState, sd, drainCandidates(v, alloc, now, cfg.Fleet.Defaults()), cfg.Sched) {
+		drain := drainCandidates(v, alloc, now, cfg.Fleet.Defaults())
+		if len(drain) > 0 {
+			v.fill() // Consolidate moves nothing without a node to drain
+		}
+		for _, m := range sched.Consolidate(schedState, sd, drain, cfg.Sched) {
 			d.moveUnits = append(d.moveUnits, runningUnit(m.Unit))
 			mv := Place{Unit: m.Unit.Key(), Reason: m.Reason}
 			for _, part := range m.To {
