@@ -90,14 +90,17 @@ func billedSeconds(p *core.PricePlan, used int64, reclaimed bool) (int64, core.M
 }
 
 // Cost returns the bill of a lease held over s under plan p.
-func Cost(p *core.PricePlan, s Span) (Bill, error) {
+func Cost(p *core.PricePlan, s Span) (Bill, error) { return cost(newRater(p), s) }
+
+// cost is Cost with the plan's rater r.
+func cost(r rater, s Span) (Bill, error) {
+	p := r.p
 	s, err := normalize(s)
 	if err != nil {
 		return Bill{}, err
 	}
 	used := secondsBetween(s.Start, s.End)
 	billed, fee := billedSeconds(p, used, s.Reclaimed)
-	r := newRater(p)
 	charge := func(billed int64) core.Micros {
 		until := s.Start.Add(time.Duration(billed) * time.Second)
 		return core.Micros(core.DivHalfEven(r.integral(s.Start, until), r.denominator(), false))

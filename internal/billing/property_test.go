@@ -215,3 +215,58 @@ func TestPropertyPaidUntilMatchesCost(t *testing.T) {
 		}
 	})
 }
+
+// TestPropertyPaidMemo: a PaidMemo answers as PaidUntil does for any plan
+// and any sequence of instants, mostly later and sometimes earlier than
+// the last (the memo must notice when an instant leaves what it holds
+// for), sometimes before the start (an error), and when the plan or the
+// start changes.
+func TestPropertyPaidMemo(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		plans := []*core.PricePlan{genPlan(t), genPlan(t)}
+		starts := []time.Time{t0.Add(time.Duration(rapid.Int64Range(0, 86400).Draw(t, "s0")) * time.Millisecond * 1000),
+			t0.Add(time.Duration(rapid.Int64Range(0, 86400*1000).Draw(t, "s1")) * time.Millisecond)}
+		var m PaidMemo
+		now := starts[0]
+		for i, n := 0, rapid.IntRange(1, 60).Draw(t, "n"); i < n; i++ {
+			p := plans[rapid.IntRange(0, 9).Draw(t, "plan")/9]
+			start := starts[rapid.IntRange(0, 9).Draw(t, "start")/9]
+			switch rapid.IntRange(0, 9).Draw(t, "move") {
+			case 0:
+				now = now.Add(-time.Duration(rapid.Int64Range(0, 3*86400*1000).Draw(t, "back")) * time.Millisecond)
+			case 1:
+				now = now.Add(time.Duration(rapid.Int64Range(0, 40*86400).Draw(t, "jump")) * time.Second)
+			default:
+				now = now.Add(time.Duration(rapid.Int64Range(0, 7200*1000).Draw(t, "step")) * time.Millisecond)
+			}
+			want, werr := PaidUntil(p, start, now)
+			got, gerr := m.PaidUntil(p, start, now)
+			if (werr != nil) != (gerr != nil) || want != got {
+				t.Fatalf("step %d at %s: memo %s (%v), PaidUntil %s (%v)", i, now, got, gerr, want, werr)
+			}
+		}
+	})
+}
+
+// TestPropertyPricer: a Pricer, carried over any sequence of plans that
+// share, change and drop time-of-use tariffs, prices every span as Cost
+// does.
+func TestPropertyPricer(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		plans := []*core.PricePlan{genPlan(t), genPlan(t), genPlan(t)}
+		if rapid.Bool().Draw(t, "share") && plans[0].TimeOfUse != nil {
+			plans[1].TimeOfUse = plans[0].TimeOfUse // one tariff, two plans
+		}
+		var pr Pricer
+		for i, n := 0, rapid.IntRange(1, 20).Draw(t, "n"); i < n; i++ {
+			p := plans[rapid.IntRange(0, len(plans)-1).Draw(t, "plan")]
+			s := genSpan(t, "")
+			s.Reclaimed = rapid.Bool().Draw(t, "reclaimed")
+			want, werr := Cost(p, s)
+			got, gerr := pr.Cost(p, s)
+			if (werr != nil) != (gerr != nil) || want != got {
+				t.Fatalf("call %d: Pricer %+v (%v), Cost %+v (%v)", i, got, gerr, want, werr)
+			}
+		}
+	})
+}

@@ -39,31 +39,44 @@ func newIndex(st *State) *index {
 // the state. Lookups of anything else find nothing, as they would not be
 // made.
 func indexFor(st *State, d *Decisions) *index {
-	sc := st.scratchOf()
-	clear(sc.leases)
-	ix := &index{leases: sc.leases}
-	for _, l := range st.Leases {
-		ix.leases[l.ID] = l
-	}
+	st.stampLeases()
+	ix := &index{leases: st.leaseIndex()}
 	n := len(d.Preempt) + len(d.Move) + len(d.Place) + len(d.Defer) + len(d.Alerts)
 	if n == 0 && len(d.Release) == 0 {
 		return ix
 	}
-	want := make(map[string]bool, n)
-	for _, p := range d.Preempt {
-		want[p.Unit] = true
+	ix.units = make(map[string]*Unit, n)
+	// The units Step found for its decisions are taken once checked (still
+	// one of st.Units, under the key the decision names); the others are
+	// searched for.
+	gen := st.stampUnits()
+	var want map[string]bool
+	carry := func(key string, units []*Unit, i int) {
+		if i < len(units) {
+			if u := units[i]; u != nil && u.gen == gen && u.hasKey(key) {
+				ix.units[key] = u
+				return
+			}
+		}
+		if want == nil {
+			want = make(map[string]bool, n)
+		}
+		want[key] = true
 	}
-	for _, m := range d.Move {
-		want[m.Unit] = true
+	for i, p := range d.Preempt {
+		carry(p.Unit, d.preemptUnits, i)
 	}
-	for _, p := range d.Place {
-		want[p.Unit] = true
+	for i, m := range d.Move {
+		carry(m.Unit, d.moveUnits, i)
 	}
-	for _, df := range d.Defer {
-		want[df.Unit.Key()] = true
+	for i, p := range d.Place {
+		carry(p.Unit, d.placeUnits, i)
+	}
+	for i, df := range d.Defer {
+		carry(df.Unit.Key(), d.deferUnits, i)
 	}
 	for _, a := range d.Alerts {
-		want[a.Unit] = true
+		carry(a.Unit, nil, 0)
 	}
 	var released map[string]bool
 	if len(d.Release) > 0 {
@@ -73,9 +86,11 @@ func indexFor(st *State, d *Decisions) *index {
 		}
 		ix.on = map[string][]*Unit{}
 	}
-	ix.units = make(map[string]*Unit, n)
+	if want == nil && released == nil {
+		return ix
+	}
 	for _, u := range st.Units {
-		if n > 0 {
+		if want != nil {
 			if k := u.Key(); want[k] {
 				ix.units[k] = u
 			}
@@ -223,12 +238,13 @@ func markIdle(st *State, now time.Time) {
 	if live == 0 {
 		return
 	}
-	busy := st.scratchOf().busy
-	clear(busy)
+	gen := st.stampLeases()
 	for _, u := range st.Units {
 		if u.State == core.JobRunning || u.State == core.JobCheckpointing {
-			for _, p := range u.Parts {
-				busy[p.LeaseID] = true
+			for i := range u.Parts {
+				if l := st.partLease(u, i, gen); l != nil {
+					l.busy = gen
+				}
 			}
 		}
 	}
@@ -236,7 +252,7 @@ func markIdle(st *State, now time.Time) {
 		if l.State.Final() {
 			continue
 		}
-		if busy[l.ID] {
+		if l.busy == gen {
 			l.IdleSince = time.Time{}
 		} else if l.IdleSince.IsZero() && !l.ReadyAt.IsZero() {
 			l.IdleSince = now

@@ -31,6 +31,8 @@ type harness struct {
 	events []core.Event
 	// onTick runs before each step (arrivals, readings, reclaims).
 	onTick func(h *harness)
+	// onStep, if set, sees each step's decisions before they are applied.
+	onStep func(h *harness, d *Decisions)
 }
 
 func newHarness(t fatal, offers []core.Offer, cfg Config) *harness {
@@ -73,6 +75,9 @@ func (h *harness) stepOnce() {
 		h.onTick(h)
 	}
 	d := Step(h.st, h.now, h.cfg)
+	if h.onStep != nil {
+		h.onStep(h, &d)
+	}
 	h.events = append(h.events, d.Events...)
 	for _, l := range Apply(h.st, d) {
 		OnLaunched(h.st, l.ID, "sim-"+l.ID, h.now)

@@ -38,7 +38,10 @@ func genSpec(t *rapid.T) runSpec {
 }
 
 // run replays a spec: a pure function of it, so two runs must agree.
-func (s runSpec) run(t fatal) (*harness, []string) {
+func (s runSpec) run(t fatal) (*harness, []string) { return s.runWith(t, nil) }
+
+// runWith is run with onStep set on the harness.
+func (s runSpec) runWith(t fatal, onStep func(h *harness, d *Decisions)) (*harness, []string) {
 	od := hourlyOffer("od", "A100", 2, "3")
 	spot := hourlyOffer("spot", "A100", 1, "1")
 	spot.Plans[0].Mode = core.Spot
@@ -47,6 +50,7 @@ func (s runSpec) run(t fatal) (*harness, []string) {
 	weekly.Plans = append(weekly.Plans, core.PricePlan{Mode: core.Weekly, Price: mustMoney("300"), Per: core.Week, Granularity: core.Week.Seconds(), Term: core.Week.Seconds()})
 	h := newHarness(t, []core.Offer{od, spot, weekly}, Config{})
 	h.tick = 10 * time.Minute
+	h.onStep = onStep
 	var created []string
 	h.onTick = func(h *harness) {
 		for _, a := range s.arrivals {
@@ -127,5 +131,77 @@ func TestRecordDemand(t *testing.T) {
 	recordDemand(st, late, 4000)
 	if len(st.Demand) != 2 || st.Demand[0].Milli != 12000 || st.Demand[1].Milli != 4000 {
 		t.Fatalf("after a week and more: %+v, want the point in force at the window's start and the new one", st.Demand)
+	}
+}
+
+// TestPropertyDecidedUnits: the units Step hands Apply with its decisions
+// are the ones a search of the state's units by key finds, and a run
+// whose decisions carry none (so that Apply searches) decides the same.
+func TestPropertyDecidedUnits(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		spec := genSpec(t)
+		search := func(h *harness, key string) *Unit {
+			var found *Unit
+			for _, u := range h.st.Units {
+				if u.Key() == key {
+					found = u
+				}
+			}
+			return found
+		}
+		carried, _ := spec.runWith(t, func(h *harness, d *Decisions) {
+			check := func(kind string, units []*Unit, keys []string) {
+				if len(units) != len(keys) {
+					t.Fatalf("%s: %d units carried for %d decisions", kind, len(units), len(keys))
+				}
+				for i, k := range keys {
+					if want := search(h, k); units[i] != want || want == nil {
+						t.Fatalf("%s %s: carried %p, search finds %p", kind, k, units[i], want)
+					}
+				}
+			}
+			var keys []string
+			for _, p := range d.Place {
+				keys = append(keys, p.Unit)
+			}
+			check("place", d.placeUnits, keys)
+			keys = nil
+			for _, p := range d.Preempt {
+				keys = append(keys, p.Unit)
+			}
+			check("preempt", d.preemptUnits, keys)
+			keys = nil
+			for _, m := range d.Move {
+				keys = append(keys, m.Unit)
+			}
+			check("move", d.moveUnits, keys)
+			keys = nil
+			for _, df := range d.Defer {
+				keys = append(keys, df.Unit.Key())
+			}
+			check("defer", d.deferUnits, keys)
+		})
+		searched, _ := spec.runWith(t, func(h *harness, d *Decisions) {
+			d.placeUnits, d.preemptUnits, d.moveUnits, d.deferUnits = nil, nil, nil, nil
+		})
+		if !reflect.DeepEqual(carried.events, searched.events) {
+			t.Fatalf("carried units decide differently from searched ones: %d vs %d events", len(carried.events), len(searched.events))
+		}
+	})
+}
+
+// TestHasKey: hasKey agrees with Key for whole jobs and shards.
+func TestHasKey(t *testing.T) {
+	for _, shards := range []int{0, 1, 3, 120} {
+		j := &core.Job{ID: "job-7", Shards: shards}
+		for s := range max(shards, 1) {
+			u := &Unit{}
+			u.Job, u.Shard = j, s
+			for _, key := range []string{u.Key(), "job-7", "job-7#", "job-7#0", "job-7#12", "job-7#119", "job-77#1", "job-", ""} {
+				if got, want := u.hasKey(key), key == u.Key(); got != want {
+					t.Errorf("shard %d of %d: hasKey(%q) = %v, Key() = %q", s, shards, key, got, u.Key())
+				}
+			}
+		}
 	}
 }

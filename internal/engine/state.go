@@ -3,6 +3,7 @@ package engine
 import (
 	"time"
 
+	"github.com/gpufleet/gpufleet/internal/billing"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/fleet"
 	"github.com/gpufleet/gpufleet/internal/sched"
@@ -22,6 +23,15 @@ type Lease struct {
 	// For lists the units it was rented for (the autostop baseline waits
 	// for these machines rather than renting again).
 	For []string
+	// Working marks, not state (resolve.go): gen is the stamp of the last
+	// pass that found it in State.Leases, node its node in the view built
+	// then (-1: none), busy the stamp of the last markIdle that found
+	// work on it.
+	gen, busy uint64
+	node      int
+	// paidWork and paidNow remember the paid boundary as build asks it
+	// (after the work on it) and as drainCandidates does (after now).
+	paidWork, paidNow billing.PaidMemo
 }
 
 // Assigned is the part of a running unit on one lease.
@@ -53,6 +63,10 @@ type Unit struct {
 	// LostMilliSeconds is work lost to preemptions and reclaims.
 	LostMilliSeconds int64
 	End              time.Time
+	// on caches the leases of Parts, by position, and gen is the stamp of
+	// the last pass that found it in State.Units (resolve.go).
+	on  []*Lease
+	gen uint64
 }
 
 // State is everything the engine knows.

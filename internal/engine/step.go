@@ -56,6 +56,11 @@ type Decisions struct {
 	Alerts   []fleet.Alert
 	Ladder   map[string]fleet.LadderState
 	Events   []core.Event
+	// placeUnits, preemptUnits, moveUnits and deferUnits are the state's
+	// units Place, Preempt, Move and Defer concern, by position, as Step
+	// found them: Apply (after checking them) and the simulator take them
+	// rather than search every unit for the keys.
+	placeUnits, preemptUnits, moveUnits, deferUnits []*Unit
 	// UtilBP is the allocated share of ready GPUs after the placements.
 	UtilBP int64
 	// DemandMilli is the GPU share allocated after this step plus the
@@ -70,13 +75,20 @@ type view struct {
 	cost    []core.Micros
 	paid    []time.Time
 	leaseOf []*Lease
-	nodeOf  map[string]int
 	running []sched.Allocation
-	pending []sched.Unit
+	// runningOf is the state's unit behind each running entry.
+	runningOf []*Unit
+	pending   []sched.Unit
 	// pendingOf is the state's unit behind each pending entry.
 	pendingOf []*Unit
 	// nodeOfLease is the node of each of st.Leases, by position, or -1.
 	nodeOfLease []int
+	// latest and units are drainCandidates' working space.
+	latest []time.Time
+	units  []core.Milli
+	// now is the build's time; filled says fill has run.
+	now    time.Time
+	filled bool
 }
 
 // scratch holds the buffers Step builds its views in, kept in the State
@@ -90,10 +102,13 @@ type scratch struct {
 	parts    []sched.Part
 	alloc    []core.Milli
 	machines []fleet.Machine
-	// busy is markIdle's set of leases that run something.
-	busy map[string]bool
-	// leases is indexFor's map of lease IDs.
-	leases map[string]*Lease
+	// gen is the last stampLeases stamp; byID maps the IDs of byIDOf (a
+	// copy of State.Leases as it was, with byIDIDs their IDs then) to
+	// them; empty byIDOf: rebuild it.
+	gen     uint64
+	byID    map[string]*Lease
+	byIDOf  []*Lease
+	byIDIDs []string
 	// sched is the scheduler's own working space.
 	sched sched.Scratch
 }
@@ -101,23 +116,25 @@ type scratch struct {
 // scratchOf returns st's scratch space, made on first use.
 func (st *State) scratchOf() *scratch {
 	if st.scratch == nil {
-		st.scratch = &scratch{v: view{nodeOf: map[string]int{}}, busy: map[string]bool{}, leases: map[string]*Lease{}}
+		st.scratch = &scratch{}
 	}
 	return st.scratch
 }
 
 // build turns ready leases into nodes, running units into allocations and
-// pending units (past any deferral) into the queue. The view lives in
-// st's scratch space and is valid until the next build.
+// pending units (past any deferral) into the queue; the nodes' free
+// capacity and paid time wait for fill. The view lives in st's scratch
+// space and is valid until the next build.
 func build(st *State, now time.Time) *view {
 	sc := st.scratchOf()
 	// A new view over the old one's storage: a field not named here
 	// starts from zero, as in a view made afresh.
 	old := sc.v
-	clear(old.nodeOf)
-	sc.v = view{nodeOf: old.nodeOf, nodes: old.nodes[:0], leaseOf: old.leaseOf[:0], cost: old.cost[:0], paid: old.paid[:0],
-		running: old.running[:0], pending: old.pending[:0], pendingOf: old.pendingOf[:0],
-		nodeOfLease: slices.Grow(old.nodeOfLease[:0], len(st.Leases))[:len(st.Leases)]}
+	gen := st.stampLeases()
+	sc.v = view{nodes: old.nodes[:0], leaseOf: old.leaseOf[:0], cost: old.cost[:0], paid: old.paid[:0],
+		running: old.running[:0], runningOf: old.runningOf[:0], pending: old.pending[:0], pendingOf: old.pendingOf[:0],
+		nodeOfLease: slices.Grow(old.nodeOfLease[:0], len(st.Leases))[:len(st.Leases)],
+		latest:      old.latest, units: old.units, now: now}
 	v := &sc.v
 	gpuTotal := 0
 	for _, l := range st.Leases {
@@ -127,11 +144,11 @@ func build(st *State, now time.Time) *view {
 	// into it, so it must not move while they are added.
 	gpus := slices.Grow(sc.gpus[:0], gpuTotal)
 	for i, l := range st.Leases {
-		v.nodeOfLease[i] = -1
+		v.nodeOfLease[i], l.node = -1, -1
 		if l.State.Final() || l.ReadyAt.IsZero() || !l.ReclaimAt.IsZero() {
 			continue
 		}
-		v.nodeOfLease[i] = len(v.nodes)
+		v.nodeOfLease[i], l.node = len(v.nodes), len(v.nodes)
 		n := core.Node{LeaseID: l.ID, OfferID: l.Offer.ID, GPUModel: l.Offer.GPUModel, GPUMemMiB: l.Offer.GPUMemMiB,
 			Spot: l.Mode == core.Spot, Committed: l.Plan.Committed()}
 		first := len(gpus)
@@ -139,7 +156,6 @@ func build(st *State, now time.Time) *view {
 			gpus = append(gpus, core.GPU{Index: g, FreeMilli: core.WholeGPU, FreeMemMiB: l.Offer.GPUMemMiB})
 		}
 		n.GPUs = gpus[first:len(gpus):len(gpus)]
-		v.nodeOf[l.ID] = len(v.nodes)
 		v.nodes = append(v.nodes, n)
 		v.leaseOf = append(v.leaseOf, l)
 		v.cost = append(v.cost, marginalGPUHour(l))
@@ -155,13 +171,13 @@ func build(st *State, now time.Time) *view {
 		case core.JobRunning, core.JobCheckpointing:
 			first := len(parts)
 			ok := true
-			for _, p := range u.Parts {
-				n, found := v.nodeOf[p.LeaseID]
-				if !found {
+			for i, p := range u.Parts {
+				l := st.partLease(u, i, gen)
+				if l == nil || l.node < 0 {
 					ok = false // on a machine leaving the fleet: not schedulable capacity
 					break
 				}
-				parts = append(parts, sched.Part{Node: n, GPUs: p.GPUs})
+				parts = append(parts, sched.Part{Node: l.node, GPUs: p.GPUs})
 			}
 			if !ok {
 				parts = parts[:first]
@@ -171,17 +187,8 @@ func build(st *State, now time.Time) *view {
 			if len(parts) > first {
 				a.Parts = parts[first:len(parts):len(parts)]
 			}
-			for _, p := range a.Parts {
-				occupy(&v.nodes[p.Node], &u.Job.Request, p.GPUs)
-			}
 			v.running = append(v.running, a)
-			if end := u.Start.Add(u.Job.EstDuration); u.Job.EstDuration > 0 {
-				for _, p := range a.Parts {
-					if v.paid[p.Node].Before(end) {
-						v.paid[p.Node] = end
-					}
-				}
-			}
+			v.runningOf = append(v.runningOf, u)
 		case core.JobPending, core.JobPreempted, core.JobAdmitted:
 			if u.DeferredUntil.After(now) {
 				continue
@@ -198,6 +205,31 @@ func build(st *State, now time.Time) *view {
 		}
 	}
 	sc.parts = parts
+	return v
+}
+
+// fill takes the running work from the view's nodes and works out what
+// is paid on each: what only scheduling and consolidation read, so a
+// step with nothing pending and nothing to drain (most steps) skips it.
+// It does its work once per build.
+func (v *view) fill() {
+	if v.filled {
+		return
+	}
+	v.filled = true
+	now := v.now
+	for _, a := range v.running {
+		for _, p := range a.Parts {
+			occupy(&v.nodes[p.Node], &a.Job.Request, p.GPUs)
+		}
+		if end := a.Start.Add(a.Job.EstDuration); a.Job.EstDuration > 0 {
+			for _, p := range a.Parts {
+				if v.paid[p.Node].Before(end) {
+					v.paid[p.Node] = end
+				}
+			}
+		}
+	}
 	// What is paid on each committed node: up to the boundary after the
 	// latest estimated end of its work (or now).
 	for n, l := range v.leaseOf {
@@ -209,13 +241,12 @@ func build(st *State, now time.Time) *view {
 		if v.paid[n].After(until) {
 			until = v.paid[n]
 		}
-		b, err := billing.PaidUntil(l.Plan, l.Start, until)
+		b, err := l.paidWork.PaidUntil(l.Plan, l.Start, until)
 		if err != nil {
 			b = time.Time{}
 		}
 		v.paid[n] = b
 	}
-	return v
 }
 
 // occupy takes a running unit's share from a node built fresh.
@@ -271,6 +302,9 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	v := build(st, now)
 	sc := st.scratchOf()
 	d := Decisions{Now: now}
+	if len(v.pending) > 0 {
+		v.fill() // Schedule decides nothing without pending work
+	}
 	sd := sched.Schedule(&sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, Teams: st.Teams,
 		History: st.History, Spent: st.Spent, NodeCost: v.cost, NodePaidUntil: v.paid, TimeOfUse: st.TimeOfUse, Machines: st.shapes(), Scratch: &sc.sched}, cfg.Sched)
 	event := func(kind, subject, reason string) {
@@ -286,7 +320,21 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 			alloc[p.Node] += core.Milli(len(p.GPUs)) * a.Job.Request.MilliPerGPU
 		}
 	}
+	// pendingUnit and runningUnit find the state's unit behind a unit the
+	// scheduler decided on, among the pending or the running ones.
+	var pendingOf, runningOf map[sched.Unit]*Unit
+	pendingUnit := func(su sched.Unit) *Unit { return findUnit(su, v.pending, v.pendingOf, &pendingOf) }
+	runningUnit := func(su sched.Unit) *Unit {
+		if runningOf == nil {
+			runningOf = make(map[sched.Unit]*Unit, len(v.running))
+			for i, a := range v.running {
+				runningOf[a.Unit] = v.runningOf[i]
+			}
+		}
+		return runningOf[su]
+	}
 	for _, p := range sd.Preemptions {
+		d.preemptUnits = append(d.preemptUnits, runningUnit(p.Victim.Unit))
 		node := p.Victim.Parts[0].Node
 		lease := v.leaseOf[node].ID
 		d.Preempt = append(d.Preempt, Preempt{Unit: p.Victim.Key(), LeaseID: lease, For: p.For, LostMilliSeconds: p.LostMilliSeconds, Reason: p.Reason})
@@ -294,6 +342,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 		event("preempt", p.Victim.Key(), p.Reason)
 	}
 	for _, p := range sd.Placements {
+		d.placeUnits = append(d.placeUnits, pendingUnit(p.Unit))
 		pl := Place{Unit: p.Unit.Key(), Reason: p.Reason}
 		for _, part := range p.Parts {
 			l := v.leaseOf[part.Node]
@@ -304,6 +353,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 		event("place", pl.Unit, p.Reason)
 	}
 	for _, df := range sd.Deferrals {
+		d.deferUnits = append(d.deferUnits, pendingUnit(df.Unit))
 		d.Defer = append(d.Defer, df)
 		event("defer", df.Unit.Key(), df.Reason)
 	}
@@ -314,7 +364,12 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	d.Waiting = sd.Waiting
 	if !cfg.Fleet.NoConsolidation && !cfg.NoRelease {
 		schedState := &sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, NodeCost: v.cost, Scratch: &sc.sched}
-		for _, m := range sched.Consolidate(schedState, sd, drainCandidates(v, alloc, now, cfg.Fleet.Defaults()), cfg.Sched) {
+		drain := drainCandidates(v, alloc, now, cfg.Fleet.Defaults())
+		if len(drain) > 0 {
+			v.fill() // Consolidate moves nothing without a node to drain
+		}
+		for _, m := range sched.Consolidate(schedState, sd, drain, cfg.Sched) {
+			d.moveUnits = append(d.moveUnits, runningUnit(m.Unit))
 			mv := Place{Unit: m.Unit.Key(), Reason: m.Reason}
 			for _, part := range m.To {
 				l := v.leaseOf[part.Node]
@@ -353,7 +408,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 		} else if idle.IsZero() {
 			idle = now
 		}
-		machines = append(machines, fleet.Machine{Lease: &l.Lease, Offer: l.Offer, Plan: l.Plan, ReadyAt: l.ReadyAt, AllocMilli: a, IdleSince: idle, ReclaimAt: l.ReclaimAt, For: l.For})
+		machines = append(machines, fleet.Machine{Lease: &l.Lease, Offer: l.Offer, Plan: l.Plan, ReadyAt: l.ReadyAt, AllocMilli: a, IdleSince: idle, ReclaimAt: l.ReclaimAt, For: l.For, Paid: &l.paidNow})
 	}
 	sc.machines = machines
 	d.Acquire = append(d.Acquire, fleet.ReservedBase(now, machines, st.Offers, cfg.Fleet)...)
@@ -364,13 +419,18 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 		event("acquire", a.Offer.ID, a.Reason)
 	}
 	if !cfg.NoRelease {
-		for _, r := range fleet.Releases(now, machines, nil, cfg.Fleet) {
+		rs := fleet.Releases(now, machines, nil, cfg.Fleet)
+		kept := rs[:0] // the kept ones, compacted in place (most are kept)
+		for _, r := range rs {
 			if r.Keep {
-				d.Kept = append(d.Kept, r)
+				kept = append(kept, r)
 				continue
 			}
 			d.Release = append(d.Release, r)
 			event("release", r.LeaseID, r.Reason)
+		}
+		if len(kept) > 0 {
+			d.Kept = kept
 		}
 	}
 	d.Ladder, d.Alerts = fleet.Ladder(now, st.Readings, st.Ladder, cfg.Fleet)
@@ -391,8 +451,25 @@ func drainCandidates(v *view, alloc []core.Milli, now time.Time, cfg fleet.Confi
 		share int64
 	}
 	var cs []c
-	latest := make([]time.Time, len(v.nodes))
-	units := make([]core.Milli, len(v.nodes))
+	// Only sparse machines billed by use can be candidates: find them
+	// before looking at what runs where (most steps have none).
+	sparse := false
+	for n, l := range v.leaseOf {
+		capMilli := int64(len(v.nodes[n].GPUs)) * int64(core.WholeGPU)
+		share := int64(alloc[n]) * 10000 / max(capMilli, 1)
+		if !l.Plan.Committed() && alloc[n] != 0 && share < cfg.ScaleInBP {
+			sparse = true
+			break
+		}
+	}
+	if !sparse {
+		return nil
+	}
+	latest := slices.Grow(v.latest[:0], len(v.nodes))[:len(v.nodes)]
+	units := slices.Grow(v.units[:0], len(v.nodes))[:len(v.nodes)]
+	clear(latest)
+	clear(units)
+	v.latest, v.units = latest, units
 	for _, a := range v.running {
 		if len(a.Parts) != 1 {
 			continue
@@ -410,7 +487,7 @@ func drainCandidates(v *view, alloc []core.Milli, now time.Time, cfg fleet.Confi
 		if l.Plan.Committed() || alloc[n] == 0 || share >= cfg.ScaleInBP {
 			continue
 		}
-		paid, err := billing.PaidUntil(l.Plan, l.Start, now)
+		paid, err := l.paidNow.PaidUntil(l.Plan, l.Start, now)
 		if err != nil || !latest[n].After(paid) {
 			continue // it empties by itself before the next boundary
 		}
@@ -482,4 +559,44 @@ func budgetAlerts(st *State, now time.Time) []fleet.Alert {
 		}
 	}
 	return out
+}
+
+// PlaceUnit, PreemptUnit and MoveUnit return the state's unit that
+// d.Place[i], d.Preempt[i] and d.Move[i] concern, as Step found it, or nil
+// when d does not carry it (decisions not made by Step). Valid until the
+// state's units change.
+func (d *Decisions) PlaceUnit(i int) *Unit { return unitAt(d.placeUnits, i) }
+
+// PreemptUnit: see PlaceUnit.
+func (d *Decisions) PreemptUnit(i int) *Unit { return unitAt(d.preemptUnits, i) }
+
+// MoveUnit: see PlaceUnit.
+func (d *Decisions) MoveUnit(i int) *Unit { return unitAt(d.moveUnits, i) }
+
+func unitAt(units []*Unit, i int) *Unit {
+	if i < len(units) {
+		return units[i]
+	}
+	return nil
+}
+
+// findUnit returns the unit of of behind su in units (parallel lists): by
+// a scan while the list is short, else from a map made in *index on
+// first use.
+func findUnit(su sched.Unit, units []sched.Unit, of []*Unit, index *map[sched.Unit]*Unit) *Unit {
+	if len(units) <= 32 {
+		for i := range units {
+			if units[i] == su {
+				return of[i]
+			}
+		}
+		return nil
+	}
+	if *index == nil {
+		*index = make(map[sched.Unit]*Unit, len(units))
+		for i, x := range units {
+			(*index)[x] = of[i]
+		}
+	}
+	return (*index)[su]
 }

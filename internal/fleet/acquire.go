@@ -385,12 +385,12 @@ func priceOption(o *core.Offer, p *core.PricePlan, d Demand, start time.Time, du
 	// is expected to serve over the time the forecast covers (held that
 	// long: a term that may end early is charged for that time); the
 	// lower price stands.
-	if use, hold, busy := out.expectedUse(o, p, n, committed, horizon); use > useful {
+	if use, hold, above := out.expectedUse(o, p, n, committed, horizon); use > useful {
 		if b, err := billing.Cost(p, billing.Span{Start: start, End: start.Add(max(dur, hold))}); err == nil {
 			held := b.Amount * core.Micros(n)
 			if alt := core.Micros(core.MulDivHalfEven(int64(held), 3600*1000, use)); alt < per {
 				per, cost = alt, held
-				why += fmt.Sprintf("; or %s held %s for the %d GPU-h demand is expected to give it (%s)", held, max(dur, hold).Round(time.Minute), use/3600/1000, busy)
+				why += fmt.Sprintf("; or %s held %s for the %d GPU-h demand is expected to give it (%s)", held, max(dur, hold).Round(time.Minute), use/3600/1000, expectedWhy(above, hold))
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package fleet
 import (
 	"time"
 
+	"github.com/gpufleet/gpufleet/internal/billing"
 	"github.com/gpufleet/gpufleet/internal/core"
 )
 
@@ -150,6 +151,17 @@ type Machine struct {
 	ReclaimAt time.Time
 	// For lists the units it was rented for, where known.
 	For []string
+	// Paid, if set, remembers the machine's paid boundary between calls
+	// (the engine keeps one per lease); nil: priced afresh.
+	Paid *billing.PaidMemo
+}
+
+// paidUntil is billing.PaidUntil for the machine as of now.
+func (m *Machine) paidUntil(now time.Time) (time.Time, error) {
+	if m.Paid != nil {
+		return m.Paid.PaidUntil(m.Plan, m.Lease.Start, now)
+	}
+	return billing.PaidUntil(m.Plan, m.Lease.Start, now)
 }
 
 // CapMilli is the machine's GPU capacity.

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
@@ -40,12 +41,26 @@ type Outlook struct {
 }
 
 // ldc is a load-duration curve: demand levels, highest first, with the
-// time demand stood at or above each.
+// time demand stood at or above each. It is sorted only once it has been
+// asked often (sortAfter): a step asks a few times, and summing the
+// window's segments for each question is cheaper than sorting them.
 type ldc struct {
-	levels []int64 // descending
+	segs   []seg // the window's segments, in time order
+	asked  int
+	levels []int64 // descending, once sorted
 	cum    []time.Duration
 	span   time.Duration
 }
+
+// seg is a demand level held for a duration.
+type seg struct {
+	level int64
+	d     time.Duration
+}
+
+// sortAfter is how many questions a curve answers by summing before it
+// is sorted.
+const sortAfter = 8
 
 // NewOutlook reads pts (oldest first, each holding until the next, the
 // last until now). A nil Outlook forecasts nothing.
@@ -70,6 +85,18 @@ func (o *Outlook) Above(level int64, window time.Duration) (above, span time.Dur
 		}
 		o.curves[window] = c
 	}
+	if c.levels == nil {
+		if c.asked < sortAfter {
+			c.asked++
+			for _, sg := range c.segs {
+				if sg.level >= level {
+					above += sg.d
+				}
+			}
+			return above, c.span
+		}
+		c.sort()
+	}
 	// The first level below the one asked for; all before it are at or
 	// above.
 	i, _ := slices.BinarySearchFunc(c.levels, level, func(a, b int64) int {
@@ -86,13 +113,13 @@ func (o *Outlook) Above(level int64, window time.Duration) (above, span time.Dur
 
 func (o *Outlook) curve(window time.Duration) *ldc {
 	from := o.now.Add(-window)
-	type seg struct {
-		level int64
-		d     time.Duration
-	}
-	var segs []seg
 	c := &ldc{}
-	for i, p := range o.pts {
+	// Points that end by from add nothing: start at the one in force at
+	// from (the history keeps days more than a window).
+	first := max(sort.Search(len(o.pts), func(i int) bool { return o.pts[i].At.After(from) })-1, 0)
+	segs := make([]seg, 0, len(o.pts)-first)
+	for i := first; i < len(o.pts); i++ {
+		p := o.pts[i]
 		end := o.now
 		if i+1 < len(o.pts) {
 			end = o.pts[i+1].At
@@ -106,6 +133,14 @@ func (o *Outlook) curve(window time.Duration) *ldc {
 			c.span += end.Sub(start)
 		}
 	}
+	c.segs = segs
+	return c
+}
+
+// sort builds the curve's levels from its segments.
+func (c *ldc) sort() {
+	segs := c.segs
+	c.levels, c.cum = make([]int64, 0, len(segs)), make([]time.Duration, 0, len(segs))
 	slices.SortFunc(segs, func(a, b seg) int {
 		switch {
 		case a.level > b.level:
@@ -125,7 +160,6 @@ func (o *Outlook) curve(window time.Duration) *ldc {
 		c.levels = append(c.levels, s.level)
 		c.cum = append(c.cum, sum)
 	}
-	return c
 }
 
 // expectedUse is what a committed term of plan p on n machines of offer
@@ -133,14 +167,20 @@ func (o *Outlook) curve(window time.Duration) *ldc {
 // committed capacity level (milli-GPUs): its GPUs × the time over the
 // last term, at most horizon (or the history there is, hold), that demand
 // reached the middle of its slice. hold is the time the forecast covers.
-func (o *Outlook) expectedUse(off *core.Offer, p *core.PricePlan, n int, level int64, horizon time.Duration) (use int64, hold time.Duration, why string) {
+// why is formatted by the caller, with expectedWhy, only when it is used.
+func (o *Outlook) expectedUse(off *core.Offer, p *core.PricePlan, n int, level int64, horizon time.Duration) (use int64, hold, above time.Duration) {
 	if o == nil || !p.Committed() || p.Term <= 0 || horizon <= 0 {
-		return 0, 0, ""
+		return 0, 0, 0
 	}
 	capMilli := int64(n) * int64(off.GPUs) * int64(core.WholeGPU)
 	above, span := o.Above(level+capMilli/2, min(time.Duration(p.Term)*time.Second, horizon))
 	if span <= 0 {
-		return 0, 0, ""
+		return 0, 0, 0
 	}
-	return capMilli * int64(above/time.Second), span, "demand stood above its place on the committed capacity " + above.Round(time.Minute).String() + " of the last " + span.Round(time.Minute).String()
+	return capMilli * int64(above/time.Second), span, above
+}
+
+// expectedWhy says why expectedUse expects what it does.
+func expectedWhy(above, span time.Duration) string {
+	return "demand stood above its place on the committed capacity " + above.Round(time.Minute).String() + " of the last " + span.Round(time.Minute).String()
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
+	"pgregory.net/rapid"
 )
 
 func TestOutlookAbove(t *testing.T) {
@@ -78,4 +79,52 @@ func TestAcquirePricesTermsOnRecentDemand(t *testing.T) {
 	if a := pick(busy, have, Config{}); a.Offer.ID != "od" {
 		t.Errorf("demand already under the committed capacity: rented %s %s, want on-demand", a.Offer.ID, a.Mode)
 	}
+}
+
+// TestPropertyAboveWindow: Above agrees with summing, over every point of
+// the history, the time inside the window it stood at or above the level
+// (the curve starts from the point in force at the window's start),
+// whether it answers by summing segments or from the sorted curve.
+func TestPropertyAboveWindow(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		t0 := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+		var pts []DemandPoint
+		at := t0
+		for i, n := 0, rapid.IntRange(1, 40).Draw(t, "points"); i < n; i++ {
+			at = at.Add(time.Duration(rapid.Int64Range(0, 12*3600).Draw(t, "gap")) * time.Second)
+			pts = append(pts, DemandPoint{At: at, Milli: rapid.Int64Range(0, 8).Draw(t, "milli") * 1000})
+		}
+		now := at.Add(time.Duration(rapid.Int64Range(0, 12*3600).Draw(t, "tail")) * time.Second)
+		o := NewOutlook(now, pts)
+		// Windows from a few, asked often enough for the curves to be
+		// both summed and sorted.
+		windows := []time.Duration{time.Duration(rapid.Int64Range(1, 10*86400).Draw(t, "w0")) * time.Second,
+			time.Duration(rapid.Int64Range(1, 10*86400).Draw(t, "w1")) * time.Second}
+		for q := 0; q < 3*sortAfter; q++ {
+			window := windows[rapid.IntRange(0, 1).Draw(t, "window")]
+			level := rapid.Int64Range(0, 9).Draw(t, "level") * 1000
+			var want, wantSpan time.Duration
+			from := now.Add(-window)
+			for i, p := range pts {
+				end := now
+				if i+1 < len(pts) {
+					end = pts[i+1].At
+				}
+				start := p.At
+				if start.Before(from) {
+					start = from
+				}
+				if end.After(start) {
+					wantSpan += end.Sub(start)
+					if p.Milli >= level {
+						want += end.Sub(start)
+					}
+				}
+			}
+			got, span := o.Above(level, window)
+			if got != want || span != wantSpan {
+				t.Fatalf("Above(%d, %s) = %s of %s, want %s of %s", level, window, got, span, want, wantSpan)
+			}
+		}
+	})
 }

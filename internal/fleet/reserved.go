@@ -15,6 +15,9 @@ import (
 // a committed plan count toward the base.
 func ReservedBase(now time.Time, machines []Machine, offers []core.Offer, cfg Config) []Acquisition {
 	cfg = cfg.Defaults()
+	if len(cfg.Reserved) == 0 {
+		return nil // no base to keep (most policies): skip counting the fleet
+	}
 	have := map[string]int{}
 	for i := range machines {
 		m := &machines[i]

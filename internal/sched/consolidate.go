@@ -32,7 +32,10 @@ func Consolidate(st *State, d Decisions, drain []int, cfg Config) []Move {
 		ps = &st.Scratch.consolidate
 	}
 	pl := newPlacer(ps, st.Nodes, st.NodeCost, st.Pending, cfg.Scorer)
-	gone := map[string]bool{}
+	var gone map[string]bool
+	if len(d.Preemptions) > 0 {
+		gone = make(map[string]bool, len(d.Preemptions))
+	}
 	for _, p := range d.Preemptions {
 		gone[p.Victim.Key()] = true
 		pl.remove(&p.Victim.Unit, p.Victim.Parts)
@@ -40,12 +43,20 @@ func Consolidate(st *State, d Decisions, drain []int, cfg Config) []Move {
 	for _, p := range d.Placements {
 		pl.place(&p.Unit, p.Parts)
 	}
-	onNode := map[int][]Allocation{}
+	// Only the nodes to drain need their units listed.
+	onNode := make(map[int][]Allocation, len(drain))
+	for _, n := range drain {
+		onNode[n] = nil
+	}
 	for _, a := range st.Running {
-		if gone[a.Key()] || len(a.Parts) != 1 {
+		if len(a.Parts) != 1 {
 			continue
 		}
-		onNode[a.Parts[0].Node] = append(onNode[a.Parts[0].Node], a)
+		units, ok := onNode[a.Parts[0].Node]
+		if !ok || gone != nil && gone[a.Key()] {
+			continue
+		}
+		onNode[a.Parts[0].Node] = append(units, a)
 	}
 	// drained: nodes emptied (or being emptied) this pass — they take
 	// nothing; received: nodes that took moved work — they are no longer

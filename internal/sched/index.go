@@ -19,13 +19,17 @@ type index struct {
 	// GPU of model m is partly used: most steps share no GPU, and a
 	// thousand empty buckets per model per step were most of the
 	// index's allocations.
-	partial  [][][]int32
-	nodeC    []int // bucket of each node
-	nodePos  []int
-	gpuFree  []int16 // bucket of each GPU ref; 0: not partly used
-	gpuPos   []int
-	maxGPUs  int
-	modelIDs []string
+	partial [][][]int32
+	nodeC   []int // bucket of each node
+	nodePos []int
+	// nodeModel is each node's model id: update and updateGPU run for
+	// every GPU of every node at each fill, and a map lookup by model
+	// name there was most of the index's cost.
+	nodeModel []int
+	gpuFree   []int16 // bucket of each GPU ref; 0: not partly used
+	gpuPos    []int
+	maxGPUs   int
+	modelIDs  []string
 	// modelMax is the most GPUs a node of each model has.
 	modelMax []int
 	// pool, when set, lends bucket arrays kept from earlier calls.
@@ -37,7 +41,7 @@ func (ix *index) ref(node, gpu int) int32 { return int32(node*ix.maxGPUs + gpu) 
 func (ix *index) unref(r int32) (node, gpu int) { return int(r) / ix.maxGPUs, int(r) % ix.maxGPUs }
 
 func newIndex(nodes []core.Node) *index {
-	ix := &index{nodes: nodes, models: map[string]int{}, nodeC: make([]int, len(nodes)), nodePos: make([]int, len(nodes))}
+	ix := &index{nodes: nodes, models: map[string]int{}, nodeC: make([]int, len(nodes)), nodePos: make([]int, len(nodes)), nodeModel: make([]int, len(nodes))}
 	for i := range nodes {
 		ix.maxGPUs = max(ix.maxGPUs, len(nodes[i].GPUs))
 	}
@@ -51,15 +55,23 @@ func newIndex(nodes []core.Node) *index {
 // fill buckets every node and GPU of a fresh index.
 func (ix *index) fill() {
 	nodes := ix.nodes
+	m, last := -1, ""
 	for i := range nodes {
-		m := ix.model(nodes[i].GPUModel)
+		// Neighbouring nodes are mostly of one model: look the name up
+		// only when it changes.
+		if m < 0 || nodes[i].GPUModel != last {
+			m, last = ix.model(nodes[i].GPUModel), nodes[i].GPUModel
+		}
+		ix.nodeModel[i] = m
 		ix.modelMax[m] = max(ix.modelMax[m], len(nodes[i].GPUs))
 		c := freeWhole(&nodes[i])
 		ix.nodeC[i] = c
 		ix.nodePos[i] = len(ix.whole[m][c])
 		ix.whole[m][c] = append(ix.whole[m][c], int32(i))
 		for g := range nodes[i].GPUs {
-			ix.updateGPU(i, g)
+			if gp := &nodes[i].GPUs[g]; gp.Shared {
+				ix.updateGPU(i, g) // a fresh index holds only partly used shared GPUs
+			}
 		}
 	}
 }
@@ -80,7 +92,7 @@ func (ix *index) model(name string) int {
 // update re-buckets node i and its GPUs after its free capacity changed.
 func (ix *index) update(i int) {
 	n := &ix.nodes[i]
-	m := ix.models[n.GPUModel]
+	m := ix.nodeModel[i]
 	if c := freeWhole(n); c != ix.nodeC[i] {
 		ix.whole[m][ix.nodeC[i]] = removeAt(ix.whole[m][ix.nodeC[i]], ix.nodePos[i], ix.nodePos)
 		ix.nodeC[i] = c
@@ -94,7 +106,7 @@ func (ix *index) update(i int) {
 
 func (ix *index) updateGPU(i, g int) {
 	n := &ix.nodes[i]
-	m := ix.models[n.GPUModel]
+	m := ix.nodeModel[i]
 	ref := ix.ref(i, g)
 	v := int(n.GPUs[g].FreeMilli)
 	if !n.GPUs[g].Shared || v <= 0 || v >= int(core.WholeGPU) {

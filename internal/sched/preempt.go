@@ -97,7 +97,7 @@ func (h *boundHeap) Pop() any {
 func (p *pass) tierBound(n, rank int) (bound, free int64, ok bool) {
 	free = int64(p.pl.nodes[n].FreeMilli())
 	bound = -1
-	for _, i := range p.onNode[n] {
+	for _, i := range p.victims(n) {
 		if p.gone[i] || !p.tierVictim(&p.running[i], rank) {
 			continue
 		}
@@ -297,7 +297,7 @@ func (p *pass) tryNode(u Unit, n int, eligible func(a *Allocation) int) (victimS
 		return p.pl.fitOn(n, r)
 	}
 	gpus := fits()
-	for _, i := range p.onNode[n] {
+	for _, i := range p.victims(n) {
 		if gpus != nil {
 			break
 		}
@@ -358,7 +358,7 @@ func (p *pass) reserve(u Unit) (Reservation, bool) {
 			continue
 		}
 		ends := make([]int, 0, len(p.onNode[n]))
-		for _, i := range p.onNode[n] {
+		for _, i := range p.victims(n) {
 			if !p.gone[i] && p.running[i].Job.EstDuration > 0 && len(p.running[i].Parts) == 1 {
 				ends = append(ends, i)
 			}

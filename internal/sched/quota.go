@@ -80,6 +80,9 @@ func newQuotas(teams []core.Team, running []Allocation, nodes []core.Node) *quot
 		}
 		q.team[t.ID] = tq
 	}
+	if len(q.team) == 0 {
+		return q // no team's use is counted (add ignores teams without a record)
+	}
 	for _, a := range running {
 		for _, p := range a.Parts {
 			q.add(a.Job.Team, nodes[p.Node].GPUModel, core.Milli(len(p.GPUs))*a.Job.Request.MilliPerGPU)

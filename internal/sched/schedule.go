@@ -61,6 +61,7 @@ type pass struct {
 	// onNode lists the running allocations per node, by index into running.
 	running []Allocation
 	onNode  [][]int
+	sorted  []bool // onNode[n] is in victim order (see victims)
 	gone    []bool // running allocations preempted in this pass
 	lost    []int64
 	res     *Reservation
@@ -93,14 +94,15 @@ func newPass(st *State, cfg Config) *pass {
 		for n := range sc.onNode {
 			sc.onNode[n] = sc.onNode[n][:0]
 		}
-		sc.gone, sc.lost, sc.nodeVer = resize(sc.gone, len(st.Running)), resize(sc.lost, len(st.Running)), resize(sc.nodeVer, len(st.Nodes))
+		sc.gone, sc.lost, sc.nodeVer, sc.sorted = resize(sc.gone, len(st.Running)), resize(sc.lost, len(st.Running)), resize(sc.nodeVer, len(st.Nodes)), resize(sc.sorted, len(st.Nodes))
 		clear(sc.gone)
 		clear(sc.lost)
 		clear(sc.nodeVer)
-		p.onNode, p.gone, p.lost, p.nodeVer = sc.onNode, sc.gone, sc.lost, sc.nodeVer
+		clear(sc.sorted)
+		p.onNode, p.gone, p.lost, p.nodeVer, p.sorted = sc.onNode, sc.gone, sc.lost, sc.nodeVer, sc.sorted
 		p.pl = newPlacer(&sc.schedule, st.Nodes, st.NodeCost, st.Pending, cfg.Scorer)
 	} else {
-		p.onNode, p.gone, p.lost, p.nodeVer = make([][]int, len(st.Nodes)), make([]bool, len(st.Running)), make([]int64, len(st.Running)), make([]int, len(st.Nodes))
+		p.onNode, p.gone, p.lost, p.nodeVer, p.sorted = make([][]int, len(st.Nodes)), make([]bool, len(st.Running)), make([]int64, len(st.Running)), make([]int, len(st.Nodes)), make([]bool, len(st.Nodes))
 		p.pl = NewPlacer(st.Nodes, st.NodeCost, st.Pending, cfg.Scorer)
 	}
 	p.pl.paid = st.NodePaidUntil
@@ -109,8 +111,15 @@ func newPass(st *State, cfg Config) *pass {
 	for i := range st.Teams {
 		p.teams[st.Teams[i].ID] = &st.Teams[i]
 	}
-	for _, n := range st.Nodes {
-		p.caps[n.GPUModel] += int64(len(n.GPUs)) * int64(core.WholeGPU)
+	// Capacity per class, summed over runs of one model (neighbouring
+	// nodes mostly share theirs) to look each class up less often.
+	var run int64
+	for i, n := range st.Nodes {
+		run += int64(len(n.GPUs)) * int64(core.WholeGPU)
+		if i+1 == len(st.Nodes) || st.Nodes[i+1].GPUModel != n.GPUModel {
+			p.caps[n.GPUModel] += run
+			run = 0
+		}
 	}
 	for t, s := range st.Spent {
 		p.spent[t] = s
@@ -118,34 +127,62 @@ func newPass(st *State, cfg Config) *pass {
 	for i, a := range st.Running {
 		for _, part := range a.Parts {
 			p.onNode[part.Node] = append(p.onNode[part.Node], i)
-			p.addAlloc(a.Job.Team, st.Nodes[part.Node].GPUModel, int64(len(part.GPUs))*int64(a.Job.Request.MilliPerGPU))
 		}
-		since := a.Start
-		if a.LastCheckpoint.After(since) {
-			since = a.LastCheckpoint
-		}
-		p.lost[i] = int64(a.Milli()) * int64(st.Now.Sub(since)/time.Second)
-	}
-	// Cheapest victims first on every node.
-	for n := range p.onNode {
-		l := p.onNode[n]
-		sort.Slice(l, func(a, b int) bool {
-			if p.lost[l[a]] != p.lost[l[b]] {
-				return p.lost[l[a]] < p.lost[l[b]]
-			}
-			return p.running[l[a]].Key() < p.running[l[b]].Key()
-		})
 	}
 	return p
 }
 
-func (p *pass) addAlloc(team string, c Class, milli int64) {
-	m := p.alloc[team]
-	if m == nil {
-		m = map[Class]int64{}
-		p.alloc[team] = m
+// victims lists the running allocations on node n, cheapest victims
+// first, and sets their lost work in p.lost. The order is sorted on first use: most passes never look for a
+// victim, and sorting every node at every pass was a large part of the
+// pass's set-up.
+func (p *pass) victims(n int) []int {
+	if p.sorted[n] {
+		return p.onNode[n]
 	}
-	m[c] += milli
+	p.sorted[n] = true
+	l := p.onNode[n]
+	// What preempting each would lose (read only for victims listed here).
+	for _, i := range l {
+		a := &p.running[i]
+		since := a.Start
+		if a.LastCheckpoint.After(since) {
+			since = a.LastCheckpoint
+		}
+		p.lost[i] = int64(a.Milli()) * int64(p.st.Now.Sub(since)/time.Second)
+	}
+	sort.Slice(l, func(a, b int) bool {
+		if p.lost[l[a]] != p.lost[l[b]] {
+			return p.lost[l[a]] < p.lost[l[b]]
+		}
+		return p.running[l[a]].Key() < p.running[l[b]].Key()
+	})
+	return l
+}
+
+func (p *pass) addAlloc(team string, c Class, milli int64) {
+	p.teamAlloc(team)[c] += milli
+}
+
+// teamAlloc returns the team's current allocation per class, counting
+// its running work on first use: only the teams with pending work are
+// ever asked, and counting every running unit into maps at every pass
+// was a large part of the pass's set-up.
+func (p *pass) teamAlloc(team string) map[Class]int64 {
+	if m, ok := p.alloc[team]; ok {
+		return m
+	}
+	m := map[Class]int64{}
+	for _, a := range p.st.Running {
+		if a.Job.Team != team {
+			continue
+		}
+		for _, part := range a.Parts {
+			m[p.st.Nodes[part.Node].GPUModel] += int64(len(part.GPUs)) * int64(a.Job.Request.MilliPerGPU)
+		}
+	}
+	p.alloc[team] = m
+	return m
 }
 
 // share is the team's weighted dominant share, in millionths: the largest
@@ -154,24 +191,23 @@ func (p *pass) addAlloc(team string, c Class, milli int64) {
 func (p *pass) share(team string) int64 {
 	hl := int64(p.cfg.HalfLife / time.Second)
 	var dom int64
-	seen := map[Class]bool{}
+	alloc, hist := p.teamAlloc(team), p.st.History[team]
 	consider := func(c Class) {
-		if seen[c] {
-			return
-		}
-		seen[c] = true
 		capacity := p.caps[c]
 		if capacity == 0 {
 			return
 		}
-		use := p.alloc[team][c] + p.st.History[team][c]/hl
+		use := alloc[c] + hist[c]/hl
 		dom = max(dom, core.MulDivHalfEven(use, 1_000_000, capacity))
 	}
-	for c := range p.alloc[team] {
+	// Each class once: those allocated, then those only in the history.
+	for c := range alloc {
 		consider(c)
 	}
-	for c := range p.st.History[team] {
-		consider(c)
+	for c := range hist {
+		if _, done := alloc[c]; !done {
+			consider(c)
+		}
 	}
 	w := int64(1)
 	if t := p.teams[team]; t != nil && t.Weight > 0 {

@@ -14,8 +14,11 @@ type Scratch struct {
 	schedule, consolidate placerScratch
 	onNode                [][]int
 	gone                  []bool
+	sorted                []bool
 	lost                  []int64
 	nodeVer               []int
+	// runCosts keeps the deferral's prices of running from each hour.
+	runCosts runCosts
 }
 
 // placerScratch is one placer's reusable storage.
@@ -89,7 +92,8 @@ func (ix *index) reset(nodes []core.Node, ps *placerScratch) {
 	}
 	clear(ix.models)
 	*ix = index{nodes: nodes, models: ix.models, whole: ix.whole[:0], partial: ix.partial[:0], nodeC: resize(ix.nodeC, len(nodes)), nodePos: resize(ix.nodePos, len(nodes)),
-		gpuFree: ix.gpuFree, gpuPos: ix.gpuPos, modelIDs: ix.modelIDs[:0], modelMax: ix.modelMax[:0], pool: ps}
+		nodeModel: resize(ix.nodeModel, len(nodes)),
+		gpuFree:   ix.gpuFree, gpuPos: ix.gpuPos, modelIDs: ix.modelIDs[:0], modelMax: ix.modelMax[:0], pool: ps}
 	for i := range nodes {
 		ix.maxGPUs = max(ix.maxGPUs, len(nodes[i].GPUs))
 	}

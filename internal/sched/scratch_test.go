@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gpufleet/gpufleet/internal/core"
 	"pgregory.net/rapid"
 )
 
@@ -50,6 +51,51 @@ func TestPropertyScratch(t *testing.T) {
 		gotMoves := Consolidate(&withScratch, got, drain, Config{})
 		if diff := cmp.Diff(wantMoves, gotMoves, cmp.AllowUnexported(Move{}, Unit{})); diff != "" {
 			t.Fatalf("Consolidate with a reused Scratch differs (-fresh +reused):\n%s", diff)
+		}
+	})
+}
+
+// TestPropertyRunCosts: deferral answers with the prices kept in a
+// runCosts between calls are the answers priced afresh, over sequences of
+// passes at later and earlier instants in any time zone, for durations
+// and horizons of any length, when the tariff changes between calls, and
+// when the memo fills up and forgets.
+func TestPropertyRunCosts(t *testing.T) {
+	zones := []string{"UTC", "Asia/Shanghai", "America/New_York", "Asia/Kathmandu"}
+	genTOU := func(t *rapid.T) *core.TimeOfUse {
+		loc, err := time.LoadLocation(rapid.SampledFrom(zones).Draw(t, "zone"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tou := &core.TimeOfUse{Location: loc}
+		for i, n := 0, rapid.IntRange(1, 3).Draw(t, "windows"); i < n; i++ {
+			tou.Windows = append(tou.Windows, core.Window{StartHour: rapid.IntRange(0, 23).Draw(t, "start"), EndHour: rapid.IntRange(0, 24).Draw(t, "end"),
+				MultiplierBP: rapid.Int64Range(0, 30000).Draw(t, "mult")})
+		}
+		return tou
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		tous := []*core.TimeOfUse{genTOU(t), genTOU(t)}
+		memo := &runCosts{}
+		if rapid.Bool().Draw(t, "nearlyFull") {
+			memo.m = map[runKey]core.Micros{}
+			for i := 0; len(memo.m) < maxRunCosts-3; i++ {
+				memo.m[runKey{sec: int64(-i)}] = 1
+			}
+			memo.tou = tous[0]
+		}
+		loc, _ := time.LoadLocation(rapid.SampledFrom(zones).Draw(t, "nowZone"))
+		now := time.Date(2026, 3, 7, 0, 0, 0, 0, loc).Add(time.Duration(rapid.Int64Range(0, 7*86400).Draw(t, "at")) * time.Second)
+		for i, n := 0, rapid.IntRange(1, 8).Draw(t, "passes"); i < n; i++ {
+			now = now.Add(time.Duration(rapid.Int64Range(-3600, 4*3600).Draw(t, "step")) * time.Second)
+			tou := tous[rapid.IntRange(0, 4).Draw(t, "tou")/4]
+			d := time.Duration(rapid.Int64Range(1, 30*3600).Draw(t, "d")) * time.Second
+			latest := now.Add(time.Duration(rapid.Int64Range(0, 3*86400).Draw(t, "horizon")) * time.Second)
+			want := bestStart(tou, now, latest, d, 500, nil)
+			got := bestStart(tou, now, latest, d, 500, memo)
+			if !want.until.Equal(got.until) || want.savingBP != got.savingBP || want.ok != got.ok {
+				t.Fatalf("pass %d: kept prices answer %+v, fresh ones %+v", i, got, want)
+			}
 		}
 	})
 }

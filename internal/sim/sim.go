@@ -358,12 +358,35 @@ func (r *run) wakeAt(t time.Time) {
 }
 
 // decided maps the keys of the units d places, preempts or moves to the
-// state's units, in one pass over them (none when d decides none).
+// state's units: the ones Step carried with its decisions, else those a
+// pass over the state's units finds (none when d decides none).
 func (r *run) decided(d engine.Decisions) map[string]*engine.Unit {
 	n := len(d.Preempt) + len(d.Move) + len(d.Place)
 	if n == 0 {
 		return nil
 	}
+	// Step carries the units it decided on: take them when it does.
+	units := make(map[string]*engine.Unit, n)
+	carried := true
+	for i, p := range d.Preempt {
+		u := d.PreemptUnit(i)
+		carried = carried && u != nil
+		units[p.Unit] = u
+	}
+	for i, m := range d.Move {
+		u := d.MoveUnit(i)
+		carried = carried && u != nil
+		units[m.Unit] = u
+	}
+	for i, p := range d.Place {
+		u := d.PlaceUnit(i)
+		carried = carried && u != nil
+		units[p.Unit] = u
+	}
+	if carried {
+		return units
+	}
+	clear(units)
 	want := make(map[string]bool, n)
 	for _, p := range d.Preempt {
 		want[p.Unit] = true
@@ -374,7 +397,6 @@ func (r *run) decided(d engine.Decisions) map[string]*engine.Unit {
 	for _, p := range d.Place {
 		want[p.Unit] = true
 	}
-	units := make(map[string]*engine.Unit, n)
 	for _, u := range r.st.Units {
 		if k := u.Key(); want[k] {
 			units[k] = u
