@@ -94,7 +94,12 @@ func TestExampleScript(t *testing.T) {
 // once; one that vanishes without a release is reported failed.
 func TestPoll(t *testing.T) {
 	ctx := context.Background()
-	p, dir := exampleProvider(t, map[string]string{"EXEC_READY_AFTER": "1"})
+	// The script counts whole seconds (date +%s): with a one-second
+	// delay the first poll saw the machine ready whenever a second began
+	// between the acquire and the poll, which a loaded machine made
+	// likely (3 runs in 15). With two seconds it takes a call of over a
+	// second to get there.
+	p, dir := exampleProvider(t, map[string]string{"EXEC_READY_AFTER": "2"})
 	m, err := p.Acquire(ctx, provider.AcquireRequest{ClientToken: "L1", OfferID: "o", Mode: core.OnDemand})
 	if err != nil || m.State != provider.Provisioning {
 		t.Fatalf("acquire: %+v %v", m, err)
@@ -103,7 +108,7 @@ func TestPoll(t *testing.T) {
 	if evs, err := p.Poll(ctx, now); err != nil || len(evs) != 0 {
 		t.Fatalf("poll while provisioning: %+v %v", evs, err)
 	}
-	time.Sleep(1100 * time.Millisecond)
+	time.Sleep(2100 * time.Millisecond)
 	if evs, err := p.Poll(ctx, now.Add(30*time.Second)); err != nil || len(evs) != 0 {
 		t.Fatalf("poll before the interval: %+v %v", evs, err)
 	}
@@ -129,7 +134,7 @@ func TestPoll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1100 * time.Millisecond)
+	time.Sleep(2100 * time.Millisecond)
 	restarted, err := New(p.cfg)
 	if err != nil {
 		t.Fatal(err)
