@@ -265,7 +265,11 @@ func (p *Provider) List(ctx context.Context) ([]provider.Machine, error) {
 	}
 	p.mu.Lock()
 	for _, m := range ms {
-		p.known[m.ProviderID] = m.State
+		// A machine we released that the script still lists stays
+		// released here: its going is no failure.
+		if p.known[m.ProviderID] != provider.Released {
+			p.known[m.ProviderID] = m.State
+		}
 	}
 	p.mu.Unlock()
 	return ms, nil
