@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,21 +25,52 @@ import (
 // token rented two machines and no two leases share one (none
 // duplicated), and no acknowledged job is lost. On SQLite and PostgreSQL.
 func TestServeKill9DuringAcquisitions(t *testing.T) {
-	t.Run("sqlite", func(t *testing.T) { killDuringAcquisitions(t, "gpufleet.db") })
+	t.Run("sqlite", func(t *testing.T) { killDuringAcquisitions(t, "gpufleet.db", false) })
 	t.Run("postgres", func(t *testing.T) {
 		db, _ := pgServeURL(t, "kill_")
-		killDuringAcquisitions(t, db)
+		killDuringAcquisitions(t, db, false)
 	})
 }
 
-func killDuringAcquisitions(t *testing.T, db string) {
+// TestServeKill9MachinesReadyDuringReconcile is the window the test above
+// hit only when the machine was busy, made certain: the restarted
+// server's first call, the reconciliation's list, answers with the
+// machines still provisioning and returns only once they are all ready,
+// so each of them turns ready between the reconciliation and the first
+// poll. Their leases must become ready all the same (they stayed
+// provisioning for good when the exec provider's first poll took what it
+// listed as already seen).
+func TestServeKill9MachinesReadyDuringReconcile(t *testing.T) {
+	killDuringAcquisitions(t, "gpufleet.db", true)
+}
+
+// killDuringAcquisitions runs the kill and the restart on db; with
+// slowReconcile, the restarted server's first list is answered with what
+// the script saw and returned only after every machine has turned ready.
+func killDuringAcquisitions(t *testing.T, db string, slowReconcile bool) {
 	dir := t.TempDir()
 	state := t.TempDir()
 	// The script takes a while per call, so that the kill lands among
-	// acquisitions; machines are ready two seconds after launch.
+	// acquisitions; machines are ready two seconds after launch (eight
+	// with slowReconcile, so that they are still provisioning when the
+	// restarted server lists them).
 	cfg := filepath.Join(dir, "exec.yaml")
 	script := exampleScript(t)
-	if err := os.WriteFile(cfg, []byte("script: "+script+"\ntimeout: 20s\npoll_interval: 500ms\nenv:\n  GPUFLEET_EXEC_STATE: "+state+"\n  EXEC_READY_AFTER: \"2\"\n"), 0o644); err != nil {
+	readyAfter := "2"
+	slowFlag := filepath.Join(dir, "slow-next-list")
+	if slowReconcile {
+		readyAfter = "8"
+		wrapper := filepath.Join(dir, "slow-list.sh")
+		body := "#!/usr/bin/env bash\n" +
+			"if [ \"$1\" = list ] && rm " + slowFlag + " 2>/dev/null; then\n" +
+			"\tout=$(" + script + " list) || exit\n\tsleep 10\n\tprintf '%s\\n' \"$out\"\n\texit 0\nfi\n" +
+			"exec " + script + " \"$@\"\n"
+		if err := os.WriteFile(wrapper, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		script = wrapper
+	}
+	if err := os.WriteFile(cfg, []byte("script: "+script+"\ntimeout: 20s\npoll_interval: 500ms\nenv:\n  GPUFLEET_EXEC_STATE: "+state+"\n  EXEC_READY_AFTER: \""+readyAfter+"\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"--db", db, "--provider", "exec", "--provider-config", cfg, "--wait-target", "core=0s"}
@@ -97,6 +129,23 @@ func killDuringAcquisitions(t *testing.T, db string) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
+	if slowReconcile {
+		// The script turns a machine ready when a call finds it old
+		// enough, so its file may say provisioning after that time:
+		// count by launch time, leaving the restart two seconds to list.
+		young := 0
+		for _, m := range machines() {
+			if at, err := strconv.ParseInt(m["launched_epoch"], 10, 64); err == nil && time.Now().Unix()-at < 6 {
+				young++
+			}
+		}
+		if young == 0 {
+			t.Fatal("no machine young enough to be provisioning when the restarted server lists: the test would prove nothing")
+		}
+		if err := os.WriteFile(slowFlag, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	_, again, base2 := startChild(t, dir, args...)
 	if again != "" {

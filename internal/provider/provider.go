@@ -86,5 +86,14 @@ type Provider interface {
 	List(ctx context.Context) ([]Machine, error)
 	// Poll returns the events due by now, in time order, and forgets
 	// them.
+	//
+	// Nothing falls between List and Poll: every change after the state
+	// a machine was last shown in (by Acquire, List or an earlier Poll)
+	// is reported by a later Poll, once. A restarted server reconciles
+	// with List and from then on learns of changes from Poll alone, so a
+	// machine List showed provisioning that is ready by the first Poll
+	// must come back from that Poll as ready; a provider that took it as
+	// already seen would leave its lease provisioning for good. What List
+	// did show need not be reported again.
 	Poll(ctx context.Context, now time.Time) ([]Event, error)
 }

@@ -52,15 +52,18 @@ type Provider struct {
 	cfg Config
 
 	mu sync.Mutex
-	// known is each machine's state as last seen (acquire, describe, a
-	// poll, or Released once we released it), so that Poll reports each
-	// change once and tells a vanished machine from a released one.
+	// known is each machine's state as the caller last saw it (acquire,
+	// describe, list, a poll, or Released once we released it), so that
+	// Poll reports each change once and tells a vanished machine from a
+	// released one.
 	known    map[string]provider.State
 	lastPoll time.Time
-	// seeded is set by the first poll, which only records what it
-	// lists: on start the server reconciles its leases with List, and an
-	// event for a machine already ready would reset the lease (its idle
-	// clock, a drain under way).
+	// seeded is set by the first poll, which only records the machines
+	// it lists that the caller has not seen: on start the server
+	// reconciles its leases with List, and an event for a machine already
+	// ready would reset the lease (its idle clock, a drain under way).
+	// What List showed is in known, so a machine that changed between
+	// that List and the first poll is reported like any other change.
 	seeded bool
 }
 
@@ -253,8 +256,27 @@ func (p *Provider) Release(ctx context.Context, providerID string) error {
 	return nil
 }
 
-// List implements provider.Provider.
+// List implements provider.Provider. The states it returns count as
+// seen: Poll reports the changes after them (see Poll).
 func (p *Provider) List(ctx context.Context) ([]provider.Machine, error) {
+	ms, err := p.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	for _, m := range ms {
+		// A machine we released that the script still lists stays
+		// released here: its going is no failure.
+		if p.known[m.ProviderID] != provider.Released {
+			p.known[m.ProviderID] = m.State
+		}
+	}
+	p.mu.Unlock()
+	return ms, nil
+}
+
+// list runs the list script: every machine but the released ones.
+func (p *Provider) list(ctx context.Context) ([]provider.Machine, error) {
 	r, err := p.call(ctx, OpList, struct{}{})
 	if err != nil {
 		return nil, err
@@ -281,9 +303,11 @@ func (p *Provider) List(ctx context.Context) ([]provider.Machine, error) {
 // PollInterval and reporting each machine whose state changed since it
 // was last seen (ready, reclaiming, reclaimed, failed). A machine we knew
 // that is gone from the list without our release is reported failed. The
-// first poll reports changes of the machines this process acquired only;
-// the others it records, as the server's reconciliation has just seen
-// them.
+// first poll reports changes of the machines this process has shown its
+// caller (Acquire, Describe, List): a restarted server reconciles with
+// List, and a machine that List showed provisioning and that is ready by
+// the first poll is reported ready, not taken as seen. The machines the
+// caller has never been shown the first poll only records.
 func (p *Provider) Poll(ctx context.Context, now time.Time) ([]provider.Event, error) {
 	p.mu.Lock()
 	due := p.lastPoll.IsZero() || now.Sub(p.lastPoll) >= p.cfg.PollInterval
@@ -291,7 +315,7 @@ func (p *Provider) Poll(ctx context.Context, now time.Time) ([]provider.Event, e
 	if !due {
 		return nil, nil
 	}
-	ms, err := p.List(ctx)
+	ms, err := p.list(ctx)
 	if err != nil {
 		return nil, err
 	}

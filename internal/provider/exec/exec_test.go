@@ -94,7 +94,12 @@ func TestExampleScript(t *testing.T) {
 // once; one that vanishes without a release is reported failed.
 func TestPoll(t *testing.T) {
 	ctx := context.Background()
-	p, dir := exampleProvider(t, map[string]string{"EXEC_READY_AFTER": "1"})
+	// The script counts whole seconds (date +%s): with a one-second
+	// delay the first poll saw the machine ready whenever a second began
+	// between the acquire and the poll, which a loaded machine made
+	// likely (3 runs in 15). With two seconds it takes a call of over a
+	// second to get there.
+	p, dir := exampleProvider(t, map[string]string{"EXEC_READY_AFTER": "2"})
 	m, err := p.Acquire(ctx, provider.AcquireRequest{ClientToken: "L1", OfferID: "o", Mode: core.OnDemand})
 	if err != nil || m.State != provider.Provisioning {
 		t.Fatalf("acquire: %+v %v", m, err)
@@ -103,7 +108,7 @@ func TestPoll(t *testing.T) {
 	if evs, err := p.Poll(ctx, now); err != nil || len(evs) != 0 {
 		t.Fatalf("poll while provisioning: %+v %v", evs, err)
 	}
-	time.Sleep(1100 * time.Millisecond)
+	time.Sleep(2100 * time.Millisecond)
 	if evs, err := p.Poll(ctx, now.Add(30*time.Second)); err != nil || len(evs) != 0 {
 		t.Fatalf("poll before the interval: %+v %v", evs, err)
 	}
@@ -129,7 +134,7 @@ func TestPoll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1100 * time.Millisecond)
+	time.Sleep(2100 * time.Millisecond)
 	restarted, err := New(p.cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -295,5 +300,63 @@ func TestConfig(t *testing.T) {
 	// One script per operation is enough without a default.
 	if _, err := New(Config{Scripts: map[string]string{OpAcquire: example, OpRelease: example, OpList: example, OpDescribe: example}}); err != nil {
 		t.Errorf("per-operation scripts: %v", err)
+	}
+}
+
+// bootingScript is a script that holds one machine, m1 of token L1,
+// which its first list (and describe) shows provisioning and every later
+// call ready: a machine that finishes booting between two calls.
+func bootingScript(t *testing.T) string {
+	t.Helper()
+	calls := filepath.Join(t.TempDir(), "calls")
+	return script(t, `n=$(cat `+calls+` 2>/dev/null || echo 0); echo $((n + 1)) > `+calls+`
+state=ready; ready=',"ready_at":"2026-03-01T00:02:00Z"'
+if [ "$n" -eq 0 ]; then state=provisioning ready=""; fi
+m='{"provider_id":"m1","client_token":"L1","offer":"o","mode":"on-demand","state":"'$state'","launched_at":"2026-03-01T00:00:00Z"'$ready'}'
+case "$1" in
+list) echo '{"machines":['$m']}' ;;
+*) echo '{"machine":'$m'}' ;;
+esac`)
+}
+
+// TestPollAfterReconcile: a restarted server reconciles with List, then
+// polls. A machine that List showed provisioning and that became ready
+// before the first Poll is reported ready by that Poll: the server saw
+// it provisioning and learns of the change from no one else. (The first
+// poll used to record it silently, as if reconciliation had seen it
+// ready, and its lease stayed provisioning for good.)
+func TestPollAfterReconcile(t *testing.T) {
+	ctx := context.Background()
+	p, err := New(Config{Script: bootingScript(t), Timeout: 10 * time.Second, PollInterval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := p.List(ctx)
+	if err != nil || len(ms) != 1 || ms[0].State != provider.Provisioning {
+		t.Fatalf("reconcile's list: %+v %v", ms, err)
+	}
+	now := time.Date(2026, 3, 1, 0, 5, 0, 0, time.UTC)
+	evs, err := p.Poll(ctx, now)
+	if err != nil || len(evs) != 1 || evs[0].Machine.ProviderID != "m1" || evs[0].Machine.State != provider.Ready {
+		t.Fatalf("first poll after reconcile saw m1 provisioning, now ready: %+v %v, want one ready event", evs, err)
+	}
+	if evs, err := p.Poll(ctx, now.Add(time.Minute)); err != nil || len(evs) != 0 {
+		t.Fatalf("poll again: %+v %v, want nothing", evs, err)
+	}
+
+	// What List has shown is not reported again: reconciliation applied
+	// it (an event for a machine already ready would reset its lease).
+	q, err := New(Config{Script: bootingScript(t), Timeout: 10 * time.Second, PollInterval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Describe(ctx, "m1"); err != nil { // the script's first call: provisioning
+		t.Fatal(err)
+	}
+	if ms, err := q.List(ctx); err != nil || len(ms) != 1 || ms[0].State != provider.Ready {
+		t.Fatalf("list: %+v %v", ms, err)
+	}
+	if evs, err := q.Poll(ctx, now); err != nil || len(evs) != 0 {
+		t.Fatalf("first poll after a list that showed m1 ready: %+v %v, want nothing", evs, err)
 	}
 }
