@@ -9,7 +9,9 @@
 // lists and maps are JSONB. Store.Tx runs serializable and retries
 // serialization failures; single operations run read committed with
 // statements written to be safe there. TryLeader elects the one replica
-// that runs the control loop with a session-level advisory lock.
+// that runs the control loop with a session-level advisory lock, keyed by
+// the schema as well, so that deployments sharing a database in their own
+// schemas each elect their own.
 //
 // postgres imports store and its shared SQL implementation; nothing of ours
 // imports it but cmd and tests.

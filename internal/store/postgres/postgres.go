@@ -5,6 +5,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"regexp"
 	"runtime"
 	"sync"
@@ -39,6 +40,8 @@ type Options struct {
 type Store struct {
 	*sqlstore.Store
 	pool *pgxpool.Pool
+	// schema is Options.Schema: leadership is per schema (see TryLeader).
+	schema string
 
 	mu sync.Mutex
 	// leaders are the releases of leadership locks held, by their number:
@@ -98,7 +101,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	return &Store{Store: sqlstore.New(b), pool: pool, leaders: map[int]func(){}}, nil
+	return &Store{Store: sqlstore.New(b), pool: pool, schema: opts.Schema, leaders: map[int]func(){}}, nil
 }
 
 // Close gives up any leadership held and closes the pool.
@@ -119,10 +122,14 @@ func (s *Store) Close() error {
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // TryLeader implements store.Leader with a session-level advisory lock on
-// a connection taken out of the pool for as long as the lock is held. The
-// lock is PostgreSQL's, database-wide: every replica on the database
-// competes for key, whatever its schema.
+// a connection taken out of the pool for as long as the lock is held.
+// Advisory locks are database-wide, so the lock taken is key mixed with
+// the schema's name: the replicas of one deployment (one schema) compete,
+// and deployments in other schemas of the same database do not block
+// each other (they did: a test server in one schema kept a test in
+// another from ever leading).
 func (s *Store) TryLeader(ctx context.Context, key int64) (func(), bool, error) {
+	key = lockKey(key, s.schema)
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, false, fmt.Errorf("try leader: %w", err)
@@ -158,6 +165,17 @@ func (s *Store) TryLeader(ctx context.Context, key int64) (func(), bool, error) 
 	s.leaders[n] = release
 	s.mu.Unlock()
 	return release, true, nil
+}
+
+// lockKey is the advisory lock key of key in schema: key itself in the
+// default schema, else key xor the FNV-1a hash of the schema's name.
+func lockKey(key int64, schema string) int64 {
+	if schema == "" {
+		return key
+	}
+	h := fnv.New64a()
+	h.Write([]byte(schema))
+	return key ^ int64(h.Sum64())
 }
 
 // backend implements sqlstore.Backend over pgx.

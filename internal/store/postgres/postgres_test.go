@@ -179,16 +179,23 @@ func TestMigrations(t *testing.T) {
 }
 
 func TestLeader(t *testing.T) {
-	a, err := Open(t.Context(), testDSN(t), Options{Schema: newSchema(t)})
+	schema := newSchema(t)
+	a, err := Open(t.Context(), testDSN(t), Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := Open(t.Context(), testDSN(t), Options{Schema: newSchema(t)})
+	b, err := Open(t.Context(), testDSN(t), Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
+	// A deployment in another schema of the same database leads its own.
+	other, err := Open(t.Context(), testDSN(t), Options{Schema: newSchema(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
 	var kb [8]byte
 	_, _ = rand.Read(kb[:])
 	key := int64(kb[0])<<40 | int64(kb[1])<<32 | int64(kb[2])<<24 | int64(kb[3])<<16 | int64(kb[4])<<8 | int64(kb[5])
@@ -201,6 +208,12 @@ func TestLeader(t *testing.T) {
 		if _, ok, err := s.TryLeader(t.Context(), key); err != nil || ok {
 			t.Errorf("second TryLeader: ok %v err %v, want refused (even from the holder's own pool)", ok, err)
 		}
+	}
+	ro, ok, err := other.TryLeader(t.Context(), key)
+	if err != nil || !ok {
+		t.Errorf("TryLeader in another schema: ok %v err %v, want granted", ok, err)
+	} else {
+		ro()
 	}
 	release()
 	release()
