@@ -69,6 +69,9 @@ type pass struct {
 	nodeVer      []int
 	preemptHeaps [4]map[string]*boundHeap
 	preemptFail  map[shapeKey]bool
+	// modelSums and modelSeen are teamAlloc's working space.
+	modelSums []int64
+	modelSeen []bool
 	// deferCache memoises deferral answers by estimated duration.
 	deferCache map[time.Duration]deferAnswer
 }
@@ -172,13 +175,28 @@ func (p *pass) teamAlloc(team string) map[Class]int64 {
 	if m, ok := p.alloc[team]; ok {
 		return m
 	}
-	m := map[Class]int64{}
+	// Summed per model id of the placer's index (a map update per part
+	// was most of the cost), then kept by class.
+	ix := p.pl.ix
+	sums := resize(p.modelSums, len(ix.modelIDs))
+	seen := resize(p.modelSeen, len(ix.modelIDs))
+	clear(sums)
+	clear(seen)
+	p.modelSums, p.modelSeen = sums, seen
 	for _, a := range p.st.Running {
 		if a.Job.Team != team {
 			continue
 		}
 		for _, part := range a.Parts {
-			m[p.st.Nodes[part.Node].GPUModel] += int64(len(part.GPUs)) * int64(a.Job.Request.MilliPerGPU)
+			m := ix.nodeModel[part.Node]
+			sums[m] += int64(len(part.GPUs)) * int64(a.Job.Request.MilliPerGPU)
+			seen[m] = true
+		}
+	}
+	m := make(map[Class]int64, 2)
+	for i, ok := range seen {
+		if ok {
+			m[ix.modelIDs[i]] = sums[i]
 		}
 	}
 	p.alloc[team] = m
