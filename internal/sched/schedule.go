@@ -90,9 +90,21 @@ func Schedule(st *State, cfg Config) Decisions {
 }
 
 func newPass(st *State, cfg Config) *pass {
-	p := &pass{st: st, cfg: cfg, caps: map[Class]int64{}, alloc: map[string]map[Class]int64{}, spent: map[string]core.Micros{},
-		teams: map[string]*core.Team{}, running: st.Running, preemptFail: map[shapeKey]bool{}, deferCache: map[time.Duration]deferAnswer{}}
+	p := &pass{st: st, cfg: cfg, running: st.Running}
 	if sc := st.Scratch; sc != nil {
+		m := &sc.maps
+		if m.caps == nil {
+			*m = passMaps{caps: map[Class]int64{}, alloc: map[string]map[Class]int64{}, spent: map[string]core.Micros{},
+				teams: map[string]*core.Team{}, preemptFail: map[shapeKey]bool{}, deferCache: map[time.Duration]deferAnswer{}}
+		}
+		clear(m.caps)
+		clear(m.alloc)
+		clear(m.spent)
+		clear(m.teams)
+		clear(m.preemptFail)
+		clear(m.deferCache)
+		p.caps, p.alloc, p.spent, p.teams, p.preemptFail, p.deferCache = m.caps, m.alloc, m.spent, m.teams, m.preemptFail, m.deferCache
+		p.modelSums, p.modelSeen = sc.modelSums, sc.modelSeen
 		sc.onNode = resize(sc.onNode, len(st.Nodes))
 		for n := range sc.onNode {
 			sc.onNode[n] = sc.onNode[n][:0]
@@ -105,6 +117,8 @@ func newPass(st *State, cfg Config) *pass {
 		p.onNode, p.gone, p.lost, p.nodeVer, p.sorted = sc.onNode, sc.gone, sc.lost, sc.nodeVer, sc.sorted
 		p.pl = newPlacer(&sc.schedule, st.Nodes, st.NodeCost, st.Pending, cfg.Scorer)
 	} else {
+		p.caps, p.alloc, p.spent, p.teams, p.preemptFail, p.deferCache = map[Class]int64{}, map[string]map[Class]int64{}, map[string]core.Micros{},
+			map[string]*core.Team{}, map[shapeKey]bool{}, map[time.Duration]deferAnswer{}
 		p.onNode, p.gone, p.lost, p.nodeVer, p.sorted = make([][]int, len(st.Nodes)), make([]bool, len(st.Running)), make([]int64, len(st.Running)), make([]int, len(st.Nodes)), make([]bool, len(st.Nodes))
 		p.pl = NewPlacer(st.Nodes, st.NodeCost, st.Pending, cfg.Scorer)
 	}
@@ -183,6 +197,9 @@ func (p *pass) teamAlloc(team string) map[Class]int64 {
 	clear(sums)
 	clear(seen)
 	p.modelSums, p.modelSeen = sums, seen
+	if sc := p.st.Scratch; sc != nil {
+		sc.modelSums, sc.modelSeen = sums, seen
+	}
 	for _, a := range p.st.Running {
 		if a.Job.Team != team {
 			continue
