@@ -149,11 +149,24 @@ type run struct {
 	waking  map[int64]bool
 	finishQ finishHeap
 	live    int
+	// slab is where the next units are made.
+	slab []engine.Unit
 }
+
+// unitSlab is how many units one slab holds.
+const unitSlab = 256
 
 func (r *run) submit(j *core.Job) {
 	for s := 0; s < max(j.Shards, 1); s++ {
-		u := &engine.Unit{Unit: sched.Unit{Job: j, Shard: s}, State: core.JobPending, Since: j.Submit}
+		// Units come from slabs: units submitted together are live
+		// together, and every step walks the live ones (a slab is kept
+		// while one of its units is).
+		if len(r.slab) == 0 {
+			r.slab = make([]engine.Unit, unitSlab)
+		}
+		u := &r.slab[0]
+		r.slab = r.slab[1:]
+		*u = engine.Unit{Unit: sched.Unit{Job: j, Shard: s}, State: core.JobPending, Since: j.Submit}
 		r.st.Units = append(r.st.Units, u)
 		r.live++
 	}
