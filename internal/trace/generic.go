@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -107,6 +108,12 @@ func ReadGeneric(r io.Reader, file string) (Trace, error) {
 			return Trace{}, row.fail("id", j.ID, "duplicate job", fmt.Sprintf("each id once (first on line %d)", first))
 		}
 		seen[j.ID] = row.line
+		if len(out.Jobs) == cap(out.Jobs) {
+			// Double: append grows a large slice by a quarter, and
+			// copying a million jobs over and over was most of reading
+			// a large trace.
+			out.Jobs = slices.Grow(out.Jobs, max(len(out.Jobs), 64))
+		}
 		out.Jobs = append(out.Jobs, j)
 	}
 	sortJobs(out.Jobs)
