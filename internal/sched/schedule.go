@@ -69,9 +69,11 @@ type pass struct {
 	nodeVer      []int
 	preemptHeaps [4]map[string]*boundHeap
 	preemptFail  map[shapeKey]bool
-	// modelSums and modelSeen are teamAlloc's working space.
-	modelSums []int64
-	modelSeen []bool
+	// modelSums and modelSeen are teamAlloc's working space, ends and
+	// removed reserve's.
+	modelSums     []int64
+	modelSeen     []bool
+	ends, removed []int
 	// deferCache memoises deferral answers by estimated duration.
 	deferCache map[time.Duration]deferAnswer
 }
