@@ -83,9 +83,10 @@ type view struct {
 	pendingOf []*Unit
 	// nodeOfLease is the node of each of st.Leases, by position, or -1.
 	nodeOfLease []int
-	// latest and units are drainCandidates' working space.
+	// latest, units and sparse are drainCandidates' working space.
 	latest []time.Time
 	units  []core.Milli
+	sparse []bool
 	// now is the build's time; filled says fill has run.
 	now    time.Time
 	filled bool
@@ -134,7 +135,7 @@ func build(st *State, now time.Time) *view {
 	sc.v = view{nodes: old.nodes[:0], leaseOf: old.leaseOf[:0], cost: old.cost[:0], paid: old.paid[:0],
 		running: old.running[:0], runningOf: old.runningOf[:0], pending: old.pending[:0], pendingOf: old.pendingOf[:0],
 		nodeOfLease: slices.Grow(old.nodeOfLease[:0], len(st.Leases))[:len(st.Leases)],
-		latest:      old.latest, units: old.units, now: now}
+		latest:      old.latest, units: old.units, sparse: old.sparse, now: now}
 	v := &sc.v
 	gpuTotal := 0
 	for _, l := range st.Leases {
@@ -452,17 +453,18 @@ func drainCandidates(v *view, alloc []core.Milli, now time.Time, cfg fleet.Confi
 	}
 	var cs []c
 	// Only sparse machines billed by use can be candidates: find them
-	// before looking at what runs where (most steps have none).
-	sparse := false
+	// before looking at what runs where (most steps have none), and look
+	// only at the work on them.
+	sparse := slices.Grow(v.sparse[:0], len(v.nodes))[:len(v.nodes)]
+	v.sparse = sparse
+	found := false
 	for n, l := range v.leaseOf {
 		capMilli := int64(len(v.nodes[n].GPUs)) * int64(core.WholeGPU)
 		share := int64(alloc[n]) * 10000 / max(capMilli, 1)
-		if !l.Plan.Committed() && alloc[n] != 0 && share < cfg.ScaleInBP {
-			sparse = true
-			break
-		}
+		sparse[n] = !l.Plan.Committed() && alloc[n] != 0 && share < cfg.ScaleInBP
+		found = found || sparse[n]
 	}
-	if !sparse {
+	if !found {
 		return nil
 	}
 	latest := slices.Grow(v.latest[:0], len(v.nodes))[:len(v.nodes)]
@@ -471,7 +473,7 @@ func drainCandidates(v *view, alloc []core.Milli, now time.Time, cfg fleet.Confi
 	clear(units)
 	v.latest, v.units = latest, units
 	for _, a := range v.running {
-		if len(a.Parts) != 1 {
+		if len(a.Parts) != 1 || !sparse[a.Parts[0].Node] {
 			continue
 		}
 		n := a.Parts[0].Node

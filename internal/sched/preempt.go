@@ -357,7 +357,7 @@ func (p *pass) reserve(u Unit) (Reservation, bool) {
 		if !modelAllowed(node, r) || node.Spot && !u.Job.Interruptible || len(node.GPUs) < r.GPUs {
 			continue
 		}
-		ends := make([]int, 0, len(p.onNode[n]))
+		ends := p.ends[:0] // working space, reused from node to node
 		for _, i := range p.victims(n) {
 			if !p.gone[i] && p.running[i].Job.EstDuration > 0 && len(p.running[i].Parts) == 1 {
 				ends = append(ends, i)
@@ -365,7 +365,7 @@ func (p *pass) reserve(u Unit) (Reservation, bool) {
 		}
 		end := func(i int) time.Time { return p.running[i].Start.Add(p.running[i].Job.EstDuration) }
 		sort.Slice(ends, func(a, b int) bool { return end(ends[a]).Before(end(ends[b])) })
-		var removed []int
+		removed := p.removed[:0]
 		for _, i := range ends {
 			if found && !end(i).Before(best.At) {
 				break
@@ -388,6 +388,7 @@ func (p *pass) reserve(u Unit) (Reservation, bool) {
 			a := &p.running[i]
 			p.pl.place(&a.Unit, a.Parts)
 		}
+		p.ends, p.removed = ends, removed
 	}
 	if found {
 		best.Reason = fmt.Sprintf("%s is the highest-priority blocked unit; %s frees enough for it at %s by running units' estimates; only work ending before then is backfilled there",

@@ -62,6 +62,11 @@ func cohortOf(t *core.Team) string {
 }
 
 func newQuotas(teams []core.Team, running []Allocation, nodes []core.Node) *quotas {
+	if len(teams) == 0 {
+		// Nothing is quota-managed: every lookup finds no team, and
+		// nothing is written (only known teams' records are).
+		return &quotas{}
+	}
 	q := &quotas{team: map[string]*teamQuota{}, cohort: map[string]*cohortPool{}}
 	for i := range teams {
 		t := &teams[i]

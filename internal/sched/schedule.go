@@ -69,6 +69,11 @@ type pass struct {
 	nodeVer      []int
 	preemptHeaps [4]map[string]*boundHeap
 	preemptFail  map[shapeKey]bool
+	// modelSums and modelSeen are teamAlloc's working space, ends and
+	// removed reserve's.
+	modelSums     []int64
+	modelSeen     []bool
+	ends, removed []int
 	// deferCache memoises deferral answers by estimated duration.
 	deferCache map[time.Duration]deferAnswer
 }
@@ -87,9 +92,21 @@ func Schedule(st *State, cfg Config) Decisions {
 }
 
 func newPass(st *State, cfg Config) *pass {
-	p := &pass{st: st, cfg: cfg, caps: map[Class]int64{}, alloc: map[string]map[Class]int64{}, spent: map[string]core.Micros{},
-		teams: map[string]*core.Team{}, running: st.Running, preemptFail: map[shapeKey]bool{}, deferCache: map[time.Duration]deferAnswer{}}
+	p := &pass{st: st, cfg: cfg, running: st.Running}
 	if sc := st.Scratch; sc != nil {
+		m := &sc.maps
+		if m.caps == nil {
+			*m = passMaps{caps: map[Class]int64{}, alloc: map[string]map[Class]int64{}, spent: map[string]core.Micros{},
+				teams: map[string]*core.Team{}, preemptFail: map[shapeKey]bool{}, deferCache: map[time.Duration]deferAnswer{}}
+		}
+		clear(m.caps)
+		clear(m.alloc)
+		clear(m.spent)
+		clear(m.teams)
+		clear(m.preemptFail)
+		clear(m.deferCache)
+		p.caps, p.alloc, p.spent, p.teams, p.preemptFail, p.deferCache = m.caps, m.alloc, m.spent, m.teams, m.preemptFail, m.deferCache
+		p.modelSums, p.modelSeen = sc.modelSums, sc.modelSeen
 		sc.onNode = resize(sc.onNode, len(st.Nodes))
 		for n := range sc.onNode {
 			sc.onNode[n] = sc.onNode[n][:0]
@@ -102,6 +119,8 @@ func newPass(st *State, cfg Config) *pass {
 		p.onNode, p.gone, p.lost, p.nodeVer, p.sorted = sc.onNode, sc.gone, sc.lost, sc.nodeVer, sc.sorted
 		p.pl = newPlacer(&sc.schedule, st.Nodes, st.NodeCost, st.Pending, cfg.Scorer)
 	} else {
+		p.caps, p.alloc, p.spent, p.teams, p.preemptFail, p.deferCache = map[Class]int64{}, map[string]map[Class]int64{}, map[string]core.Micros{},
+			map[string]*core.Team{}, map[shapeKey]bool{}, map[time.Duration]deferAnswer{}
 		p.onNode, p.gone, p.lost, p.nodeVer, p.sorted = make([][]int, len(st.Nodes)), make([]bool, len(st.Running)), make([]int64, len(st.Running)), make([]int, len(st.Nodes)), make([]bool, len(st.Nodes))
 		p.pl = NewPlacer(st.Nodes, st.NodeCost, st.Pending, cfg.Scorer)
 	}
@@ -172,13 +191,31 @@ func (p *pass) teamAlloc(team string) map[Class]int64 {
 	if m, ok := p.alloc[team]; ok {
 		return m
 	}
-	m := map[Class]int64{}
+	// Summed per model id of the placer's index (a map update per part
+	// was most of the cost), then kept by class.
+	ix := p.pl.ix
+	sums := resize(p.modelSums, len(ix.modelIDs))
+	seen := resize(p.modelSeen, len(ix.modelIDs))
+	clear(sums)
+	clear(seen)
+	p.modelSums, p.modelSeen = sums, seen
+	if sc := p.st.Scratch; sc != nil {
+		sc.modelSums, sc.modelSeen = sums, seen
+	}
 	for _, a := range p.st.Running {
 		if a.Job.Team != team {
 			continue
 		}
 		for _, part := range a.Parts {
-			m[p.st.Nodes[part.Node].GPUModel] += int64(len(part.GPUs)) * int64(a.Job.Request.MilliPerGPU)
+			m := ix.nodeModel[part.Node]
+			sums[m] += int64(len(part.GPUs)) * int64(a.Job.Request.MilliPerGPU)
+			seen[m] = true
+		}
+	}
+	m := make(map[Class]int64, 2)
+	for i, ok := range seen {
+		if ok {
+			m[ix.modelIDs[i]] = sums[i]
 		}
 	}
 	p.alloc[team] = m

@@ -1,6 +1,8 @@
 package sched
 
 import (
+	"time"
+
 	"github.com/gpufleet/gpufleet/internal/core"
 )
 
@@ -19,6 +21,21 @@ type Scratch struct {
 	nodeVer               []int
 	// runCosts keeps the deferral's prices of running from each hour.
 	runCosts runCosts
+	// maps are a pass's tables, emptied for each pass; modelSums and
+	// modelSeen teamAlloc's working space.
+	maps      passMaps
+	modelSums []int64
+	modelSeen []bool
+}
+
+// passMaps are the maps a scheduling pass keeps its tables in.
+type passMaps struct {
+	caps        map[Class]int64
+	alloc       map[string]map[Class]int64
+	spent       map[string]core.Micros
+	teams       map[string]*core.Team
+	preemptFail map[shapeKey]bool
+	deferCache  map[time.Duration]deferAnswer
 }
 
 // placerScratch is one placer's reusable storage.

@@ -154,11 +154,24 @@ type run struct {
 	waking  map[int64]bool
 	finishQ finishHeap
 	live    int
+	// slab is where the next units are made.
+	slab []engine.Unit
 }
+
+// unitSlab is how many units one slab holds.
+const unitSlab = 256
 
 func (r *run) submit(j *core.Job) {
 	for s := 0; s < max(j.Shards, 1); s++ {
-		u := &engine.Unit{Unit: sched.Unit{Job: j, Shard: s}, State: core.JobPending, Since: j.Submit}
+		// Units come from slabs: units submitted together are live
+		// together, and every step walks the live ones (a slab is kept
+		// while one of its units is).
+		if len(r.slab) == 0 {
+			r.slab = make([]engine.Unit, unitSlab)
+		}
+		u := &r.slab[0]
+		r.slab = r.slab[1:]
+		*u = engine.Unit{Unit: sched.Unit{Job: j, Shard: s}, State: core.JobPending, Since: j.Submit}
 		r.st.Units = append(r.st.Units, u)
 		r.live++
 	}
@@ -283,14 +296,21 @@ func (r *run) event(e core.Event) {
 func (r *run) step(ctx context.Context, now time.Time) error {
 	d := engine.Step(r.st, now, r.ecfg)
 	r.res.Steps++
+	// The units decided on: as Step carried them, else found by key.
 	units := r.decided(d)
-	for _, p := range d.Preempt {
-		if u := units[p.Unit]; u != nil {
+	unit := func(key string, carried *engine.Unit) *engine.Unit {
+		if units == nil {
+			return carried
+		}
+		return units[key]
+	}
+	for i, p := range d.Preempt {
+		if u := unit(p.Unit, d.PreemptUnit(i)); u != nil {
 			r.res.addAllocated(u, u.Start, now)
 		}
 	}
-	for _, m := range d.Move {
-		if u := units[m.Unit]; u != nil {
+	for i, m := range d.Move {
+		if u := unit(m.Unit, d.MoveUnit(i)); u != nil {
 			r.res.addAllocated(u, u.Start, now)
 		}
 	}
@@ -300,16 +320,16 @@ func (r *run) step(ctx context.Context, now time.Time) error {
 	r.res.Preemptions += len(d.Preempt)
 	r.res.Moves += len(d.Move)
 	created := engine.Apply(r.st, d)
-	for _, p := range d.Place {
-		u := units[p.Unit]
+	for i, p := range d.Place {
+		u := unit(p.Unit, d.PlaceUnit(i))
 		if _, seen := r.first[p.Unit]; !seen {
 			r.first[p.Unit] = now
 			r.res.addWait(u, now.Sub(u.Job.Submit))
 		}
 		r.queueFinish(u)
 	}
-	for _, m := range d.Move {
-		r.queueFinish(units[m.Unit])
+	for i, m := range d.Move {
+		r.queueFinish(unit(m.Unit, d.MoveUnit(i)))
 	}
 	for _, l := range created {
 		m, err := r.cloud.Acquire(ctx, provider.AcquireRequest{ClientToken: l.ClientToken, OfferID: l.OfferID, Mode: l.Mode})
@@ -358,35 +378,28 @@ func (r *run) wakeAt(t time.Time) {
 }
 
 // decided maps the keys of the units d places, preempts or moves to the
-// state's units: the ones Step carried with its decisions, else those a
-// pass over the state's units finds (none when d decides none).
+// state's units, found by a pass over them; nil when Step carried every
+// one with its decisions (or d decides none).
 func (r *run) decided(d engine.Decisions) map[string]*engine.Unit {
 	n := len(d.Preempt) + len(d.Move) + len(d.Place)
 	if n == 0 {
 		return nil
 	}
-	// Step carries the units it decided on: take them when it does.
-	units := make(map[string]*engine.Unit, n)
+	// Step carries the units it decided on: nil says to take those.
 	carried := true
-	for i, p := range d.Preempt {
-		u := d.PreemptUnit(i)
-		carried = carried && u != nil
-		units[p.Unit] = u
+	for i := range d.Preempt {
+		carried = carried && d.PreemptUnit(i) != nil
 	}
-	for i, m := range d.Move {
-		u := d.MoveUnit(i)
-		carried = carried && u != nil
-		units[m.Unit] = u
+	for i := range d.Move {
+		carried = carried && d.MoveUnit(i) != nil
 	}
-	for i, p := range d.Place {
-		u := d.PlaceUnit(i)
-		carried = carried && u != nil
-		units[p.Unit] = u
+	for i := range d.Place {
+		carried = carried && d.PlaceUnit(i) != nil
 	}
 	if carried {
-		return units
+		return nil
 	}
-	clear(units)
+	units := make(map[string]*engine.Unit, n)
 	want := make(map[string]bool, n)
 	for _, p := range d.Preempt {
 		want[p.Unit] = true
