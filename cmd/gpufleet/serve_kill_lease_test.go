@@ -48,8 +48,7 @@ func TestServeKill9MachinesReadyDuringReconcile(t *testing.T) {
 // slowReconcile, the restarted server's first list is answered with what
 // the script saw and returned only after every machine has turned ready.
 func killDuringAcquisitions(t *testing.T, db string, slowReconcile bool) {
-	dir := t.TempDir()
-	state := t.TempDir()
+	dir, state := outlivedDir(t), outlivedDir(t)
 	// The script takes a while per call, so that the kill lands among
 	// acquisitions; machines are ready two seconds after launch (eight
 	// with slowReconcile, so that they are still provisioning when the
@@ -237,6 +236,36 @@ func killDuringAcquisitions(t *testing.T, db string, slowReconcile bool) {
 	reltest.Record(t, reltest.Entry{Area: "faults", Done: "kill -9 of serve while its loop rents machines through the exec provider, then restart on the same store",
 		Amount: fmt.Sprintf("%d jobs, %d machines at the kill, %d held after the restart", jobs, atKill, held),
 		Held:   "every provider machine one live lease, no client token rented twice, no lease without its machine, every acknowledged job kept"})
+}
+
+// outlivedDir is a temporary directory for a server that is killed and
+// for its provider scripts, removed at the end once nothing writes there
+// any more. A killed server's script calls run on (each in its own process
+// group, as a cloud call in flight would): t.TempDir's removal, right
+// after the kill, failed now and then with "directory not empty" while one
+// still wrote a machine file. Removal is retried for 30 s (a script call
+// is bounded by the test's 20 s timeout; a slow list sleeps 10 s).
+func outlivedDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "gpufleet-kill-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			err := os.RemoveAll(d)
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("remove %s: %v (a provider script still writing after 30 s?)", d, err)
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
+	return d
 }
 
 // readMachine reads one of the example script's machine files
