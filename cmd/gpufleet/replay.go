@@ -153,8 +153,9 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 	// Each step builds short-lived views of the fleet: trading memory for
 	// fewer collections pays, within a soft limit so that long replays
 	// collect harder instead of growing. 3 GiB, below issue 5's 4 GiB
-	// ceiling: the million-job replay peaks at 3.0 GB and takes 89.5 s
-	// (98.8 s, 2.0 GB with a 2 GiB limit; docs/simulator.md, Speed).
+	// ceiling: the million-job replay took 89.5 s at 3.0 GB peak RSS,
+	// against 98.8 s at 2.0 GB with a 2 GiB limit (docs/simulator.md,
+	// Speed).
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(3 << 30))
 	if f.cpuProfile != "" {
@@ -186,6 +187,11 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 	if err != nil {
 		return err
 	}
+	// The trace as read is not needed past here, only its name: letting
+	// it go takes a million jobs' strings out of the heap every
+	// collection of a long replay marks.
+	traceName := tr.Name
+	tr = trace.Trace{}
 	if f.lpMPS != "" {
 		prog, err := bound.Explicit(bound.Input{Jobs: w.Jobs, Actual: w.Actual, Offers: cat.Offers}, bound.Options{})
 		if err != nil {
@@ -258,7 +264,7 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 		return br.err
 	}
 	bounds, lpTime := br.b, br.took
-	v := report.NewSimView(tr.Name, cat.Currency, f.seed, prof.Describe(), results, bounds.Cost, w.Skipped)
+	v := report.NewSimView(traceName, cat.Currency, f.seed, prof.Describe(), results, bounds.Cost, w.Skipped)
 	v.LowerBound.PriceBound = report.Number(int64(bounds.Price), int64(core.MicrosPerUnit))
 	if f.noLP {
 		v.LowerBound.Method += " (LP bound skipped: --no-lp)"
@@ -315,7 +321,7 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "%d jobs replayed from %s; skipped: %s\n", len(w.Jobs), tr.Name, skipText(w.Skipped))
+	fmt.Fprintf(cmd.OutOrStdout(), "%d jobs replayed from %s; skipped: %s\n", len(w.Jobs), traceName, skipText(w.Skipped))
 	fmt.Fprintf(cmd.OutOrStdout(), "workload profile: %s (in full in --json and --html)\n", prof.Name)
 	if f.noLP {
 		fmt.Fprintf(cmd.OutOrStdout(), "LP bound: skipped (--no-lp)\n")
