@@ -174,7 +174,7 @@ func (p *pass) tryPreempt(u Unit) bool {
 		p.q.add(a.Job.Team, model, -a.Milli())
 		p.addAlloc(a.Job.Team, model, -int64(a.Milli()))
 		p.dec.Preemptions = append(p.dec.Preemptions, Preemption{Victim: a, For: u.Key(), LostMilliSeconds: p.lost[i],
-			Reason: fmt.Sprintf("preempted for %s (%s); %.2f GPU-hours since its last checkpoint are lost", u.Key(), why, float64(p.lost[i])/3.6e6)})
+			Reason: fmt.Sprintf("preempted for %s (%s); %.2f GPU-hours since its last recorded checkpoint may be lost (less if it checkpoints on its own)", u.Key(), why, float64(p.lost[i])/3.6e6)})
 		keys = append(keys, a.Key())
 	}
 	parts := []Part{{Node: best.node, GPUs: best.gpus}}
