@@ -55,7 +55,7 @@ func attachReplay(cmd *cobra.Command) {
 	fl.StringVar(&f.jsonOut, "json", "", "write the JSON result to this file (- for stdout)")
 	fl.StringVar(&f.htmlOut, "html", "", "write the HTML report to this file")
 	fl.StringVar(&f.csvOut, "csv", "", "write the time series CSV to this file")
-	fl.StringVar(&f.leasesOut, "leases", "", "write every lease each policy rented (offer, mode, start, end, billed time, cost) as CSV to this file")
+	fl.StringVar(&f.leasesOut, "leases", "", "write every lease each policy rented (offer, mode, start, end, held and billed hours, allocated GPU-hours, idle share, cost) as CSV to this file")
 	fl.IntVar(&f.limit, "limit", 0, "replay only the first N jobs (0: all)")
 	fl.DurationVar(&f.delay, "provisioning-delay", 2*time.Minute, "simulated provisioning delay of every offer")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar on stderr")
@@ -187,11 +187,10 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 	if err != nil {
 		return err
 	}
-	// The trace as read is not needed past here, only its name: letting
-	// it go takes a million jobs' strings out of the heap every
-	// collection of a long replay marks.
+	// Only the trace's name is used past here, so the trace as read is
+	// dead from now on: a long replay's collections no longer mark a
+	// million jobs' strings (keep it that way: no use of tr below).
 	traceName := tr.Name
-	tr = trace.Trace{}
 	if f.lpMPS != "" {
 		prog, err := bound.Explicit(bound.Input{Jobs: w.Jobs, Actual: w.Actual, Offers: cat.Offers}, bound.Options{})
 		if err != nil {

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/gpufleet/gpufleet/internal/api"
+	"github.com/gpufleet/gpufleet/internal/browsertest"
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/engine"
@@ -161,26 +161,6 @@ func artifacts(t *testing.T) string {
 	return dir
 }
 
-// browser starts headless chromium. A missing chromium fails the test:
-// .ci/run installs it.
-func browser(t *testing.T) context.Context {
-	t.Helper()
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatalf("chromium not found (%v): install it (apt-get install chromium); .ci/run does", err)
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.WindowSize(1440, 1000),
-		chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-dev-shm-usage", true))
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelB := chromedp.NewContext(actx)
-	ctx, cancelC := context.WithTimeout(ctx, 3*time.Minute)
-	t.Cleanup(func() { cancelC(); cancelB(); cancelA() })
-	if err := chromedp.Do(ctx); err != nil { // start the browser
-		t.Fatalf("start chromium: %v", err)
-	}
-	return ctx
-}
-
 type page struct {
 	t   *testing.T
 	ctx context.Context
@@ -274,7 +254,7 @@ func (p *page) accessible(name string) {
 // GPU shown as an alert, and a member who cannot see another team's jobs.
 func TestDashboardInBrowser(t *testing.T) {
 	s := startSystem(t)
-	ctx := browser(t)
+	ctx := browsertest.Start(t, 1440, 1000, 3*time.Minute)
 	p := &page{t: t, ctx: ctx, dir: artifacts(t)}
 	go func() {
 		for m, err := range chromedp.Console(ctx) {

@@ -3,13 +3,13 @@ package report_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/gpufleet/gpufleet/internal/browsertest"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	provsim "github.com/gpufleet/gpufleet/internal/provider/sim"
 	"github.com/gpufleet/gpufleet/internal/report"
@@ -63,7 +63,7 @@ func TestSimHTMLInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ctx := browser(t)
+	ctx := browsertest.Start(t, 1280, 900, 2*time.Minute)
 	if _, err := chromedp.Run(ctx, chromedp.Navigate("file://"+path)); err != nil {
 		t.Fatalf("open the report: %v", err)
 	}
@@ -126,24 +126,4 @@ type rendered struct {
 	Charts    int      `json:"charts"`
 	Problems  []string `json:"problems"` // charts drawn too small, lines or labels outside their chart
 	Profile   bool     `json:"profile"`
-}
-
-// browser starts headless chromium. A missing chromium fails the test:
-// .ci/run installs it.
-func browser(t *testing.T) context.Context {
-	t.Helper()
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatalf("chromium not found (%v): install it (apt-get install chromium); .ci/run does", err)
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.WindowSize(1280, 900),
-		chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-dev-shm-usage", true))
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelB := chromedp.NewContext(actx)
-	ctx, cancelC := context.WithTimeout(ctx, 2*time.Minute)
-	t.Cleanup(func() { cancelC(); cancelB(); cancelA() })
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	return ctx
 }
