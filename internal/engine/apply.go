@@ -150,8 +150,10 @@ func Apply(st *State, d Decisions) []*Lease {
 	now := d.Now
 	recordDemand(st, now, d.DemandMilli)
 	ix := indexFor(st, &d)
+	t := tally{ix: ix, on: d.builtIn != nil && d.builtIn == st.scratch && d.built == st.scratch.built}
 	for _, p := range d.Preempt {
 		if u := ix.units[p.Unit]; u != nil && u.State == core.JobRunning {
+			t.leave(u)
 			u.stop(now, core.JobPreempted)
 			u.Preemptions++
 		}
@@ -159,8 +161,10 @@ func Apply(st *State, d Decisions) []*Lease {
 	for _, m := range d.Move {
 		if u := ix.units[m.Unit]; u != nil && u.State == core.JobRunning {
 			// A move checkpoints first: nothing is lost but the overhead.
+			t.leave(u)
 			u.Done += now.Sub(u.Start)
 			u.State, u.Parts, u.Start, u.LastCheckpoint = core.JobRunning, m.Parts, now, now
+			t.enter(u)
 		}
 	}
 	for _, p := range d.Place {
@@ -168,7 +172,9 @@ func Apply(st *State, d Decisions) []*Lease {
 		if u == nil {
 			continue
 		}
+		t.leave(u)
 		u.State, u.Parts, u.Start, u.LastCheckpoint, u.DeferredUntil = core.JobRunning, p.Parts, now, now, time.Time{}
+		t.enter(u)
 		for _, part := range p.Parts {
 			if l := ix.leases[part.LeaseID]; l != nil {
 				l.IdleSince = time.Time{}
@@ -187,6 +193,7 @@ func Apply(st *State, d Decisions) []*Lease {
 		}
 		for _, u := range ix.on[l.ID] {
 			if (u.State == core.JobRunning || u.State == core.JobCheckpointing) && u.runsOn(l.ID) {
+				t.leave(u)
 				u.stop(now, core.JobPending) // moved units no longer run here
 			}
 		}
@@ -217,14 +224,62 @@ func Apply(st *State, d Decisions) []*Lease {
 				if a.Kind == "zombie" {
 					state = core.JobFailed
 				}
+				t.leave(u)
 				u.stop(now, state)
 				u.End = now
 			}
 		}
 	}
 	st.Ladder = d.Ladder
-	markIdle(st, now)
+	if t.on {
+		t.markIdle(st, now)
+	} else {
+		markIdle(st, now)
+	}
 	return created
+}
+
+// tally keeps, through one Apply, the count of running work per lease
+// that the build behind the decisions made (Lease.runs: a running or
+// checkpointing unit's parts, on a node or not), so that marking idle
+// leases afterwards need not walk every unit and resolve every part
+// again — that walk, after every step, was a large part of a replay's
+// time. It is on only for decisions Step made on this state with no
+// build since (Step and Apply are called back to back; anything else
+// gets the full count, markIdle). Every change Apply makes to a unit's
+// running parts goes through leave (before) and enter (after).
+// TestPropertyTally checks it against markIdle after every step.
+type tally struct {
+	ix *index
+	on bool
+}
+
+func (t tally) leave(u *Unit) { t.add(u, -1) }
+
+func (t tally) enter(u *Unit) { t.add(u, 1) }
+
+func (t tally) add(u *Unit, n int) {
+	if !t.on || (u.State != core.JobRunning && u.State != core.JobCheckpointing) {
+		return
+	}
+	for _, p := range u.Parts {
+		if l := t.ix.leases[p.LeaseID]; l != nil {
+			l.runs += n
+		}
+	}
+}
+
+// markIdle is markIdle from the tally.
+func (t tally) markIdle(st *State, now time.Time) {
+	for _, l := range st.Leases {
+		switch {
+		case l.State.Final():
+		case l.runs > 0:
+			l.IdleSince = time.Time{}
+		case l.IdleSince.IsZero() && !l.ReadyAt.IsZero():
+			l.IdleSince = now
+		}
+	}
 }
 
 // markIdle sets IdleSince on every live lease that runs nothing.

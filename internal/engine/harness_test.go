@@ -33,6 +33,8 @@ type harness struct {
 	onTick func(h *harness)
 	// onStep, if set, sees each step's decisions before they are applied.
 	onStep func(h *harness, d *Decisions)
+	// onApplied, if set, sees each step's decisions once applied.
+	onApplied func(h *harness, d *Decisions)
 }
 
 func newHarness(t fatal, offers []core.Offer, cfg Config) *harness {
@@ -79,7 +81,11 @@ func (h *harness) stepOnce() {
 		h.onStep(h, &d)
 	}
 	h.events = append(h.events, d.Events...)
-	for _, l := range Apply(h.st, d) {
+	created := Apply(h.st, d)
+	if h.onApplied != nil {
+		h.onApplied(h, &d)
+	}
+	for _, l := range created {
 		OnLaunched(h.st, l.ID, "sim-"+l.ID, h.now)
 		h.ready[l.ID] = h.now.Add(h.delay)
 	}

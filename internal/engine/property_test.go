@@ -42,6 +42,11 @@ func (s runSpec) run(t fatal) (*harness, []string) { return s.runWith(t, nil) }
 
 // runWith is run with onStep set on the harness.
 func (s runSpec) runWith(t fatal, onStep func(h *harness, d *Decisions)) (*harness, []string) {
+	return s.runHooks(t, onStep, nil)
+}
+
+// runHooks is run with onStep and onApplied set on the harness.
+func (s runSpec) runHooks(t fatal, onStep, onApplied func(h *harness, d *Decisions)) (*harness, []string) {
 	od := hourlyOffer("od", "A100", 2, "3")
 	spot := hourlyOffer("spot", "A100", 1, "1")
 	spot.Plans[0].Mode = core.Spot
@@ -50,7 +55,7 @@ func (s runSpec) runWith(t fatal, onStep func(h *harness, d *Decisions)) (*harne
 	weekly.Plans = append(weekly.Plans, core.PricePlan{Mode: core.Weekly, Price: mustMoney("300"), Per: core.Week, Granularity: core.Week.Seconds(), Term: core.Week.Seconds()})
 	h := newHarness(t, []core.Offer{od, spot, weekly}, Config{})
 	h.tick = 10 * time.Minute
-	h.onStep = onStep
+	h.onStep, h.onApplied = onStep, onApplied
 	var created []string
 	h.onTick = func(h *harness) {
 		for _, a := range s.arrivals {
@@ -204,4 +209,29 @@ func TestHasKey(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPropertyTally: after every Apply the idle marks that Apply's tally
+// left are the ones counting every running unit's parts again gives
+// (markIdle then changes nothing), and the tally was used for every
+// step's decisions.
+func TestPropertyTally(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		spec := genSpec(t)
+		spec.runHooks(t, nil, func(h *harness, d *Decisions) {
+			if sc := h.st.scratch; d.builtIn != sc || d.built != sc.built {
+				t.Fatalf("%v: the decisions of the step just made do not name its build", h.now)
+			}
+			idle := make([]time.Time, len(h.st.Leases))
+			for i, l := range h.st.Leases {
+				idle[i] = l.IdleSince
+			}
+			markIdle(h.st, h.now)
+			for i, l := range h.st.Leases {
+				if !l.IdleSince.Equal(idle[i]) {
+					t.Fatalf("%v: lease %s (%s, %d parts tallied): idle since %v by the tally, %v by a full count", h.now, l.ID, l.State, l.runs, idle[i], l.IdleSince)
+				}
+			}
+		})
+	})
 }

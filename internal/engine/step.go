@@ -61,6 +61,12 @@ type Decisions struct {
 	// found them: Apply (after checking them) and the simulator take them
 	// rather than search every unit for the keys.
 	placeUnits, preemptUnits, moveUnits, deferUnits []*Unit
+	// builtIn and built name the build Step made these decisions on (its
+	// state's scratch and the build's stamp): Apply keeps that build's
+	// count of work per lease up to date instead of counting again, when
+	// no build came since (apply.go, tally).
+	builtIn *scratch
+	built   uint64
 	// UtilBP is the allocated share of ready GPUs after the placements.
 	UtilBP int64
 	// DemandMilli is the GPU share allocated after this step plus the
@@ -103,6 +109,8 @@ type scratch struct {
 	parts    []sched.Part
 	alloc    []core.Milli
 	machines []fleet.Machine
+	// built is the stamp of the last build.
+	built uint64
 	// gen is the last stampLeases stamp; byID maps the IDs of byIDOf (a
 	// copy of State.Leases as it was, with byIDIDs their IDs then) to
 	// them; empty byIDOf: rebuild it.
@@ -144,8 +152,9 @@ func build(st *State, now time.Time) *view {
 	// One backing array for every node's GPUs; the nodes keep pointing
 	// into it, so it must not move while they are added.
 	gpus := slices.Grow(sc.gpus[:0], gpuTotal)
+	sc.built = gen
 	for i, l := range st.Leases {
-		v.nodeOfLease[i], l.node = -1, -1
+		v.nodeOfLease[i], l.node, l.runs = -1, -1, 0
 		if l.State.Final() || l.ReadyAt.IsZero() || !l.ReclaimAt.IsZero() {
 			continue
 		}
@@ -174,11 +183,15 @@ func build(st *State, now time.Time) *view {
 			ok := true
 			for i, p := range u.Parts {
 				l := st.partLease(u, i, gen)
+				if l != nil {
+					l.runs++ // work on it, a node or not (Apply's tally)
+				}
 				if l == nil || l.node < 0 {
 					ok = false // on a machine leaving the fleet: not schedulable capacity
-					break
 				}
-				parts = append(parts, sched.Part{Node: l.node, GPUs: p.GPUs})
+				if ok {
+					parts = append(parts, sched.Part{Node: l.node, GPUs: p.GPUs})
+				}
 			}
 			if !ok {
 				parts = parts[:first]
@@ -302,7 +315,7 @@ func (st *State) shapes() sched.MachineShapes {
 func Step(st *State, now time.Time, cfg Config) Decisions {
 	v := build(st, now)
 	sc := st.scratchOf()
-	d := Decisions{Now: now}
+	d := Decisions{Now: now, builtIn: sc, built: sc.built}
 	if len(v.pending) > 0 {
 		v.fill() // Schedule decides nothing without pending work
 	}

@@ -237,6 +237,18 @@ func (t *Trace) Workload(p *Profile) (Workload, error) {
 	at := func(s int64) time.Time {
 		return time.Unix(start.Unix()+s, int64(start.Nanosecond())).In(start.Location())
 	}
+	// Team, user and tier names repeat across jobs: each distinct name is
+	// kept once, so the scheduler's many comparisons of a job's team (its
+	// quotas and fair share) find equal strings at the same address and
+	// need not compare bytes, and a large trace holds each name once.
+	names := map[string]string{}
+	intern := func(s string) string {
+		if v, ok := names[s]; ok {
+			return v
+		}
+		names[s] = s
+		return s
+	}
 	for i := range t.Jobs {
 		j := &t.Jobs[i]
 		if j.GPUs == 0 {
@@ -268,9 +280,9 @@ func (t *Trace) Workload(p *Profile) (Workload, error) {
 		}
 		cj := core.Job{
 			ID:   j.ID,
-			Team: team,
-			User: j.User,
-			Tier: tier,
+			Team: intern(team),
+			User: intern(j.User),
+			Tier: core.Tier(intern(string(tier))),
 			Request: core.Request{
 				GPUs:         j.GPUs,
 				MilliPerGPU:  core.Milli(j.GPUMilli),
