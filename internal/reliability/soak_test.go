@@ -177,19 +177,29 @@ func TestSoak(t *testing.T) {
 	}
 	third := len(samples) / 3
 	var heap0, heap2 float64
-	g0, g2 := 0, 0
+	g0, g2, g2max := 0, 0, 0
 	for _, s := range samples[:third] {
 		heap0 += float64(s.heap) / float64(third)
 		g0 = max(g0, s.goroutines)
 	}
-	for _, s := range samples[len(samples)-third:] {
+	for i, s := range samples[len(samples)-third:] {
 		heap2 += float64(s.heap) / float64(third)
-		g2 = max(g2, s.goroutines)
+		if i == 0 || s.goroutines < g2 {
+			g2 = s.goroutines
+		}
+		g2max = max(g2max, s.goroutines)
 	}
-	// In flight, connections come and go with the load (each one two
-	// goroutines or three), so the count may move by the clients' number.
+	// In flight, connections come and go with the load: each agent's
+	// request may hold a connection of its own (two goroutines on the
+	// client's side, one or two on the server's) beyond the 64 the pool
+	// keeps, so on a loaded machine one sample may catch several hundred
+	// more than another without anything leaking (CI once saw 508 in the
+	// first third, 940 at one moment of the last). A leak raises the floor:
+	// the fewest of the last third must not exceed the most of the first
+	// by more than the clients' number. (After the load, the count must be
+	// back at the baseline: that check, above, is the strict one.)
 	if g2 > g0+2*agents {
-		t.Errorf("goroutines grew: at most %d in the first third, %d in the last", g0, g2)
+		t.Errorf("goroutines grew: at most %d in the first third, at least %d in the last (at most %d)", g0, g2, g2max)
 	}
 	if heap2 > 1.5*heap0+16<<20 {
 		t.Errorf("heap grew: %.1f MiB on average in the first third, %.1f MiB in the last", heap0/(1<<20), heap2/(1<<20))
@@ -219,11 +229,11 @@ func TestSoak(t *testing.T) {
 	}
 	w.checkLeases()
 	notices := w.countEvents("reclaim-notice")
-	t.Logf("%d jobs, %d heartbeats, %d ticks, %d reclaim notices; heap %.1f → %.1f MiB, goroutines %d → %d",
-		submitted.Load(), beats.Load(), tick.Load(), notices, heap0/(1<<20), heap2/(1<<20), g0, g2)
+	t.Logf("%d jobs, %d heartbeats, %d ticks, %d reclaim notices; heap %.1f → %.1f MiB, goroutines at most %d in the first third, %d–%d in the last",
+		submitted.Load(), beats.Load(), tick.Load(), notices, heap0/(1<<20), heap2/(1<<20), g0, g2, g2max)
 	reltest.Record(t, reltest.Entry{Area: "soak", Done: fmt.Sprintf("%s of submissions, 200 agents heartbeating every 200 ms and the loop on a fast clock with spot capacity withdrawn every 20 virtual minutes", dur),
 		Amount: fmt.Sprintf("%d jobs, %d heartbeats, %d ticks, %d reclaim notices, %d samples of heap and goroutines", submitted.Load(), beats.Load(), tick.Load(), notices, len(samples)),
-		Held:   fmt.Sprintf("heap %.1f → %.1f MiB and goroutines %d → %d (first third → last third), goroutines back to %d (from %d) after the load, no request failed, every job final, store and provider agree", heap0/(1<<20), heap2/(1<<20), g0, g2, after, baseline)})
+		Held:   fmt.Sprintf("heap %.1f → %.1f MiB (first third → last third), goroutines at most %d in the first third and %d–%d in the last, back to %d (from %d) after the load, no request failed, every job final, store and provider agree", heap0/(1<<20), heap2/(1<<20), g0, g2, g2max, after, baseline)})
 }
 
 // mustToken stores tok (with a fresh secret, its user created if it
