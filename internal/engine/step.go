@@ -426,7 +426,10 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	}
 	sc.machines = machines
 	d.Acquire = append(d.Acquire, fleet.ReservedBase(now, machines, st.Offers, cfg.Fleet)...)
-	if !cfg.NoAcquire {
+	// Acquire rents only for waiting work: with none (most steps) it has
+	// nothing to decide, and its set-up — the machines on their way, the
+	// budgets, the outlook — is skipped.
+	if !cfg.NoAcquire && len(sd.Waiting) > 0 {
 		d.Acquire = append(d.Acquire, fleet.Acquire(now, demand(v, sd.Waiting, now), machines, st.Offers, budgets(st), d.UtilBP, fleet.NewOutlook(now, st.Demand), cfg.Fleet)...)
 	}
 	for _, a := range d.Acquire {

@@ -81,6 +81,20 @@ func TestAcquireWaitsForTargetAndCountsProvisioning(t *testing.T) {
 	}
 }
 
+// Acquire rents only for waiting work: without any it decides nothing,
+// whatever the fleet's utilization, the machines on their way or the
+// outlook — the engine relies on this to skip it at most steps.
+func TestAcquireNothingWithoutDemand(t *testing.T) {
+	o := offers()[1]
+	booting := Machine{Lease: &core.Lease{ID: "L1", Mode: core.OnDemand, State: core.LeaseProvisioning}, Offer: &o, Plan: &o.Plans[0]}
+	out := NewOutlook(now, []DemandPoint{{At: now.Add(-6 * time.Hour), Milli: 64000}})
+	for _, util := range []int64{0, 9000, 10000} {
+		if acq := Acquire(now, nil, []Machine{booting}, offers(), map[string]Budget{"a": {Limit: 1}}, util, out, Config{}); len(acq) != 0 {
+			t.Errorf("utilization %d bp, no demand: acquired %+v", util, acq)
+		}
+	}
+}
+
 // A deadline rules out offers that cannot finish in time while another
 // can; when none can, the one that finishes first is rented (a late job,
 // never one that waits forever: found by the simulator's property test,
