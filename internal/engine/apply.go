@@ -231,11 +231,10 @@ func Apply(st *State, d Decisions) []*Lease {
 		}
 	}
 	st.Ladder = d.Ladder
-	if t.on {
-		t.markIdle(st, now)
-	} else {
-		markIdle(st, now)
+	if !t.on {
+		countRuns(st)
 	}
+	markIdle(st, now)
 	return created
 }
 
@@ -246,9 +245,9 @@ func Apply(st *State, d Decisions) []*Lease {
 // again — that walk, after every step, was a large part of a replay's
 // time. It is on only for decisions Step made on this state with no
 // build since (Step and Apply are called back to back; anything else
-// gets the full count, markIdle). Every change Apply makes to a unit's
+// gets the full count, countRuns). Every change Apply makes to a unit's
 // running parts goes through leave (before) and enter (after).
-// TestPropertyTally checks it against markIdle after every step.
+// TestPropertyTally checks it against a full count after every step.
 type tally struct {
 	ix *index
 	on bool
@@ -269,47 +268,33 @@ func (t tally) add(u *Unit, n int) {
 	}
 }
 
-// markIdle is markIdle from the tally.
-func (t tally) markIdle(st *State, now time.Time) {
+// countRuns counts the parts of running units on every lease afresh
+// (Lease.runs), as build does: for Apply when the tally is off.
+func countRuns(st *State) {
+	gen := st.stampLeases()
+	for _, l := range st.Leases {
+		l.runs = 0
+	}
+	for _, u := range st.Units {
+		if u.State == core.JobRunning || u.State == core.JobCheckpointing {
+			for i := range u.Parts {
+				if l := st.partLease(u, i, gen); l != nil {
+					l.runs++
+				}
+			}
+		}
+	}
+}
+
+// markIdle sets IdleSince on every live lease that runs nothing, by
+// Lease.runs (kept by the tally, or counted by countRuns).
+func markIdle(st *State, now time.Time) {
 	for _, l := range st.Leases {
 		switch {
 		case l.State.Final():
 		case l.runs > 0:
 			l.IdleSince = time.Time{}
 		case l.IdleSince.IsZero() && !l.ReadyAt.IsZero():
-			l.IdleSince = now
-		}
-	}
-}
-
-// markIdle sets IdleSince on every live lease that runs nothing.
-func markIdle(st *State, now time.Time) {
-	live := 0
-	for _, l := range st.Leases {
-		if !l.State.Final() {
-			live++
-		}
-	}
-	if live == 0 {
-		return
-	}
-	gen := st.stampLeases()
-	for _, u := range st.Units {
-		if u.State == core.JobRunning || u.State == core.JobCheckpointing {
-			for i := range u.Parts {
-				if l := st.partLease(u, i, gen); l != nil {
-					l.busy = gen
-				}
-			}
-		}
-	}
-	for _, l := range st.Leases {
-		if l.State.Final() {
-			continue
-		}
-		if l.busy == gen {
-			l.IdleSince = time.Time{}
-		} else if l.IdleSince.IsZero() && !l.ReadyAt.IsZero() {
 			l.IdleSince = now
 		}
 	}

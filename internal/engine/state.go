@@ -25,12 +25,11 @@ type Lease struct {
 	For []string
 	// Working marks, not state (resolve.go): gen is the stamp of the last
 	// pass that found it in State.Leases, node its node in the view built
-	// then (-1: none), busy the stamp of the last markIdle that found
-	// work on it, runs the parts of running units on it as that build
-	// counted them and Apply has kept them since (apply.go, tally).
-	gen, busy uint64
-	node      int
-	runs      int
+	// then (-1: none), runs the parts of running units on it as that
+	// build counted them and Apply has kept them since (apply.go, tally).
+	gen  uint64
+	node int
+	runs int
 	// paidWork and paidNow remember the paid boundary as build asks it
 	// (after the work on it) and as drainCandidates does (after now).
 	paidWork, paidNow billing.PaidMemo

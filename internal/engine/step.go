@@ -501,10 +501,10 @@ func drainCandidates(v *view, alloc []core.Milli, now time.Time, cfg fleet.Confi
 	}
 	for n, l := range v.leaseOf {
 		capMilli := int64(len(v.nodes[n].GPUs)) * int64(core.WholeGPU)
-		share := int64(alloc[n]) * 10000 / max(capMilli, 1)
-		if l.Plan.Committed() || alloc[n] == 0 || share >= cfg.ScaleInBP {
+		if !sparse[n] {
 			continue
 		}
+		share := int64(alloc[n]) * 10000 / max(capMilli, 1)
 		paid, err := l.paidNow.PaidUntil(l.Plan, l.Start, now)
 		if err != nil || !latest[n].After(paid) {
 			continue // it empties by itself before the next boundary

@@ -79,6 +79,7 @@ func TestTallyEveryChange(t *testing.T) {
 			for _, l := range st.Leases {
 				before[l.ID] = l.IdleSince
 			}
+			countRuns(st)
 			markIdle(st, now)
 			for _, l := range st.Leases {
 				if !l.IdleSince.Equal(before[l.ID]) {

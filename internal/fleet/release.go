@@ -77,7 +77,7 @@ func Releases(now time.Time, machines []Machine, pendingFits func(m *Machine) bo
 	// Room for every idle machine at once (most are kept at every step).
 	idleMachines := 0
 	for i := range machines {
-		if m := &machines[i]; !m.Lease.State.Final() && !m.ReadyAt.IsZero() && m.AllocMilli <= 0 && m.ReclaimAt.IsZero() {
+		if machines[i].releasable() {
 			idleMachines++
 		}
 	}
@@ -88,7 +88,7 @@ func Releases(now time.Time, machines []Machine, pendingFits func(m *Machine) bo
 	for i := range machines {
 		m := &machines[i]
 		l := m.Lease
-		if l.State.Final() || m.ReadyAt.IsZero() || m.AllocMilli > 0 || !m.ReclaimAt.IsZero() {
+		if !m.releasable() {
 			continue
 		}
 		idle := now.Sub(m.IdleSince)
@@ -125,6 +125,12 @@ func Releases(now time.Time, machines []Machine, pendingFits func(m *Machine) bo
 		}
 	}
 	return out
+}
+
+// releasable: a live, ready machine with nothing allocated and no
+// reclaim notice — one Releases decides on.
+func (m *Machine) releasable() bool {
+	return !m.Lease.State.Final() && !m.ReadyAt.IsZero() && m.AllocMilli <= 0 && m.ReclaimAt.IsZero()
 }
 
 func granText(sec int64) string {

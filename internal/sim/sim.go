@@ -296,21 +296,16 @@ func (r *run) event(e core.Event) {
 func (r *run) step(ctx context.Context, now time.Time) error {
 	d := engine.Step(r.st, now, r.ecfg)
 	r.res.Steps++
-	// The units decided on: as Step carried them, else found by key.
-	units := r.decided(d)
-	unit := func(key string, carried *engine.Unit) *engine.Unit {
-		if units == nil {
-			return carried
-		}
-		return units[key]
-	}
-	for i, p := range d.Preempt {
-		if u := unit(p.Unit, d.PreemptUnit(i)); u != nil {
+	// The units decided on are the ones Step carries with its decisions
+	// (the replay applies nothing but Step's decisions;
+	// TestPropertyDecidedUnits checks Step carries every one).
+	for i := range d.Preempt {
+		if u := d.PreemptUnit(i); u != nil {
 			r.res.addAllocated(u, u.Start, now)
 		}
 	}
-	for i, m := range d.Move {
-		if u := unit(m.Unit, d.MoveUnit(i)); u != nil {
+	for i := range d.Move {
+		if u := d.MoveUnit(i); u != nil {
 			r.res.addAllocated(u, u.Start, now)
 		}
 	}
@@ -321,15 +316,15 @@ func (r *run) step(ctx context.Context, now time.Time) error {
 	r.res.Moves += len(d.Move)
 	created := engine.Apply(r.st, d)
 	for i, p := range d.Place {
-		u := unit(p.Unit, d.PlaceUnit(i))
+		u := d.PlaceUnit(i)
 		if _, seen := r.first[p.Unit]; !seen {
 			r.first[p.Unit] = now
 			r.res.addWait(u, now.Sub(u.Job.Submit))
 		}
 		r.queueFinish(u)
 	}
-	for i, m := range d.Move {
-		r.queueFinish(unit(m.Unit, d.MoveUnit(i)))
+	for i := range d.Move {
+		r.queueFinish(d.MoveUnit(i))
 	}
 	for _, l := range created {
 		m, err := r.cloud.Acquire(ctx, provider.AcquireRequest{ClientToken: l.ClientToken, OfferID: l.OfferID, Mode: l.Mode})
@@ -375,47 +370,6 @@ func (r *run) wakeAt(t time.Time) {
 	}
 	r.waking[k] = true
 	heap.Push(&r.wake, t)
-}
-
-// decided maps the keys of the units d places, preempts or moves to the
-// state's units, found by a pass over them; nil when Step carried every
-// one with its decisions (or d decides none).
-func (r *run) decided(d engine.Decisions) map[string]*engine.Unit {
-	n := len(d.Preempt) + len(d.Move) + len(d.Place)
-	if n == 0 {
-		return nil
-	}
-	// Step carries the units it decided on: nil says to take those.
-	carried := true
-	for i := range d.Preempt {
-		carried = carried && d.PreemptUnit(i) != nil
-	}
-	for i := range d.Move {
-		carried = carried && d.MoveUnit(i) != nil
-	}
-	for i := range d.Place {
-		carried = carried && d.PlaceUnit(i) != nil
-	}
-	if carried {
-		return nil
-	}
-	units := make(map[string]*engine.Unit, n)
-	want := make(map[string]bool, n)
-	for _, p := range d.Preempt {
-		want[p.Unit] = true
-	}
-	for _, m := range d.Move {
-		want[m.Unit] = true
-	}
-	for _, p := range d.Place {
-		want[p.Unit] = true
-	}
-	for _, u := range r.st.Units {
-		if k := u.Key(); want[k] {
-			units[k] = u
-		}
-	}
-	return units
 }
 
 // nextWaitCheck is when waiting work should be looked at again: when the
