@@ -88,9 +88,14 @@ func minTime(a, b time.Time) time.Time {
 // runCost is what running for d from s costs at one unit per hour under
 // the tariff tou.
 func runCost(tou *core.TimeOfUse, s time.Time, d time.Duration) core.Micros {
-	plan := &core.PricePlan{Mode: core.OnDemand, Price: core.MicrosPerUnit, Per: core.Hour, Granularity: 1, TimeOfUse: tou}
-	b, _ := billing.Cost(plan, billing.Span{Start: s, End: s.Add(d)})
+	b, _ := billing.Cost(unitHour(tou), billing.Span{Start: s, End: s.Add(d)})
 	return b.Amount
+}
+
+// unitHour is the plan runCost prices under: one unit per hour, billed
+// by the second, under the tariff tou.
+func unitHour(tou *core.TimeOfUse) *core.PricePlan {
+	return &core.PricePlan{Mode: core.OnDemand, Price: core.MicrosPerUnit, Per: core.Hour, Granularity: 1, TimeOfUse: tou}
 }
 
 // price is runCost, priced with c's Pricer (when c is not nil) but not
@@ -99,8 +104,7 @@ func (c *runCosts) price(tou *core.TimeOfUse, s time.Time, d time.Duration) core
 	if c == nil {
 		return runCost(tou, s, d)
 	}
-	plan := &core.PricePlan{Mode: core.OnDemand, Price: core.MicrosPerUnit, Per: core.Hour, Granularity: 1, TimeOfUse: tou}
-	b, _ := c.pr.Cost(plan, billing.Span{Start: s, End: s.Add(d)})
+	b, _ := c.pr.Cost(unitHour(tou), billing.Span{Start: s, End: s.Add(d)})
 	return b.Amount
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -118,7 +119,7 @@ func ReadGeneric(r io.Reader, file string) (Trace, error) {
 		}
 		cur = append(cur, j)
 	}
-	out.Jobs = concat(append(chunks, cur))
+	out.Jobs = slices.Concat(append(chunks, cur)...)
 	sortJobs(out.Jobs)
 	return out, nil
 }

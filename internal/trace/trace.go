@@ -220,27 +220,11 @@ func SkipCounts(skips []Skip) map[string]int {
 	return out
 }
 
-// sortJobs orders jobs by submit time, keeping the given order among
-// jobs submitted in the same second.
 // jobChunk is how many jobs a reader gathers before starting a new chunk.
 const jobChunk = 4096
 
-// concat joins chunks of jobs into one slice of exactly their length.
-func concat(chunks [][]Job) []Job {
-	n := 0
-	for _, c := range chunks {
-		n += len(c)
-	}
-	if n == 0 {
-		return nil
-	}
-	out := make([]Job, 0, n)
-	for _, c := range chunks {
-		out = append(out, c...)
-	}
-	return out
-}
-
+// sortJobs orders jobs by submit time, keeping the given order among
+// jobs submitted in the same second.
 func sortJobs(jobs []Job) {
 	slices.SortStableFunc(jobs, func(a, b Job) int {
 		switch {
