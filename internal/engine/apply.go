@@ -150,21 +150,23 @@ func Apply(st *State, d Decisions) []*Lease {
 	now := d.Now
 	recordDemand(st, now, d.DemandMilli)
 	ix := indexFor(st, &d)
-	t := tally{ix: ix, on: d.builtIn != nil && d.builtIn == st.scratch && d.built == st.scratch.built}
+	// Every change to a unit goes through st.leave before and st.enter
+	// after, which keep the live view (view.go).
 	for _, p := range d.Preempt {
 		if u := ix.units[p.Unit]; u != nil && u.State == core.JobRunning {
-			t.leave(u)
+			st.leave(u)
 			u.stop(now, core.JobPreempted)
 			u.Preemptions++
+			st.enter(u, ix.leases)
 		}
 	}
 	for _, m := range d.Move {
 		if u := ix.units[m.Unit]; u != nil && u.State == core.JobRunning {
 			// A move checkpoints first: nothing is lost but the overhead.
-			t.leave(u)
+			st.leave(u)
 			u.Done += now.Sub(u.Start)
 			u.State, u.Parts, u.Start, u.LastCheckpoint = core.JobRunning, m.Parts, now, now
-			t.enter(u)
+			st.enter(u, ix.leases)
 		}
 	}
 	for _, p := range d.Place {
@@ -172,9 +174,9 @@ func Apply(st *State, d Decisions) []*Lease {
 		if u == nil {
 			continue
 		}
-		t.leave(u)
+		st.leave(u)
 		u.State, u.Parts, u.Start, u.LastCheckpoint, u.DeferredUntil = core.JobRunning, p.Parts, now, now, time.Time{}
-		t.enter(u)
+		st.enter(u, ix.leases)
 		for _, part := range p.Parts {
 			if l := ix.leases[part.LeaseID]; l != nil {
 				l.IdleSince = time.Time{}
@@ -193,8 +195,9 @@ func Apply(st *State, d Decisions) []*Lease {
 		}
 		for _, u := range ix.on[l.ID] {
 			if (u.State == core.JobRunning || u.State == core.JobCheckpointing) && u.runsOn(l.ID) {
-				t.leave(u)
+				st.leave(u)
 				u.stop(now, core.JobPending) // moved units no longer run here
+				st.enter(u, ix.leases)
 			}
 		}
 		l.State, l.End = core.LeaseReleased, now
@@ -206,7 +209,7 @@ func Apply(st *State, d Decisions) []*Lease {
 			continue
 		}
 		st.NextID++
-		l := &Lease{Lease: core.Lease{ID: fmt.Sprintf("L%d", st.NextID), OfferID: a.Offer.ID, Mode: a.Mode, State: core.LeaseRequested}, Offer: a.Offer, Plan: p}
+		l := &Lease{Lease: core.Lease{ID: fmt.Sprintf("L%d", st.NextID), OfferID: a.Offer.ID, Mode: a.Mode, State: core.LeaseRequested}, Offer: a.Offer, Plan: p, node: -1}
 		l.ClientToken, l.For = l.ID, a.For
 		st.Leases = append(st.Leases, l)
 		created = append(created, l)
@@ -224,52 +227,22 @@ func Apply(st *State, d Decisions) []*Lease {
 				if a.Kind == "zombie" {
 					state = core.JobFailed
 				}
-				t.leave(u)
+				st.leave(u)
 				u.stop(now, state)
 				u.End = now
 			}
 		}
 	}
 	st.Ladder = d.Ladder
-	if !t.on {
-		countRuns(st)
+	if sc := st.scratch; sc == nil || !sc.live {
+		countRuns(st) // no live view keeps the count
 	}
 	markIdle(st, now)
 	return created
 }
 
-// tally keeps, through one Apply, the count of running work per lease
-// that the build behind the decisions made (Lease.runs: a running or
-// checkpointing unit's parts, on a node or not), so that marking idle
-// leases afterwards need not walk every unit and resolve every part
-// again — that walk, after every step, was a large part of a replay's
-// time. It is on only for decisions Step made on this state with no
-// build since (Step and Apply are called back to back; anything else
-// gets the full count, countRuns). Every change Apply makes to a unit's
-// running parts goes through leave (before) and enter (after).
-// TestPropertyTally checks it against a full count after every step.
-type tally struct {
-	ix *index
-	on bool
-}
-
-func (t tally) leave(u *Unit) { t.add(u, -1) }
-
-func (t tally) enter(u *Unit) { t.add(u, 1) }
-
-func (t tally) add(u *Unit, n int) {
-	if !t.on || (u.State != core.JobRunning && u.State != core.JobCheckpointing) {
-		return
-	}
-	for _, p := range u.Parts {
-		if l := t.ix.leases[p.LeaseID]; l != nil {
-			l.runs += n
-		}
-	}
-}
-
 // countRuns counts the parts of running units on every lease afresh
-// (Lease.runs), as build does: for Apply when the tally is off.
+// (Lease.runs), as a build does: for Apply when no live view keeps it.
 func countRuns(st *State) {
 	gen := st.stampLeases()
 	for _, l := range st.Leases {
@@ -287,7 +260,7 @@ func countRuns(st *State) {
 }
 
 // markIdle sets IdleSince on every live lease that runs nothing, by
-// Lease.runs (kept by the tally, or counted by countRuns).
+// Lease.runs (kept by the live view, or counted by countRuns).
 func markIdle(st *State, now time.Time) {
 	for _, l := range st.Leases {
 		switch {
@@ -314,6 +287,7 @@ func OnLaunched(st *State, leaseID, providerID string, at time.Time) {
 func OnReady(st *State, leaseID string, at time.Time) {
 	if l := st.lease(leaseID); l != nil && !l.State.Final() {
 		l.State, l.ReadyAt, l.IdleSince = core.LeaseReady, at, at
+		st.Changed() // a new node
 	}
 }
 
@@ -321,6 +295,7 @@ func OnReady(st *State, leaseID string, at time.Time) {
 func OnFailed(st *State, leaseID string, at time.Time) {
 	if l := st.lease(leaseID); l != nil && !l.State.Final() {
 		l.State, l.End = core.LeaseFailed, at
+		st.Changed()
 	}
 }
 
@@ -335,6 +310,7 @@ func OnReclaimNotice(st *State, leaseID string, now, reclaimAt time.Time, cfg Co
 		return nil
 	}
 	l.ReclaimAt = reclaimAt
+	st.Changed() // the node leaves; its units checkpoint
 	var su []fleet.SpotUnit
 	for _, u := range ix.on[leaseID] {
 		remaining := u.Job.EstDuration - u.Done - now.Sub(u.Start)
@@ -359,6 +335,7 @@ func OnReclaimed(st *State, leaseID string, now time.Time) {
 	if l == nil || l.State.Final() {
 		return
 	}
+	st.Changed()
 	for _, u := range ix.on[leaseID] {
 		u.stop(now, core.JobPending)
 		u.Reclaims++
@@ -368,13 +345,14 @@ func OnReclaimed(st *State, leaseID string, now time.Time) {
 
 // Finish marks a unit done.
 func Finish(st *State, key string, now time.Time) {
-	FinishUnit(st.unit(key), now)
+	FinishUnit(st, st.unit(key), now)
 }
 
-// FinishUnit marks u, one of the state's units, done: Finish for a caller
-// that holds the unit already.
-func FinishUnit(u *Unit, now time.Time) {
+// FinishUnit marks u, one of st's units, done: Finish for a caller that
+// holds the unit already.
+func FinishUnit(st *State, u *Unit, now time.Time) {
 	if u != nil && !u.State.Final() {
+		st.leave(u)
 		u.Done += now.Sub(u.Start)
 		u.State, u.Parts, u.End = core.JobSucceeded, nil, now
 	}

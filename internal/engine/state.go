@@ -23,10 +23,11 @@ type Lease struct {
 	// For lists the units it was rented for (the autostop baseline waits
 	// for these machines rather than renting again).
 	For []string
-	// Working marks, not state (resolve.go): gen is the stamp of the last
-	// pass that found it in State.Leases, node its node in the view built
-	// then (-1: none), runs the parts of running units on it as that
-	// build counted them and Apply has kept them since (apply.go, tally).
+	// Working marks, not state: gen is the stamp of the last pass that
+	// found it in State.Leases (resolve.go), node its node in the live
+	// view (-1: none), runs the parts of running units on it, counted by
+	// the view's build and kept since by every change made through the
+	// engine (view.go).
 	gen  uint64
 	node int
 	runs int
@@ -68,6 +69,10 @@ type Unit struct {
 	// the last pass that found it in State.Units (resolve.go).
 	on  []*Lease
 	gen uint64
+	// seq orders the units the live view knows as State.Units does, and
+	// where says which of its lists holds the unit (view.go).
+	seq   uint64
+	where place
 }
 
 // State is everything the engine knows.
@@ -91,8 +96,19 @@ type State struct {
 	machineShapes sched.MachineShapes
 	// budgetAlerted remembers teams already warned this month.
 	BudgetAlerted map[string]bool
-	// scratch is Step's and Apply's reusable working space.
+	// scratch is Step's and Apply's reusable working space, and the live
+	// view (view.go).
 	scratch *scratch
+}
+
+// Changed tells the engine that units or leases were changed other than
+// through its functions (Step, Apply, Finish, FinishUnit, Prune, the On*
+// handlers, or appending new units to Units): the next Step builds its
+// picture of the state afresh instead of keeping it up to date.
+func (s *State) Changed() {
+	if s.scratch != nil {
+		s.scratch.live = false
+	}
 }
 
 // lease returns the lease with id.

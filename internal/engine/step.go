@@ -61,12 +61,6 @@ type Decisions struct {
 	// found them: Apply (after checking them) and the simulator take them
 	// rather than search every unit for the keys.
 	placeUnits, preemptUnits, moveUnits, deferUnits []*Unit
-	// builtIn and built name the build Step made these decisions on (its
-	// state's scratch and the build's stamp): Apply keeps that build's
-	// count of work per lease up to date instead of counting again, when
-	// no build came since (apply.go, tally).
-	builtIn *scratch
-	built   uint64
 	// UtilBP is the allocated share of ready GPUs after the placements.
 	UtilBP int64
 	// DemandMilli is the GPU share allocated after this step plus the
@@ -75,42 +69,57 @@ type Decisions struct {
 	DemandMilli int64
 }
 
-// view is the scheduler's picture of the state built for one step.
+// view is the scheduler's picture of the state: the ready leases as
+// nodes with the running work taken from their GPUs, the running units
+// on them and the pending ones. It is built afresh when the fleet's nodes
+// change and kept up to date in between by every change the engine makes
+// to units (view.go: a replay takes millions of steps, and building the
+// whole picture at each was most of its time).
 type view struct {
 	nodes   []core.Node
 	cost    []core.Micros
 	paid    []time.Time
 	leaseOf []*Lease
+	// alloc is the milli-GPU allocated on each node; on lists the running
+	// units on each node (a unit on two GPUs of a node once per part).
+	alloc   []core.Milli
+	on      [][]*Unit
 	running []sched.Allocation
 	// runningOf is the state's unit behind each running entry.
 	runningOf []*Unit
-	pending   []sched.Unit
+	// queue is every unit that waits (pending, preempted or admitted),
+	// deferred or not; pending are those of them not deferred at now.
+	queue   []*Unit
+	pending []sched.Unit
 	// pendingOf is the state's unit behind each pending entry.
 	pendingOf []*Unit
-	// nodeOfLease is the node of each of st.Leases, by position, or -1.
-	nodeOfLease []int
 	// latest, units and sparse are drainCandidates' working space.
 	latest []time.Time
 	units  []core.Milli
 	sparse []bool
-	// now is the build's time; filled says fill has run.
+	// now is the time the view was last brought to; filled says fill has
+	// run since.
 	now    time.Time
 	filled bool
 }
 
-// scratch holds the buffers Step builds its views in, kept in the State
-// between steps: a replay takes millions of steps over a fleet of about
-// the same size, and building every view afresh was most of the
-// simulator's allocations and garbage-collection time. Nothing Step
-// returns points into it, so the next Step may overwrite it.
+// scratch holds the live view and the buffers Step works in, kept in the
+// State between steps. Nothing Step returns points into it.
 type scratch struct {
-	v        view
-	gpus     []core.GPU
-	parts    []sched.Part
-	alloc    []core.Milli
+	v     view
+	gpus  []core.GPU
+	parts []sched.Part
+	alloc []core.Milli
+	// machines is Step's list for the fleet manager.
 	machines []fleet.Machine
-	// built is the stamp of the last build.
-	built uint64
+	// live says v reflects the state: built, and kept up to date by the
+	// engine's changes since (view.go). nUnits and lastUnit are how many
+	// of State.Units the view knows and the last of them (units appended
+	// after it are taken in at the next Step); nextSeq numbers them.
+	live     bool
+	nUnits   int
+	lastUnit *Unit
+	nextSeq  uint64
 	// gen is the last stampLeases stamp; byID maps the IDs of byIDOf (a
 	// copy of State.Leases as it was, with byIDIDs their IDs then) to
 	// them; empty byIDOf: rebuild it.
@@ -130,20 +139,33 @@ func (st *State) scratchOf() *scratch {
 	return st.scratch
 }
 
-// build turns ready leases into nodes, running units into allocations and
-// pending units (past any deferral) into the queue; the nodes' free
-// capacity and paid time wait for fill. The view lives in st's scratch
-// space and is valid until the next build.
+// build returns st's view as of now: the live one brought up to date
+// (view.go), or, when the nodes changed or the view is not live, one
+// built afresh.
 func build(st *State, now time.Time) *view {
 	sc := st.scratchOf()
+	if !sc.live || !sc.sync(st) {
+		sc.rebuild(st, now, true)
+	}
+	sc.v.refresh(now)
+	if checkViews {
+		checkView(st, now)
+	}
+	return &sc.v
+}
+
+// rebuild builds sc's view afresh: ready leases become nodes, running
+// units take their share of them, waiting units queue. With register it
+// becomes st's live view: the units are numbered and placed in its lists.
+// Without, it is a fresh picture for comparison (checkView).
+func (sc *scratch) rebuild(st *State, now time.Time, register bool) {
 	// A new view over the old one's storage: a field not named here
 	// starts from zero, as in a view made afresh.
 	old := sc.v
 	gen := st.stampLeases()
-	sc.v = view{nodes: old.nodes[:0], leaseOf: old.leaseOf[:0], cost: old.cost[:0], paid: old.paid[:0],
-		running: old.running[:0], runningOf: old.runningOf[:0], pending: old.pending[:0], pendingOf: old.pendingOf[:0],
-		nodeOfLease: slices.Grow(old.nodeOfLease[:0], len(st.Leases))[:len(st.Leases)],
-		latest:      old.latest, units: old.units, sparse: old.sparse, now: now}
+	sc.v = view{nodes: old.nodes[:0], leaseOf: old.leaseOf[:0], cost: old.cost[:0], paid: old.paid[:0], alloc: old.alloc[:0], on: old.on[:0],
+		running: old.running[:0], runningOf: old.runningOf[:0], queue: old.queue[:0], pending: old.pending[:0], pendingOf: old.pendingOf[:0],
+		latest: old.latest, units: old.units, sparse: old.sparse, now: now}
 	v := &sc.v
 	gpuTotal := 0
 	for _, l := range st.Leases {
@@ -152,13 +174,12 @@ func build(st *State, now time.Time) *view {
 	// One backing array for every node's GPUs; the nodes keep pointing
 	// into it, so it must not move while they are added.
 	gpus := slices.Grow(sc.gpus[:0], gpuTotal)
-	sc.built = gen
-	for i, l := range st.Leases {
-		v.nodeOfLease[i], l.node, l.runs = -1, -1, 0
-		if l.State.Final() || l.ReadyAt.IsZero() || !l.ReclaimAt.IsZero() {
+	for _, l := range st.Leases {
+		l.node, l.runs = -1, 0
+		if !isNode(l) {
 			continue
 		}
-		v.nodeOfLease[i], l.node = len(v.nodes), len(v.nodes)
+		l.node = len(v.nodes)
 		n := core.Node{LeaseID: l.ID, OfferID: l.Offer.ID, GPUModel: l.Offer.GPUModel, GPUMemMiB: l.Offer.GPUMemMiB,
 			Spot: l.Mode == core.Spot, Committed: l.Plan.Committed()}
 		first := len(gpus)
@@ -170,90 +191,118 @@ func build(st *State, now time.Time) *view {
 		v.leaseOf = append(v.leaseOf, l)
 		v.cost = append(v.cost, marginalGPUHour(l))
 		v.paid = append(v.paid, time.Time{})
+		v.alloc = append(v.alloc, 0)
+		if len(v.on) < cap(v.on) {
+			v.on = v.on[:len(v.on)+1]
+			v.on[len(v.on)-1] = v.on[len(v.on)-1][:0]
+		} else {
+			v.on = append(v.on, nil)
+		}
 	}
 	sc.gpus = gpus
 	// The running units' parts share one backing array too (a part list
 	// is cut from it with its capacity capped, so no append spills into
 	// a neighbour's).
 	parts := sc.parts[:0]
-	for _, u := range st.Units {
+	for i, u := range st.Units {
+		where := outOfView
 		switch u.State {
 		case core.JobRunning, core.JobCheckpointing:
+			where = countedOnly
 			first := len(parts)
 			ok := true
-			for i, p := range u.Parts {
+			for i := range u.Parts {
 				l := st.partLease(u, i, gen)
 				if l != nil {
-					l.runs++ // work on it, a node or not (Apply's tally)
+					l.runs++ // work on it, a node or not (Apply's idle marks)
 				}
 				if l == nil || l.node < 0 {
 					ok = false // on a machine leaving the fleet: not schedulable capacity
 				}
 				if ok {
-					parts = append(parts, sched.Part{Node: l.node, GPUs: p.GPUs})
+					parts = append(parts, sched.Part{Node: l.node, GPUs: u.Parts[i].GPUs})
 				}
 			}
 			if !ok {
 				parts = parts[:first]
-				continue
+				break
 			}
+			where = inRunning
 			a := sched.Allocation{Unit: u.Unit, Start: u.Start, LastCheckpoint: u.LastCheckpoint}
 			if len(parts) > first {
 				a.Parts = parts[first:len(parts):len(parts)]
 			}
+			v.take(u, a.Parts)
 			v.running = append(v.running, a)
 			v.runningOf = append(v.runningOf, u)
 		case core.JobPending, core.JobPreempted, core.JobAdmitted:
-			if u.DeferredUntil.After(now) {
-				continue
-			}
-			su := u.Unit
-			if u.NoSpot && u.Job.Interruptible {
-				// Keep it off spot: the scheduler sees it as non-interruptible.
-				j := *u.Job
-				j.Interruptible = false
-				su.Job = &j
-			}
-			v.pending = append(v.pending, su)
-			v.pendingOf = append(v.pendingOf, u)
+			where = inQueue
+			v.queue = append(v.queue, u)
+		}
+		if register {
+			u.seq, u.where = uint64(i), where
 		}
 	}
 	sc.parts = parts
-	return v
+	if register {
+		sc.live, sc.nUnits, sc.nextSeq, sc.lastUnit = true, len(st.Units), uint64(len(st.Units)), nil
+		if len(st.Units) > 0 {
+			sc.lastUnit = st.Units[len(st.Units)-1]
+		}
+	}
 }
 
-// fill takes the running work from the view's nodes and works out what
-// is paid on each: what only scheduling and consolidation read, so a
-// step with nothing pending and nothing to drain (most steps) skips it.
-// It does its work once per build.
+// isNode says whether the lease is schedulable capacity: ready, not
+// ended and not under a reclaim notice.
+func isNode(l *Lease) bool {
+	return !l.State.Final() && !l.ReadyAt.IsZero() && l.ReclaimAt.IsZero()
+}
+
+// refresh brings the view's time-bound parts to now: the pending units
+// are the queued ones not deferred past now, and what is paid on each
+// node is worked out again when asked for (fill).
+func (v *view) refresh(now time.Time) {
+	v.now, v.filled = now, false
+	v.pending, v.pendingOf = v.pending[:0], v.pendingOf[:0]
+	for _, u := range v.queue {
+		if u.DeferredUntil.After(now) {
+			continue
+		}
+		su := u.Unit
+		if u.NoSpot && u.Job.Interruptible {
+			// Keep it off spot: the scheduler sees it as non-interruptible.
+			j := *u.Job
+			j.Interruptible = false
+			su.Job = &j
+		}
+		v.pending = append(v.pending, su)
+		v.pendingOf = append(v.pendingOf, u)
+	}
+}
+
+// fill works out what is paid on each node: on a committed one, up to the
+// boundary after the latest estimated end of its work (or now); on
+// others, nothing. Only scheduling and consolidation read it, so a step
+// with nothing pending and nothing to drain (most steps) skips it. It
+// does its work once per step.
 func (v *view) fill() {
 	if v.filled {
 		return
 	}
 	v.filled = true
 	now := v.now
-	for _, a := range v.running {
-		for _, p := range a.Parts {
-			occupy(&v.nodes[p.Node], &a.Job.Request, p.GPUs)
-		}
-		if end := a.Start.Add(a.Job.EstDuration); a.Job.EstDuration > 0 {
-			for _, p := range a.Parts {
-				if v.paid[p.Node].Before(end) {
-					v.paid[p.Node] = end
-				}
-			}
-		}
-	}
-	// What is paid on each committed node: up to the boundary after the
-	// latest estimated end of its work (or now).
 	for n, l := range v.leaseOf {
+		v.paid[n] = time.Time{}
 		if !l.Plan.Committed() {
-			v.paid[n] = time.Time{}
 			continue
 		}
 		until := now
-		if v.paid[n].After(until) {
-			until = v.paid[n]
+		for _, u := range v.on[n] {
+			if u.Job.EstDuration > 0 {
+				if end := u.Start.Add(u.Job.EstDuration); end.After(until) {
+					until = end
+				}
+			}
 		}
 		b, err := l.paidWork.PaidUntil(l.Plan, l.Start, until)
 		if err != nil {
@@ -263,15 +312,9 @@ func (v *view) fill() {
 	}
 }
 
-// occupy takes a running unit's share from a node built fresh.
+// occupy takes a running unit's share from a node's GPUs.
 func occupy(n *core.Node, r *core.Request, gpus []int) {
-	mem := n.GPUMemMiB
-	if r.MilliPerGPU < core.WholeGPU {
-		mem = r.MemPerGPUMiB
-		if mem == 0 {
-			mem = n.GPUMemMiB * int64(r.MilliPerGPU) / int64(core.WholeGPU)
-		}
-	}
+	mem := gpuMem(n, r)
 	for _, g := range gpus {
 		gp := &n.GPUs[g]
 		gp.FreeMilli -= r.MilliPerGPU
@@ -280,6 +323,18 @@ func occupy(n *core.Node, r *core.Request, gpus []int) {
 			gp.Shared = true
 		}
 	}
+}
+
+// gpuMem is the GPU memory a request takes on each of its GPUs of n: all
+// of it for a whole GPU, else its own figure or its share.
+func gpuMem(n *core.Node, r *core.Request) int64 {
+	if r.MilliPerGPU >= core.WholeGPU {
+		return n.GPUMemMiB
+	}
+	if r.MemPerGPUMiB != 0 {
+		return r.MemPerGPUMiB
+	}
+	return n.GPUMemMiB * int64(r.MilliPerGPU) / int64(core.WholeGPU)
 }
 
 // marginalGPUHour is what one more GPU-hour on l costs: nothing on a
@@ -315,7 +370,7 @@ func (st *State) shapes() sched.MachineShapes {
 func Step(st *State, now time.Time, cfg Config) Decisions {
 	v := build(st, now)
 	sc := st.scratchOf()
-	d := Decisions{Now: now, builtIn: sc, built: sc.built}
+	d := Decisions{Now: now}
 	if len(v.pending) > 0 {
 		v.fill() // Schedule decides nothing without pending work
 	}
@@ -326,14 +381,8 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	}
 	// alloc is each node's allocated milli after this step; leases that
 	// are not nodes run nothing the scheduler counts.
-	alloc := slices.Grow(sc.alloc[:0], len(v.nodes))[:len(v.nodes)]
-	clear(alloc)
+	alloc := append(sc.alloc[:0], v.alloc...)
 	sc.alloc = alloc
-	for _, a := range v.running {
-		for _, p := range a.Parts {
-			alloc[p.Node] += core.Milli(len(p.GPUs)) * a.Job.Request.MilliPerGPU
-		}
-	}
 	// pendingUnit and runningUnit find the state's unit behind a unit the
 	// scheduler decided on, among the pending or the running ones.
 	var pendingOf, runningOf map[sched.Unit]*Unit
@@ -408,13 +457,13 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 		d.DemandMilli += int64(w.Unit.Milli())
 	}
 	machines := sc.machines[:0]
-	for i, l := range st.Leases {
+	for _, l := range st.Leases {
 		if l.State.Final() {
 			continue
 		}
 		var a core.Milli
-		if n := v.nodeOfLease[i]; n >= 0 {
-			a = alloc[n]
+		if l.node >= 0 {
+			a = alloc[l.node]
 		}
 		idle := l.IdleSince
 		if a > 0 {

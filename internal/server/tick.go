@@ -129,6 +129,7 @@ func (l *Loop) Tick(ctx context.Context) error {
 	// the loop, not the store: after a restart it is rebuilt from the
 	// ticks that follow (terms are priced on the job alone meanwhile).
 	st.Demand = l.demand
+	st.Changed() // units were changed directly above
 	d := engine.Step(st, now, l.cfg.Engine)
 	events = append(events, d.Events...)
 	created := engine.Apply(st, d)

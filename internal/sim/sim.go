@@ -218,7 +218,7 @@ func (r *run) finish(now time.Time) {
 			continue // stopped or moved since: a stale entry
 		}
 		r.res.addAllocated(u, u.Start, f.at)
-		engine.FinishUnit(u, f.at)
+		engine.FinishUnit(r.st, u, f.at)
 	}
 }
 
@@ -270,6 +270,7 @@ func (r *run) resumeFinishes(lease string) {
 			r.queueFinish(u)
 		}
 	}
+	r.st.Changed() // units changed here, not by the engine
 }
 
 func runsOn(u *engine.Unit, lease string) bool {
@@ -389,26 +390,11 @@ func (r *run) nextWaitCheck(d engine.Decisions, now time.Time) time.Duration {
 // prune moves finished units out of the engine's state so each step
 // costs what is live, not what ever ran.
 func (r *run) prune() {
-	kept := r.st.Units[:0]
-	for _, u := range r.st.Units {
-		if u.State.Final() {
-			r.res.addUnit(u)
-			delete(r.first, u.Key())
-			r.live--
-			continue
-		}
-		kept = append(kept, u)
-	}
-	r.st.Units = kept
-	leases := r.st.Leases[:0]
-	for _, l := range r.st.Leases {
-		if l.State.Final() {
-			r.res.addLease(l)
-			continue
-		}
-		leases = append(leases, l)
-	}
-	r.st.Leases = leases
+	engine.Prune(r.st, func(u *engine.Unit) {
+		r.res.addUnit(u)
+		delete(r.first, u.Key())
+		r.live--
+	}, r.res.addLease)
 }
 
 // allIdleReleased: nothing left but committed machines inside their term.
