@@ -81,9 +81,11 @@ type view struct {
 	paid    []time.Time
 	leaseOf []*Lease
 	// alloc is the milli-GPU allocated on each node; on lists the running
-	// units on each node (a unit on two GPUs of a node once per part).
+	// units on each node (a unit on two GPUs of a node once per part);
+	// end is the latest estimated end of their work (zero: none known).
 	alloc   []core.Milli
 	on      [][]*Unit
+	end     []time.Time
 	running []sched.Allocation
 	// runningOf is the state's unit behind each running entry.
 	runningOf []*Unit
@@ -163,7 +165,7 @@ func (sc *scratch) rebuild(st *State, now time.Time, register bool) {
 	// starts from zero, as in a view made afresh.
 	old := sc.v
 	gen := st.stampLeases()
-	sc.v = view{nodes: old.nodes[:0], leaseOf: old.leaseOf[:0], cost: old.cost[:0], paid: old.paid[:0], alloc: old.alloc[:0], on: old.on[:0],
+	sc.v = view{nodes: old.nodes[:0], leaseOf: old.leaseOf[:0], cost: old.cost[:0], paid: old.paid[:0], alloc: old.alloc[:0], on: old.on[:0], end: old.end[:0],
 		running: old.running[:0], runningOf: old.runningOf[:0], queue: old.queue[:0], pending: old.pending[:0], pendingOf: old.pendingOf[:0],
 		latest: old.latest, units: old.units, sparse: old.sparse, now: now}
 	v := &sc.v
@@ -192,6 +194,7 @@ func (sc *scratch) rebuild(st *State, now time.Time, register bool) {
 		v.cost = append(v.cost, marginalGPUHour(l))
 		v.paid = append(v.paid, time.Time{})
 		v.alloc = append(v.alloc, 0)
+		v.end = append(v.end, time.Time{})
 		if len(v.on) < cap(v.on) {
 			v.on = v.on[:len(v.on)+1]
 			v.on[len(v.on)-1] = v.on[len(v.on)-1][:0]
@@ -297,12 +300,8 @@ func (v *view) fill() {
 			continue
 		}
 		until := now
-		for _, u := range v.on[n] {
-			if u.Job.EstDuration > 0 {
-				if end := u.Start.Add(u.Job.EstDuration); end.After(until) {
-					until = end
-				}
-			}
+		if v.end[n].After(until) {
+			until = v.end[n]
 		}
 		b, err := l.paidWork.PaidUntil(l.Plan, l.Start, until)
 		if err != nil {

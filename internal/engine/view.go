@@ -188,17 +188,30 @@ func bySeq(units []*Unit, seq uint64) int {
 // capacity, the nodes' allocation and their lists of units.
 func (v *view) take(u *Unit, parts []sched.Part) {
 	r := &u.Job.Request
+	end, known := estEnd(u)
 	for _, p := range parts {
 		occupy(&v.nodes[p.Node], r, p.GPUs)
 		v.alloc[p.Node] += core.Milli(len(p.GPUs)) * r.MilliPerGPU
 		v.on[p.Node] = append(v.on[p.Node], u)
+		if known && end.After(v.end[p.Node]) {
+			v.end[p.Node] = end
+		}
 	}
+}
+
+// estEnd is when u's current run is estimated to end, if known.
+func estEnd(u *Unit) (time.Time, bool) {
+	if u.Job.EstDuration <= 0 {
+		return time.Time{}, false
+	}
+	return u.Start.Add(u.Job.EstDuration), true
 }
 
 // give returns u's share of the nodes of parts: what take took. A GPU
 // stays shared while another unit's fraction of it runs there.
 func (v *view) give(u *Unit, parts []sched.Part) {
 	r := &u.Job.Request
+	end, known := estEnd(u)
 	for _, p := range parts {
 		n := &v.nodes[p.Node]
 		on := v.on[p.Node]
@@ -206,6 +219,15 @@ func (v *view) give(u *Unit, parts []sched.Part) {
 			on[k] = on[len(on)-1]
 			on = on[:len(on)-1]
 			v.on[p.Node] = on
+		}
+		if known && !end.Before(v.end[p.Node]) {
+			// It may have been the latest: find the latest of the rest.
+			v.end[p.Node] = time.Time{}
+			for _, w := range on {
+				if e, ok := estEnd(w); ok && e.After(v.end[p.Node]) {
+					v.end[p.Node] = e
+				}
+			}
 		}
 		v.alloc[p.Node] -= core.Milli(len(p.GPUs)) * r.MilliPerGPU
 		mem := gpuMem(n, r)
@@ -313,7 +335,7 @@ func checkView(st *State, now time.Time) {
 		}
 		l.node, l.runs = nodeOf[i], runs[i]
 	}
-	if !slices.Equal(live.leaseOf, f.leaseOf) || !slices.Equal(live.cost, f.cost) || !slices.Equal(live.alloc, f.alloc) {
+	if !slices.Equal(live.leaseOf, f.leaseOf) || !slices.Equal(live.cost, f.cost) || !slices.Equal(live.alloc, f.alloc) || !slices.EqualFunc(live.end, f.end, time.Time.Equal) {
 		diff("nodes: leases, costs or allocations differ: %v %v, fresh %v %v", live.cost, live.alloc, f.cost, f.alloc)
 	}
 	for n := range min(len(live.nodes), len(f.nodes)) {
