@@ -36,7 +36,7 @@ type replayFlags struct {
 	delay                                         time.Duration
 	quiet                                         bool
 	noLP                                          bool
-	cpuProfile                                    string
+	cpuProfile, memProfile                        string
 	lpMPS                                         string
 }
 
@@ -61,6 +61,7 @@ func attachReplay(cmd *cobra.Command) {
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar on stderr")
 	fl.BoolVar(&f.noLP, "no-lp", false, "skip the LP lower bound (the price bound is still computed)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the replay to this file")
+	fl.StringVar(&f.memProfile, "memprofile", "", "write a profile of the replay's allocations to this file when it ends")
 	fl.StringVar(&f.lpMPS, "lp-mps", "", "also write the LP relaxation in free MPS to this file, for an exact LP solver (clp, highs, glpsol) to check the bound")
 	cmd.Example = `  gpufleet sim --trace ../shared/data/helios-venus-excerpt-dirlab/helios_data_training.csv --format helios \
       --catalog examples/aws-pricebook/catalog.yaml --json result.json --html report.html
@@ -168,6 +169,18 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if f.memProfile != "" {
+		defer func() {
+			fh, err := os.Create(f.memProfile)
+			if err == nil {
+				err = pprof.Lookup("allocs").WriteTo(fh, 0)
+				fh.Close()
+			}
+			if err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "memprofile: %v\n", err)
+			}
+		}()
 	}
 	tr, err := loadTrace(f)
 	if err != nil {
