@@ -212,23 +212,14 @@ func estEnd(u *Unit) (time.Time, bool) {
 func (v *view) give(u *Unit, parts []sched.Part) {
 	r := &u.Job.Request
 	end, known := estEnd(u)
+	// Off the nodes' lists first (every entry: a unit may have two parts
+	// on one node), so that what is left is the other units.
+	for _, p := range parts {
+		v.on[p.Node] = slices.DeleteFunc(v.on[p.Node], func(w *Unit) bool { return w == u })
+	}
 	for _, p := range parts {
 		n := &v.nodes[p.Node]
 		on := v.on[p.Node]
-		if k := slices.Index(on, u); k >= 0 {
-			on[k] = on[len(on)-1]
-			on = on[:len(on)-1]
-			v.on[p.Node] = on
-		}
-		if known && !end.Before(v.end[p.Node]) {
-			// It may have been the latest: find the latest of the rest.
-			v.end[p.Node] = time.Time{}
-			for _, w := range on {
-				if e, ok := estEnd(w); ok && e.After(v.end[p.Node]) {
-					v.end[p.Node] = e
-				}
-			}
-		}
 		v.alloc[p.Node] -= core.Milli(len(p.GPUs)) * r.MilliPerGPU
 		mem := gpuMem(n, r)
 		for _, g := range p.GPUs {
@@ -237,6 +228,15 @@ func (v *view) give(u *Unit, parts []sched.Part) {
 			gp.FreeMemMiB += mem
 			if r.MilliPerGPU < core.WholeGPU {
 				gp.Shared = sharedBy(on, p.Node, g)
+			}
+		}
+		if known && !end.Before(v.end[p.Node]) {
+			// It may have been the latest: find the latest of the rest.
+			v.end[p.Node] = time.Time{}
+			for _, w := range on {
+				if e, ok := estEnd(w); ok && e.After(v.end[p.Node]) {
+					v.end[p.Node] = e
+				}
 			}
 		}
 	}
@@ -289,8 +289,11 @@ func Prune(st *State, unit func(*Unit), lease func(*Lease)) {
 	}
 	clear(st.Units[len(kept):]) // no pointers kept past the end
 	st.Units = kept
-	if synced {
+	switch {
+	case synced:
 		sc.nUnits, sc.lastUnit = known, last
+	case sc != nil:
+		sc.live = false // changed behind the engine's back before: build afresh
 	}
 	leases := st.Leases[:0]
 	for _, l := range st.Leases {
