@@ -201,6 +201,7 @@ func Apply(st *State, d Decisions) []*Lease {
 			}
 		}
 		l.State, l.End = core.LeaseReleased, now
+		st.ended()
 	}
 	var created []*Lease
 	for _, a := range d.Acquire {
@@ -230,6 +231,7 @@ func Apply(st *State, d Decisions) []*Lease {
 				st.leave(u)
 				u.stop(now, state)
 				u.End = now
+				st.ended()
 			}
 		}
 	}
@@ -296,6 +298,7 @@ func OnFailed(st *State, leaseID string, at time.Time) {
 	if l := st.lease(leaseID); l != nil && !l.State.Final() {
 		l.State, l.End = core.LeaseFailed, at
 		st.Changed()
+		st.ended()
 	}
 }
 
@@ -341,6 +344,7 @@ func OnReclaimed(st *State, leaseID string, now time.Time) {
 		u.Reclaims++
 	}
 	l.State, l.End = core.LeaseReclaimed, now
+	st.ended()
 }
 
 // Finish marks a unit done.
@@ -355,6 +359,7 @@ func FinishUnit(st *State, u *Unit, now time.Time) {
 		st.leave(u)
 		u.Done += now.Sub(u.Start)
 		u.State, u.Parts, u.End = core.JobSucceeded, nil, now
+		st.ended()
 	}
 }
 

@@ -122,6 +122,9 @@ type scratch struct {
 	nUnits   int
 	lastUnit *Unit
 	nextSeq  uint64
+	// ended counts the units and leases ended through the engine since
+	// the last Prune.
+	ended int
 	// gen is the last stampLeases stamp; byID maps the IDs of byIDOf (a
 	// copy of State.Leases as it was, with byIDIDs their IDs then) to
 	// them; empty byIDOf: rebuild it.

@@ -266,6 +266,12 @@ func sharedBy(units []*Unit, node, g int) bool {
 func Prune(st *State, unit func(*Unit), lease func(*Lease)) {
 	sc := st.scratch
 	synced := sc != nil && sc.live && len(st.Units) >= sc.nUnits && (sc.nUnits == 0 || st.Units[sc.nUnits-1] == sc.lastUnit)
+	if synced && sc.ended == 0 {
+		return // nothing ended through the engine since the last prune, and nothing else changed
+	}
+	if sc != nil {
+		sc.ended = 0
+	}
 	kept := st.Units[:0]
 	known, last := 0, (*Unit)(nil)
 	n := 0
@@ -307,6 +313,14 @@ func Prune(st *State, unit func(*Unit), lease func(*Lease)) {
 	}
 	clear(st.Leases[len(leases):])
 	st.Leases = leases
+}
+
+// ended notes that a unit or a lease ended through the engine (Prune has
+// something to remove).
+func (st *State) ended() {
+	if st.scratch != nil {
+		st.scratch.ended++
+	}
 }
 
 // checkViews turns checkView on for every build.

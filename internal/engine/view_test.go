@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/fleet"
 	"github.com/gpufleet/gpufleet/internal/sched"
 	"pgregory.net/rapid"
 )
@@ -55,7 +56,7 @@ func TestPropertyLiveView(t *testing.T) {
 			}
 			return out
 		}
-		cfg := Config{NoAcquire: true}
+		cfg := Config{NoAcquire: true, Fleet: fleet.Config{MinIdle: time.Minute, MinHold: time.Minute}}
 		for i := range rapid.IntRange(1, 40).Draw(t, "ops") {
 			now = now.Add(time.Duration(rapid.IntRange(1, 90).Draw(t, "gap")) * time.Minute)
 			switch op := rapid.IntRange(0, 7).Draw(t, fmt.Sprintf("op%d", i)); op {
@@ -85,6 +86,16 @@ func TestPropertyLiveView(t *testing.T) {
 				}
 			case 5: // what is over is pruned
 				Prune(st, nil, nil)
+				for _, u := range st.Units {
+					if u.State.Final() {
+						t.Fatalf("op %d: unit %s (%s) left by Prune", i, u.Key(), u.State)
+					}
+				}
+				for _, l := range st.Leases {
+					if l.State.Final() {
+						t.Fatalf("op %d: lease %s (%s) left by Prune", i, l.ID, l.State)
+					}
+				}
 			case 6: // a machine comes
 				addLease(rapid.Bool().Draw(t, "ready"))
 			case 7: // a machine gets a reclaim notice
