@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/bound"
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/engine"
 	provsim "github.com/gpufleet/gpufleet/internal/provider/sim"
 	"github.com/gpufleet/gpufleet/internal/report"
 	"github.com/gpufleet/gpufleet/internal/sim"
@@ -35,7 +36,7 @@ type replayFlags struct {
 	limit                                         int
 	delay                                         time.Duration
 	quiet                                         bool
-	noLP                                          bool
+	noLP, checkViews                              bool
 	cpuProfile, memProfile                        string
 	lpMPS                                         string
 }
@@ -60,6 +61,7 @@ func attachReplay(cmd *cobra.Command) {
 	fl.DurationVar(&f.delay, "provisioning-delay", 2*time.Minute, "simulated provisioning delay of every offer")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar on stderr")
 	fl.BoolVar(&f.noLP, "no-lp", false, "skip the LP lower bound (the price bound is still computed)")
+	fl.BoolVar(&f.checkViews, "check-views", false, "check at every step that the engine's live view of the fleet is what a fresh build gives (about twice as slow; for testing)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the replay to this file")
 	fl.StringVar(&f.memProfile, "memprofile", "", "write a profile of the replay's allocations to this file when it ends")
 	fl.StringVar(&f.lpMPS, "lp-mps", "", "also write the LP relaxation in free MPS to this file, for an exact LP solver (clp, highs, glpsol) to check the bound")
@@ -161,6 +163,10 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 	// setting before), 44.6 s at 150%, 46.6 s at 200% (docs/simulator.md,
 	// Speed).
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(3 << 30))
+	if f.checkViews {
+		engine.CheckViews(true)
+		defer engine.CheckViews(false)
+	}
 	if f.cpuProfile != "" {
 		fh, err := os.Create(f.cpuProfile)
 		if err != nil {
