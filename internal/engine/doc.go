@@ -6,6 +6,12 @@
 // an audit event. Apply performs the decisions on the state, as the live
 // actuator and the simulator both do after their provider calls.
 //
+// Step keeps its picture of the fleet in the State between calls and
+// every change the engine makes to a unit keeps it up to date (view.go),
+// so a step costs about what changed, not the fleet's size. A caller
+// that changes units by hand, other than appending new ones, says so
+// with State.Changed, and the next Step builds the picture afresh.
+//
 // The live server and the simulator call the same Step, so a policy
 // proven on a trace is the policy that runs. engine is pure: it must not
 // import os, net, database/sql or log, nor read the wall clock.
