@@ -329,8 +329,12 @@ var checkViews bool
 // CheckViews turns on (or off) a check at every Step that the live view
 // is what a fresh build gives — nodes, GPUs, allocations, running and
 // waiting units, the work counted per lease — panicking with the
-// difference when it is not. For tests: it doubles a step's cost.
-func CheckViews(on bool) { checkViews = on }
+// difference when it is not. For tests: it doubles a step's cost or more.
+// It returns the setting before.
+func CheckViews(on bool) (was bool) {
+	was, checkViews = checkViews, on
+	return was
+}
 
 // checkView compares st's live view, brought to now, with a fresh build.
 func checkView(st *State, now time.Time) {

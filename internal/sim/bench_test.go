@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/engine"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	provsim "github.com/gpufleet/gpufleet/internal/provider/sim"
 	"github.com/gpufleet/gpufleet/internal/trace"
@@ -41,6 +42,10 @@ func benchConfig(w *Workload) Config {
 // benchSynthetic replays a synthetic trace of n jobs under the gpufleet
 // policy and reports simulated events (decisions) and steps per second.
 func benchSynthetic(b *testing.B, n int) {
+	// Measure the engine as it runs: without the live view's check that
+	// this package's tests run with (TestMain).
+	was := engine.CheckViews(false)
+	b.Cleanup(func() { engine.CheckViews(was) })
 	gc := trace.DefaultGenConfig()
 	gc.Jobs = n
 	cfg := benchConfig(traceWorkload(b, trace.Generate(gc, 1), pricing.Demo().Offers))
