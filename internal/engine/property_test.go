@@ -230,7 +230,7 @@ func TestPropertyTally(t *testing.T) {
 			markIdle(h.st, h.now)
 			for i, l := range h.st.Leases {
 				if !l.IdleSince.Equal(idle[i]) {
-					t.Fatalf("%v: lease %s (%s, %d parts tallied): idle since %v by the tally, %v by a full count", h.now, l.ID, l.State, l.runs, idle[i], l.IdleSince)
+					t.Fatalf("%v: lease %s (%s, %d parts counted by the live view): idle since %v by that count, %v by a full count", h.now, l.ID, l.State, l.runs, idle[i], l.IdleSince)
 				}
 			}
 		})

@@ -85,7 +85,7 @@ func TestTallyEveryChange(t *testing.T) {
 			markIdle(st, now)
 			for _, l := range st.Leases {
 				if !l.IdleSince.Equal(before[l.ID]) {
-					t.Errorf("%s: idle since %v by the tally, %v by a full count", l.ID, before[l.ID], l.IdleSince)
+					t.Errorf("%s: idle since %v by the live view's count, %v by a full count", l.ID, before[l.ID], l.IdleSince)
 				}
 			}
 			// And the view kept through the change is what a fresh build
