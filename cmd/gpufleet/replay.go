@@ -61,7 +61,7 @@ func attachReplay(cmd *cobra.Command) {
 	fl.DurationVar(&f.delay, "provisioning-delay", 2*time.Minute, "simulated provisioning delay of every offer")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar on stderr")
 	fl.BoolVar(&f.noLP, "no-lp", false, "skip the LP lower bound (the price bound is still computed)")
-	fl.BoolVar(&f.checkViews, "check-views", false, "check at every step that the engine's live view of the fleet is what a fresh build gives (about twice as slow; for testing)")
+	fl.BoolVar(&f.checkViews, "check-views", false, "check at every step that the engine's live view of the fleet is what a fresh build gives (ten times as slow or more; for testing)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the replay to this file")
 	fl.StringVar(&f.memProfile, "memprofile", "", "write a profile of the replay's allocations to this file when it ends")
 	fl.StringVar(&f.lpMPS, "lp-mps", "", "also write the LP relaxation in free MPS to this file, for an exact LP solver (clp, highs, glpsol) to check the bound")

@@ -329,7 +329,8 @@ var checkViews bool
 // CheckViews turns on (or off) a check at every Step that the live view
 // is what a fresh build gives — nodes, GPUs, allocations, running and
 // waiting units, the work counted per lease — panicking with the
-// difference when it is not. For tests: it doubles a step's cost or more.
+// difference when it is not. For tests: it makes a step ten times as slow
+// or more.
 // It returns the setting before.
 func CheckViews(on bool) (was bool) {
 	was, checkViews = checkViews, on
