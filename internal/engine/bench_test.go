@@ -14,14 +14,8 @@ import (
 // half pending.
 func BenchmarkStep(b *testing.B) {
 	uncheckedViews(b)
-	offers := []core.Offer{hourlyOffer("a100x8", "A100", 8, "20"), hourlyOffer("v100x8", "V100", 8, "8")}
-	st := &State{Offers: offers, Spent: map[string]core.Micros{}}
+	st := readyFleet(5000)
 	now := t0.Add(24 * time.Hour)
-	for i := 0; i < 5000; i++ {
-		o := &st.Offers[i%2]
-		st.Leases = append(st.Leases, &Lease{Lease: core.Lease{ID: fmt.Sprintf("L%d", i), OfferID: o.ID, Mode: core.OnDemand, Start: t0, State: core.LeaseReady},
-			Offer: o, Plan: &o.Plans[0], ReadyAt: t0})
-	}
 	slot := 0
 	for i := 0; i < 50000; i++ {
 		gpus := []int{1, 1, 1, 2, 4}[i%5]
@@ -64,14 +58,8 @@ func BenchmarkStepOneArrival(b *testing.B) {
 			name = "fresh"
 		}
 		b.Run(name, func(b *testing.B) {
-			offers := []core.Offer{hourlyOffer("a100x8", "A100", 8, "20"), hourlyOffer("v100x8", "V100", 8, "8")}
-			st := &State{Offers: offers, Spent: map[string]core.Micros{}}
+			st := readyFleet(120)
 			now := t0.Add(24 * time.Hour)
-			for i := 0; i < 120; i++ {
-				o := &st.Offers[i%2]
-				st.Leases = append(st.Leases, &Lease{Lease: core.Lease{ID: fmt.Sprintf("L%d", i), OfferID: o.ID, Mode: core.OnDemand, Start: t0, State: core.LeaseReady},
-					Offer: o, Plan: &o.Plans[0], ReadyAt: t0})
-			}
 			for i := 0; i < 200; i++ {
 				j := &core.Job{ID: fmt.Sprintf("r%d", i), Team: fmt.Sprintf("team%d", i%5), Tier: core.TierRegular,
 					Request: core.Request{GPUs: 1 + i%4, MilliPerGPU: core.WholeGPU}, EstDuration: time.Duration(1+i%12) * time.Hour, Submit: t0}
@@ -115,4 +103,17 @@ func BenchmarkStepOneArrival(b *testing.B) {
 func uncheckedViews(b *testing.B) {
 	was := CheckViews(false)
 	b.Cleanup(func() { CheckViews(was) })
+}
+
+// readyFleet is a state with n ready on-demand 8-GPU machines, A100 and
+// V100 by turns, leased L0, L1, … since t0.
+func readyFleet(n int) *State {
+	offers := []core.Offer{hourlyOffer("a100x8", "A100", 8, "20"), hourlyOffer("v100x8", "V100", 8, "8")}
+	st := &State{Offers: offers, Spent: map[string]core.Micros{}}
+	for i := range n {
+		o := &st.Offers[i%2]
+		st.Leases = append(st.Leases, &Lease{Lease: core.Lease{ID: fmt.Sprintf("L%d", i), OfferID: o.ID, Mode: core.OnDemand, Start: t0, State: core.LeaseReady},
+			Offer: o, Plan: &o.Plans[0], ReadyAt: t0})
+	}
+	return st
 }
