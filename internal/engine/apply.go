@@ -123,8 +123,8 @@ func (u *Unit) checkpointAt(now time.Time) time.Time {
 	return last
 }
 
-// runsOn reports whether the unit has a part on the lease.
-func (u *Unit) runsOn(lease string) bool {
+// RunsOn reports whether the unit has a part on the lease.
+func (u *Unit) RunsOn(lease string) bool {
 	for _, p := range u.Parts {
 		if p.LeaseID == lease {
 			return true
@@ -194,7 +194,7 @@ func Apply(st *State, d Decisions) []*Lease {
 			continue
 		}
 		for _, u := range ix.on[l.ID] {
-			if (u.State == core.JobRunning || u.State == core.JobCheckpointing) && u.runsOn(l.ID) {
+			if (u.State == core.JobRunning || u.State == core.JobCheckpointing) && u.RunsOn(l.ID) {
 				st.leave(u)
 				u.stop(now, core.JobPending) // moved units no longer run here
 				st.enter(u, ix.leases)

@@ -365,9 +365,9 @@ func checkView(st *State, now time.Time) {
 			diff("node %d: %+v, fresh %+v", n, live.nodes[n], f.nodes[n])
 		}
 		a, b := slices.Clone(live.on[n]), slices.Clone(f.on[n])
-		bySeqOf := func(x, y *Unit) int { return strings.Compare(x.Key(), y.Key()) }
-		slices.SortFunc(a, bySeqOf)
-		slices.SortFunc(b, bySeqOf)
+		byKey := func(x, y *Unit) int { return strings.Compare(x.Key(), y.Key()) }
+		slices.SortFunc(a, byKey)
+		slices.SortFunc(b, byKey)
 		if !slices.Equal(a, b) {
 			diff("node %d: %d units on it, fresh %d", n, len(a), len(b))
 		}

@@ -401,7 +401,7 @@ func requeueUnit(u *engine.Unit, now time.Time, reason string) core.Event {
 func requeueLease(st *engine.State, lease string, now time.Time, why string) []core.Event {
 	var out []core.Event
 	for _, u := range st.Units {
-		if (u.State == core.JobRunning || u.State == core.JobCheckpointing) && runsOn(u, lease) {
+		if (u.State == core.JobRunning || u.State == core.JobCheckpointing) && u.RunsOn(lease) {
 			out = append(out, requeueUnit(u, now, why+": back to the queue from its last checkpoint"))
 		}
 	}

@@ -60,7 +60,7 @@ func (l *Loop) Tick(ctx context.Context) error {
 			// Without agents a checkpoint is instant: the units run on
 			// from it until the machine goes.
 			for _, u := range st.Units {
-				if u.State == core.JobCheckpointing && runsOn(u, id) {
+				if u.State == core.JobCheckpointing && u.RunsOn(id) {
 					u.State = core.JobRunning
 				}
 			}
@@ -294,13 +294,4 @@ func jobStates(st *engine.State) map[string]core.JobState {
 		}
 	}
 	return out
-}
-
-func runsOn(u *engine.Unit, lease string) bool {
-	for _, p := range u.Parts {
-		if p.LeaseID == lease {
-			return true
-		}
-	}
-	return false
 }

@@ -238,7 +238,7 @@ func (r *run) providerEvents(ctx context.Context, now time.Time) error {
 		case provider.Reclaiming:
 			r.res.Reclaims++
 			for _, u := range r.st.Units {
-				if u.State == core.JobRunning && runsOn(u, lease) {
+				if u.State == core.JobRunning && u.RunsOn(lease) {
 					r.res.addAllocated(u, u.Start, e.At)
 				}
 			}
@@ -248,7 +248,7 @@ func (r *run) providerEvents(ctx context.Context, now time.Time) error {
 			r.resumeFinishes(lease)
 		case provider.Reclaimed:
 			for _, u := range r.st.Units {
-				if (u.State == core.JobRunning || u.State == core.JobCheckpointing) && runsOn(u, lease) {
+				if (u.State == core.JobRunning || u.State == core.JobCheckpointing) && u.RunsOn(lease) {
 					r.res.addAllocated(u, u.Start, e.At)
 				}
 			}
@@ -265,21 +265,12 @@ func (r *run) providerEvents(ctx context.Context, now time.Time) error {
 // until it goes.
 func (r *run) resumeFinishes(lease string) {
 	for _, u := range r.st.Units {
-		if u.State == core.JobCheckpointing && runsOn(u, lease) {
+		if u.State == core.JobCheckpointing && u.RunsOn(lease) {
 			u.State = core.JobRunning
 			r.queueFinish(u)
 		}
 	}
 	r.st.Changed() // units changed here, not by the engine
-}
-
-func runsOn(u *engine.Unit, lease string) bool {
-	for _, p := range u.Parts {
-		if p.LeaseID == lease {
-			return true
-		}
-	}
-	return false
 }
 
 func (r *run) queueFinish(u *engine.Unit) {
