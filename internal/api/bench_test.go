@@ -2,12 +2,18 @@ package api
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gpufleet/gpufleet/internal/clock"
+	"github.com/gpufleet/gpufleet/internal/pricing"
 )
 
 // BenchmarkSubmit submits jobs over loopback HTTP from parallel clients to
@@ -53,5 +59,30 @@ func benchSubmit(b *testing.B, f *fixture) {
 	if len(all) > 0 {
 		b.ReportMetric(float64(len(all))/el.Seconds(), "submits/s")
 		b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
+	}
+}
+
+// BenchmarkQuote prices POST /api/v1/quote in process for count machines
+// over ten years (3650 days), on the demo catalog's time-of-use offer that its voucher
+// covers (the costliest quote it has) and on a per-second AWS offer:
+//
+//	go test -run '^$' -bench Quote -benchmem ./internal/api
+func BenchmarkQuote(b *testing.B) {
+	s := New(pricing.Demo(), clock.NewManual(t0), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for _, offer := range []string{"idc-chengdu/cd1/a100x8", "aws/us-east-1/p4d.24xlarge"} {
+		for _, count := range []int{1, 400} {
+			body := fmt.Sprintf(`{"offer":%q,"mode":"on-demand","start":"2026-03-02T00:00:00Z","end":"2036-02-28T00:00:00Z","count":%d}`, offer, count)
+			b.Run(fmt.Sprintf("%s/count=%d", offer, count), func(b *testing.B) {
+				for b.Loop() {
+					req := httptest.NewRequest("POST", "/api/v1/quote", strings.NewReader(body))
+					req.Header.Set("Content-Type", "application/json")
+					rec := httptest.NewRecorder()
+					s.ServeHTTP(rec, req)
+					if rec.Code != http.StatusOK {
+						b.Fatalf("status %d: %s", rec.Code, rec.Body)
+					}
+				}
+			})
+		}
 	}
 }
