@@ -87,6 +87,7 @@ func serveKill9(t *testing.T, backend string, args ...string) {
 	post := func(base, path, key, body string) (int, error) {
 		req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
 		if key != "" {
 			req.Header.Set("Idempotency-Key", key)
 		}

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
@@ -72,8 +74,16 @@ func (s *Server) authenticate(roles []store.Role, h http.HandlerFunc) http.Handl
 			writeError(w, http.StatusUnauthorized, "unauthenticated", "", "missing bearer token (Authorization: Bearer gpf_...)")
 			return
 		}
+		// A secret is the exact string it was issued as: a space or a line
+		// break around it is not tidied away into a match.
+		if strings.ContainsFunc(secret, unicode.IsSpace) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="gpufleet", error="invalid_token"`)
+			writeError(w, http.StatusUnauthorized, "unauthenticated", "Authorization",
+				"bearer token contains whitespace: want exactly one space after Bearer and the token with nothing around it (Authorization: Bearer gpf_...)")
+			return
+		}
 		now := s.clock.Now()
-		tok, err := s.store.Tokens().TokenByHash(r.Context(), store.HashToken(strings.TrimSpace(secret)), now)
+		tok, err := s.store.Tokens().TokenByHash(r.Context(), store.HashToken(secret), now)
 		if errors.Is(err, store.ErrNotFound) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="gpufleet", error="invalid_token"`)
 			writeError(w, http.StatusUnauthorized, "unauthenticated", "", "unknown, revoked or expired token")
@@ -104,8 +114,40 @@ func (s *Server) authenticate(roles []store.Role, h http.HandlerFunc) http.Handl
 	}
 }
 
-// RateLimit configures the per-token token bucket: Rate requests a second
-// refill it up to Burst. A zero Rate disables the limit.
+// limitAnonymous wraps h, a route that needs no token, in the limit of
+// the client's address (429 with Retry-After): without a token there is
+// nothing else to count a caller by.
+func (s *Server) limitAnonymous(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if wait, ok := s.anonLimiter.take(clientKey(r), s.clock.Now()); !ok {
+			w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(wait.Seconds())), 10))
+			writeError(w, http.StatusTooManyRequests, "rate_limited", "", fmt.Sprintf("rate limit of requests without a token from this address exceeded; retry in %s", wait.Round(time.Millisecond)))
+			return
+		}
+		h(w, r)
+	}
+}
+
+// clientKey is who a request without a token is limited as: its peer's
+// IP address, an IPv6 one by its /64 (one site's usual allocation, which
+// a client could otherwise walk to get a fresh bucket per request). It
+// does not read X-Forwarded-For, which any client can write; behind a
+// proxy every client shares the proxy's limit.
+func clientKey(r *http.Request) string {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	a := ap.Addr().Unmap()
+	if a.Is6() {
+		p, _ := a.Prefix(64)
+		return p.String()
+	}
+	return a.String()
+}
+
+// RateLimit configures a token bucket: Rate requests a second refill it
+// up to Burst. A zero Rate disables the limit.
 type RateLimit struct {
 	Rate  float64
 	Burst int
@@ -114,12 +156,21 @@ type RateLimit struct {
 // DefaultRateLimit is the per-token limit when Options leaves it zero.
 var DefaultRateLimit = RateLimit{Rate: 100, Burst: 200}
 
-// limiter holds one token bucket per API token.
+// DefaultAnonymousRateLimit is the per-address limit of the routes that
+// need no token (offers, quote, the OpenAPI document) when Options leaves
+// it zero: far above what a person or a script quoting prices sends, far
+// below a flood.
+var DefaultAnonymousRateLimit = RateLimit{Rate: 20, Burst: 100}
+
+// limiter holds one token bucket per key: an API token's id, or a
+// client's address.
 type limiter struct {
 	cfg     RateLimit
 	mu      sync.Mutex
 	buckets map[string]*bucket
 	touched map[string]time.Time
+	// swept is when buckets were last swept of full ones.
+	swept time.Time
 }
 
 // touchInterval is how often a token's LastUsed is written.
@@ -155,6 +206,19 @@ func (l *limiter) take(id string, now time.Time) (time.Duration, bool) {
 	burst := float64(max(l.cfg.Burst, 1))
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	// A bucket left alone for the time it takes to fill is full, the same
+	// as no bucket: dropping those keeps the map to the keys seen in the
+	// last two fill times, however many addresses a flood comes from. The
+	// sweep runs once a fill time, so it costs O(1) a request.
+	fill := time.Duration(burst / l.cfg.Rate * float64(time.Second))
+	if now.Sub(l.swept) >= fill {
+		for k, b := range l.buckets {
+			if now.Sub(b.at) >= fill {
+				delete(l.buckets, k)
+			}
+		}
+		l.swept = now
+	}
 	b := l.buckets[id]
 	if b == nil {
 		b = &bucket{tokens: burst, at: now}

@@ -34,6 +34,7 @@ func benchSubmit(b *testing.B, f *fixture) {
 			i := n.Add(1)
 			req, _ := http.NewRequest("POST", f.ts.URL+"/api/v1/jobs", strings.NewReader(fmt.Sprintf(`{"id":"b%d","gpus":1,"est_duration_seconds":600}`, i)))
 			req.Header.Set("Authorization", "Bearer "+f.tokens["member"])
+			req.Header.Set("Content-Type", "application/json")
 			t0 := time.Now()
 			resp, err := client.Do(req)
 			if err != nil {
@@ -68,7 +69,7 @@ func benchSubmit(b *testing.B, f *fixture) {
 //
 //	go test -run '^$' -bench Quote -benchmem ./internal/api
 func BenchmarkQuote(b *testing.B) {
-	s := New(pricing.Demo(), clock.NewManual(t0), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := New(pricing.Demo(), clock.NewManual(t0), slog.New(slog.NewTextHandler(io.Discard, nil)), WithAnonymousRateLimit(RateLimit{}))
 	for _, offer := range []string{"idc-chengdu/cd1/a100x8", "aws/us-east-1/p4d.24xlarge"} {
 		for _, count := range []int{1, 400} {
 			body := fmt.Sprintf(`{"offer":%q,"mode":"on-demand","start":"2026-03-02T00:00:00Z","end":"2036-02-28T00:00:00Z","count":%d}`, offer, count)

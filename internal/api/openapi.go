@@ -61,8 +61,19 @@ func (s *Server) OpenAPI() map[string]any {
 				"default": map[string]any{"description": "An error", "content": jsonContent(ErrorBody{})},
 			},
 		}
+		responses := op["responses"].(map[string]any)
 		if doc.created {
-			op["responses"].(map[string]any)["201"] = map[string]any{"description": "Created", "content": jsonContent(doc.response)}
+			responses["201"] = map[string]any{"description": "Created", "content": jsonContent(doc.response)}
+		}
+		if takesBody(r.pattern) {
+			responses["415"] = map[string]any{"description": "A body (or a Content-Type) that is not application/json", "content": jsonContent(ErrorBody{})}
+		}
+		if !isProbe(r.pattern) {
+			who := "the token's"
+			if r.roles == nil {
+				who = "the client address's"
+			}
+			responses["429"] = map[string]any{"description": "Over " + who + " rate limit; Retry-After says when to retry", "content": jsonContent(ErrorBody{})}
 		}
 		if r.roles != nil {
 			op["security"] = []any{map[string]any{"bearer": []any{}}}

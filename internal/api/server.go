@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/billing"
@@ -32,10 +34,11 @@ type Server struct {
 	latency  *prometheus.HistogramVec
 	mux      *http.ServeMux
 
-	store      store.Store
-	limiter    *limiter
-	submitted  prometheus.Counter
-	collectors []prometheus.Collector
+	store       store.Store
+	limiter     *limiter
+	anonLimiter *limiter
+	submitted   prometheus.Counter
+	collectors  []prometheus.Collector
 }
 
 // Option configures New.
@@ -49,6 +52,13 @@ func WithStore(st store.Store) Option { return func(s *Server) { s.store = st } 
 // a zero Rate disables it).
 func WithRateLimit(rl RateLimit) Option { return func(s *Server) { s.limiter = newLimiter(rl) } }
 
+// WithAnonymousRateLimit sets the per-address rate limit of the routes
+// that need no token (DefaultAnonymousRateLimit otherwise; a zero Rate
+// disables it). The probes /healthz and /readyz are never limited.
+func WithAnonymousRateLimit(rl RateLimit) Option {
+	return func(s *Server) { s.anonLimiter = newLimiter(rl) }
+}
+
 // WithCollectors adds metrics (the control loop's) to /metrics.
 func WithCollectors(cs ...prometheus.Collector) Option {
 	return func(s *Server) { s.collectors = append(s.collectors, cs...) }
@@ -56,7 +66,8 @@ func WithCollectors(cs ...prometheus.Collector) Option {
 
 // New returns a server for catalog c. Time comes from clk; logs go to log.
 func New(c *pricing.Catalog, clk clock.Clock, log *slog.Logger, opts ...Option) *Server {
-	s := &Server{catalog: c, clock: clk, log: log, registry: prometheus.NewRegistry(), mux: http.NewServeMux(), limiter: newLimiter(DefaultRateLimit)}
+	s := &Server{catalog: c, clock: clk, log: log, registry: prometheus.NewRegistry(), mux: http.NewServeMux(),
+		limiter: newLimiter(DefaultRateLimit), anonLimiter: newLimiter(DefaultAnonymousRateLimit)}
 	for _, o := range opts {
 		o(s)
 	}
@@ -73,8 +84,14 @@ func New(c *pricing.Catalog, clk clock.Clock, log *slog.Logger, opts ...Option) 
 	s.registry.MustRegister(s.collectors...)
 	for _, r := range s.routes() {
 		h := r.handler
-		if r.roles != nil {
+		if takesBody(r.pattern) {
+			h = requireJSON(h)
+		}
+		switch {
+		case r.roles != nil:
 			h = s.authenticate(r.roles, h)
+		case !isProbe(r.pattern):
+			h = s.limitAnonymous(h)
 		}
 		s.mux.Handle(r.pattern, s.instrument(r.pattern, h))
 	}
@@ -134,6 +151,44 @@ func (s *Server) routes() []route {
 	base = append(base, s.auditRoutes()...)
 	base = append(base, s.uiRoutes()...)
 	return base
+}
+
+// isProbe reports whether pattern is a liveness or readiness probe, which
+// an orchestrator must reach however busy the address it probes from is.
+func isProbe(pattern string) bool { return pattern == "GET /healthz" || pattern == "GET /readyz" }
+
+// takesBody reports whether pattern's method carries a request body.
+func takesBody(pattern string) bool {
+	method, _, _ := strings.Cut(pattern, " ")
+	return method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch
+}
+
+// requireJSON wraps h, a route whose body is JSON: a request that carries
+// a body, or names its type, must name application/json (415 otherwise).
+// A page of another origin can post only a form (urlencoded, multipart,
+// text/plain) or an untyped body without asking the server first (a CORS
+// preflight, which this API never grants), so it cannot send the API a
+// request it acts on. A bodiless POST (cancel, ack, revoke) may leave
+// the type out: it carries nothing, and those routes need a bearer token,
+// which such a page cannot attach.
+func requireJSON(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ct := r.Header.Get("Content-Type")
+		if ct == "" && r.ContentLength == 0 {
+			h(w, r)
+			return
+		}
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			got := fmt.Sprintf("Content-Type %q", ct)
+			if ct == "" {
+				got = "no Content-Type"
+			}
+			writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type",
+				got+": want application/json; a request body is JSON")
+			return
+		}
+		h(w, r)
+	}
 }
 
 type statusWriter struct {

@@ -40,6 +40,9 @@ func newTest(t *testing.T) *httptest.Server {
 func do(t *testing.T, method, url, body string) (int, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -160,10 +163,12 @@ func FuzzQuoteBody(f *testing.F) {
 	f.Add(`{"offer":"idc/cd/v100x8","mode":"monthly","start":"0001-01-01T00:00:00Z","end":"9999-12-31T23:59:59Z"}`)
 	f.Add(`{}`)
 	f.Add(`[`)
-	s := New(testCatalog(), clock.Real{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := New(testCatalog(), clock.Real{}, slog.New(slog.NewTextHandler(io.Discard, nil)), WithAnonymousRateLimit(RateLimit{}))
 	f.Fuzz(func(t *testing.T, body string) {
 		rec := httptest.NewRecorder()
-		s.ServeHTTP(rec, httptest.NewRequest("POST", "/api/v1/quote", strings.NewReader(body)))
+		req := httptest.NewRequest("POST", "/api/v1/quote", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		s.ServeHTTP(rec, req)
 		if rec.Code != 200 && rec.Code != 400 && rec.Code != 413 {
 			t.Fatalf("status %d for %q: %s", rec.Code, body, rec.Body)
 		}

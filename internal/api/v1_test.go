@@ -23,6 +23,7 @@ var t0 = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 // each (ja, jb) and a token per role (team-scoped ones in team a).
 type fixture struct {
 	ts     *httptest.Server
+	srv    *Server
 	st     store.Store
 	clk    *clock.Manual
 	tokens map[string]string // role name → secret; "none" → ""
@@ -92,8 +93,9 @@ func newFixtureOn(t testing.TB, st store.Store, opts ...Option) *fixture {
 			t.Fatal(err)
 		}
 	}
-	opts = append([]Option{WithStore(st), WithRateLimit(RateLimit{})}, opts...)
-	f.ts = httptest.NewServer(New(testCatalog(), clk, slog.New(slog.NewTextHandler(io.Discard, nil)), opts...))
+	opts = append([]Option{WithStore(st), WithRateLimit(RateLimit{}), WithAnonymousRateLimit(RateLimit{})}, opts...)
+	f.srv = New(testCatalog(), clk, slog.New(slog.NewTextHandler(io.Discard, nil)), opts...)
+	f.ts = httptest.NewServer(f.srv)
 	t.Cleanup(f.ts.Close)
 	return f
 }
@@ -105,6 +107,9 @@ func (f *fixture) call(t *testing.T, role, method, path, body string, hdr ...str
 	req, err := http.NewRequest(method, f.ts.URL+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if s := f.tokens[role]; s != "" {
 		req.Header.Set("Authorization", "Bearer "+s)

@@ -127,6 +127,7 @@ func (s *system) call(token, method, path, body string, out any) int {
 	s.t.Helper()
 	req, _ := http.NewRequest(method, s.ts.URL+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		s.t.Fatal(err)

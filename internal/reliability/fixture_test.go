@@ -120,7 +120,7 @@ func newFixtureOn(t testing.TB, st store.Store) *fixture {
 		f.tokens[role] = secret
 	}
 	log := slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv := api.New(pricing.Demo(), clock.NewManual(t0), log, api.WithStore(st), api.WithRateLimit(api.RateLimit{}))
+	srv := api.New(pricing.Demo(), clock.NewManual(t0), log, api.WithStore(st), api.WithRateLimit(api.RateLimit{}), api.WithAnonymousRateLimit(api.RateLimit{}))
 	f.ts = httptest.NewServer(srv)
 	t.Cleanup(f.ts.Close)
 	return f

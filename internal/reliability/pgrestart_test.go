@@ -138,6 +138,7 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 			attempts.Add(1)
 			req, _ := http.NewRequest("POST", ts.URL+"/api/v1/jobs", bytes.NewReader(body))
 			req.Header.Set("Authorization", "Bearer "+secret)
+			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Idempotency-Key", key)
 			resp, err := client.Do(req)
 			if err == nil {

@@ -315,3 +315,92 @@ func TestSecretsNeitherLoggedNorStoredInClear(t *testing.T) {
 		Amount: fmt.Sprintf("%d secrets, %d log bytes, %d database files", len(secrets), len(logs), len(files)),
 		Held:   "no secret in the log, in any response but its creation, or in the database in clear"})
 }
+
+// TestCrossOriginPostsRefusedOnEveryWriteRoute sends every POST route of
+// the OpenAPI document what a page of another origin can send without a
+// CORS preflight — a urlencoded form, multipart, text/plain carrying
+// JSON, an untyped body — with the route's own token, and a form type on
+// an empty body: each is a 415 naming Content-Type, and nothing stored
+// changes.
+func TestCrossOriginPostsRefusedOnEveryWriteRoute(t *testing.T) {
+	f := newFixture(t)
+	before := snapshot(t, f.st)
+	forms := []struct{ ctype, body string }{
+		{"application/x-www-form-urlencoded", `name=x&team=a&gpus=1`},
+		{"multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\"gpus\"\r\n\r\n1\r\n--b--\r\n"},
+		{"text/plain", `{"id":"c","name":"c","gpus":1,"user":"eve","role":"admin","offer":"x"}`},
+		{"", `{"id":"c","name":"c","gpus":1,"user":"eve","role":"admin","offer":"x"}`},
+		{"application/x-www-form-urlencoded", ``},
+	}
+	routes, requests := 0, 0
+	for _, op := range f.operations(t) {
+		if op.method != http.MethodPost {
+			continue
+		}
+		routes++
+		secret := f.tokens[store.RoleAdmin]
+		if op.roles != nil && !slices.Contains(op.roles, store.RoleAdmin) {
+			secret = f.tokens[op.roles[0]]
+		}
+		for _, form := range forms {
+			req, err := http.NewRequest(op.method, f.ts.URL+fill(op.path, "ja"), strings.NewReader(form.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+secret)
+			if form.ctype != "" {
+				req.Header.Set("Content-Type", form.ctype)
+			}
+			resp, err := f.ts.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var e struct {
+				Error struct{ Code, Field string }
+			}
+			_ = json.NewDecoder(resp.Body).Decode(&e)
+			resp.Body.Close()
+			requests++
+			if resp.StatusCode != http.StatusUnsupportedMediaType || e.Error.Field != "Content-Type" {
+				t.Errorf("%s %s as %q with %d bytes: %d %+v, want 415 naming Content-Type", op.method, op.path, form.ctype, len(form.body), resp.StatusCode, e.Error)
+			}
+		}
+	}
+	if routes == 0 {
+		t.Fatal("no POST route")
+	}
+	if after := snapshot(t, f.st); after != before {
+		t.Errorf("stored data changed:\nbefore\n%s\nafter\n%s", before, after)
+	}
+	reltest.Record(t, reltest.Entry{Area: "security", Done: "what another origin's page can post without a preflight (form, multipart, text/plain, untyped) to every POST route, with a valid token",
+		Amount: fmt.Sprintf("%d routes, %d requests", routes, requests), Held: "415 naming Content-Type on each, nothing stored changed"})
+}
+
+// TestTokenWithWhitespaceRefused sends every protected route the admin's
+// secret with whitespace that survives HTTP/1.1 header parsing (a doubled
+// space after Bearer, a space inside): each is a 401, never a match.
+func TestTokenWithWhitespaceRefused(t *testing.T) {
+	f := newFixture(t)
+	secret := f.tokens[store.RoleAdmin]
+	variants := []string{" " + secret, "\t" + secret, secret[:6] + " " + secret[6:]}
+	routes, requests := 0, 0
+	for _, op := range f.operations(t) {
+		if op.roles == nil {
+			continue
+		}
+		routes++
+		for _, v := range variants {
+			var body []byte
+			if op.request != nil {
+				body = []byte(`{}`)
+			}
+			code, _, resp := f.do(t, op.method, fill(op.path, "ja"), v, body)
+			requests++
+			if code != http.StatusUnauthorized {
+				t.Errorf("%s %s with Bearer %q: %d, want 401: %.200s", op.method, op.path, v[:min(len(v), 10)]+"…", code, resp)
+			}
+		}
+	}
+	reltest.Record(t, reltest.Entry{Area: "security", Done: "the admin's token with whitespace before or inside it on every protected route",
+		Amount: fmt.Sprintf("%d routes × %d variants = %d requests", routes, len(variants), requests), Held: "401 on each"})
+}

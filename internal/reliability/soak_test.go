@@ -96,6 +96,7 @@ func TestSoak(t *testing.T) {
 				body := fmt.Sprintf(`{"id":"s%d-%d","team":"a","tier":"regular","gpus":1,"est_duration_seconds":600,"interruptible":%v,"checkpoint_interval_seconds":120}`, s, i, i%2 == 0)
 				req, _ := http.NewRequestWithContext(ctx, "POST", ts.URL+"/api/v1/jobs", bytes.NewReader([]byte(body)))
 				req.Header.Set("Authorization", "Bearer "+member)
+				req.Header.Set("Content-Type", "application/json")
 				resp, err := client.Do(req)
 				if err != nil {
 					if ctx.Err() == nil {

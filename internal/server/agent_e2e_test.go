@@ -247,6 +247,7 @@ func (f *fleet) call(token, method, path, body string, out any) int {
 	f.t.Helper()
 	req, _ := http.NewRequest(method, f.api.URL+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		f.t.Fatal(err)
