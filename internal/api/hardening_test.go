@@ -3,11 +3,16 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpufleet/gpufleet/internal/clock"
+	"github.com/gpufleet/gpufleet/internal/pricing"
 )
 
 const quoteBody = `{"offer":"idc/cd/v100x8","mode":"weekly","start":"2026-03-02T00:00:00Z","end":"2026-03-16T00:00:00Z"}`
@@ -185,5 +190,28 @@ func TestLimiterForgetsFullBuckets(t *testing.T) {
 	l.take("late", now)
 	if n := len(l.buckets); n != 1 {
 		t.Errorf("%d buckets after every other address's filled, want 1", n)
+	}
+}
+
+// TestQuoteOfManyMachinesIsBounded: POST /api/v1/quote for 400 machines
+// over 3650 days, on the demo's time-of-use offer its voucher covers,
+// allocates no more than the same quote for one machine (it took 1.5 GB
+// and seconds when every machine's every day was a ledger line).
+func TestQuoteOfManyMachinesIsBounded(t *testing.T) {
+	s := New(pricing.Demo(), clock.NewManual(t0), slog.New(slog.NewTextHandler(io.Discard, nil)), WithAnonymousRateLimit(RateLimit{}))
+	allocs := func(count int) float64 {
+		body := fmt.Sprintf(`{"offer":"idc-chengdu/cd1/a100x8","mode":"on-demand","start":"2026-03-02T00:00:00Z","end":"2036-02-28T00:00:00Z","count":%d}`, count)
+		return testing.AllocsPerRun(2, func() {
+			req := httptest.NewRequest("POST", "/api/v1/quote", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			rec := httptest.NewRecorder()
+			s.ServeHTTP(rec, req)
+			if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"idc-compute-voucher": 500`) {
+				t.Fatalf("count %d: %d %s", count, rec.Code, rec.Body)
+			}
+		})
+	}
+	if one, many := allocs(1), allocs(400); many > one+2 {
+		t.Errorf("allocations: %.0f for 400 machines, %.0f for one", many, one)
 	}
 }
