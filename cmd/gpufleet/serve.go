@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -75,7 +76,13 @@ several servers may share it, one of them runs the loop.`,
 			var cloud provider.Provider
 			switch providerKind {
 			case "sim":
-				cloud, err = sim.New(sim.DemoConfig(c.Offers, rand.NewPCG(seed, 0x5eed), clk))
+				cfg := sim.DemoConfig(c.Offers, rand.NewPCG(seed, 0x5eed), clk)
+				// The simulated machines die with this process while the
+				// store keeps their leases: the start time, in ms, names
+				// this process's machines apart from the last one's.
+				cfg.Incarnation = strconv.FormatInt(clk.Now().UnixMilli(), 36)
+				log.Info("sim provider", "seed", seed, "incarnation", cfg.Incarnation)
+				cloud, err = sim.New(cfg)
 			case "static":
 				cloud, err = newStaticProvider(ctx, providerConfig, c, st, clk, log)
 			case "exec":
