@@ -45,6 +45,9 @@ token and prints it once to stderr. --db postgres://... uses PostgreSQL instead;
 several servers may share it, one of them runs the loop.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if simDelay < 0 {
+				return usageError{&core.FieldError{Field: "--sim-delay", Value: simDelay.String(), Allowed: "a duration >= 0 (0s, 5s, 2m)"}}
+			}
 			c, err := loadCatalog(catalogPath)
 			if err != nil {
 				return err
@@ -78,9 +81,6 @@ several servers may share it, one of them runs the loop.`,
 			case "sim":
 				cfg := sim.DemoConfig(c.Offers, rand.NewPCG(seed, 0x5eed), clk)
 				if cmd.Flags().Changed("sim-delay") {
-					if simDelay < 0 {
-						return usageError{&core.FieldError{Field: "--sim-delay", Value: simDelay.String(), Allowed: "a duration >= 0 (0s, 5s, 2m)"}}
-					}
 					cfg.Default.Delay = sim.Fixed(simDelay)
 				}
 				// The simulated machines die with this process while the

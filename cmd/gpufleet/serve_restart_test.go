@@ -255,4 +255,7 @@ func TestServeSimDelayFlag(t *testing.T) {
 	if code != 2 || !strings.Contains(errs, `--sim-delay: invalid value "-1s": want a duration >= 0`) {
 		t.Errorf("exit %d, %q", code, errs)
 	}
+	if strings.Contains(errs, "admin token") {
+		t.Errorf("a refused start minted the admin token: %q", errs)
+	}
 }
