@@ -19,10 +19,16 @@ import (
 )
 
 func main() {
+	os.Exit(mainArgs(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// mainArgs is main but for the exit: run, on a context that ends at the
+// first SIGINT or SIGTERM (serve then shuts down cleanly). The server
+// tests' child process runs it too, so that they stop it as a user would.
+func mainArgs(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	defer stop()
+	return run(ctx, args, stdout, stderr)
 }
 
 // run executes one command line and returns the process exit status: 0 on

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -27,7 +28,7 @@ func newServeCmd() *cobra.Command {
 	var addr, catalogPath, db, providerKind, providerConfig string
 	var seed uint64
 	var logJSON bool
-	var tick time.Duration
+	var tick, simDelay time.Duration
 	var waits string
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -44,6 +45,9 @@ token and prints it once to stderr. --db postgres://... uses PostgreSQL instead;
 several servers may share it, one of them runs the loop.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if simDelay < 0 {
+				return usageError{&core.FieldError{Field: "--sim-delay", Value: simDelay.String(), Allowed: "a duration >= 0 (0s, 5s, 2m)"}}
+			}
 			c, err := loadCatalog(catalogPath)
 			if err != nil {
 				return err
@@ -75,7 +79,16 @@ several servers may share it, one of them runs the loop.`,
 			var cloud provider.Provider
 			switch providerKind {
 			case "sim":
-				cloud, err = sim.New(sim.DemoConfig(c.Offers, rand.NewPCG(seed, 0x5eed), clk))
+				cfg := sim.DemoConfig(c.Offers, rand.NewPCG(seed, 0x5eed), clk)
+				if cmd.Flags().Changed("sim-delay") {
+					cfg.Default.Delay = sim.Fixed(simDelay)
+				}
+				// The simulated machines die with this process while the
+				// store keeps their leases: the start time, in ms, names
+				// this process's machines apart from the last one's.
+				cfg.Incarnation = strconv.FormatInt(clk.Now().UnixMilli(), 36)
+				log.Info("sim provider", "seed", seed, "incarnation", cfg.Incarnation)
+				cloud, err = sim.New(cfg)
 			case "static":
 				cloud, err = newStaticProvider(ctx, providerConfig, c, st, clk, log)
 			case "exec":
@@ -94,7 +107,7 @@ several servers may share it, one of them runs the loop.`,
 			if err != nil {
 				return fmt.Errorf("serve: %w", err)
 			}
-			srv := api.New(c, clk, log, api.WithStore(st), api.WithCollectors(loop.Collectors()...)).HTTPServer(addr)
+			srv := api.New(c, clk, log, api.WithStore(st), api.WithCollectors(loop.Collectors()...), api.WithReadiness(loop)).HTTPServer(addr)
 			log.Info("gpufleet serving", "addr", "http://"+ln.Addr().String(), "offers", len(c.Offers), "currency", c.Currency, "db", redact(db))
 			lctx, stop := context.WithCancel(ctx)
 			var wg sync.WaitGroup
@@ -115,6 +128,7 @@ several servers may share it, one of them runs the loop.`,
 	cmd.Flags().StringVar(&providerKind, "provider", "sim", "where machines come from: sim (simulated cloud over the catalog), static (machines joined by their agents), exec (user scripts)")
 	cmd.Flags().StringVar(&providerConfig, "provider-config", "", "the static or exec provider's configuration file")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the sim provider's randomness (provisioning delays, failures, reclaims)")
+	cmd.Flags().DurationVar(&simDelay, "sim-delay", 0, "the sim provider's provisioning delay, the same for every machine (unset: about two minutes, lognormal with p95 5m)")
 	cmd.Flags().BoolVar(&logJSON, "log-json", false, "log as JSON lines instead of text")
 	cmd.Flags().DurationVar(&tick, "tick", server.DefaultTick, "control loop period")
 	cmd.Flags().StringVar(&waits, "wait-target", "", "how long pending work of a tier may wait for the current fleet before more is rented, e.g. core=0s,regular=5m (unset tiers keep the defaults: core 1m, regular 10m, offline 1h)")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"github.com/gpufleet/gpufleet/internal/reltest"
 	"io"
@@ -17,8 +16,9 @@ import (
 
 const serveChildEnv = "GPUFLEET_TEST_SERVE_CHILD"
 
-// TestServeChild is the server process of TestServeKill9; it does nothing
-// in a normal run.
+// TestServeChild is the server process of TestServeKill9 and the other
+// tests that stop a server (kill -9, SIGTERM) and start it again; it does
+// nothing in a normal run.
 func TestServeChild(t *testing.T) {
 	if os.Getenv(serveChildEnv) == "" {
 		return
@@ -27,7 +27,7 @@ func TestServeChild(t *testing.T) {
 	if extra := os.Getenv(serveArgsEnv); extra != "" {
 		args = append(args, strings.Split(extra, "\n")...)
 	}
-	os.Exit(run(context.Background(), args, os.Stdout, os.Stderr))
+	os.Exit(mainArgs(args, os.Stdout, os.Stderr))
 }
 
 // serveArgsEnv passes TestServeChild more serve flags, one per line.

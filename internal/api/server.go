@@ -39,6 +39,16 @@ type Server struct {
 	anonLimiter *limiter
 	submitted   prometheus.Counter
 	collectors  []prometheus.Collector
+	readiness   []Readiness
+}
+
+// Readiness is a part of the server that /readyz asks whether it does its
+// work: the control loop (server.Loop) is one. A replica that answers
+// requests while its loop schedules nothing is not ready.
+type Readiness interface {
+	// Ready returns nil when ready, else why not. The reason goes to the
+	// log, not to the anonymous caller of /readyz.
+	Ready() error
 }
 
 // Option configures New.
@@ -57,6 +67,12 @@ func WithRateLimit(rl RateLimit) Option { return func(s *Server) { s.limiter = n
 // disables it). The probes /healthz and /readyz are never limited.
 func WithAnonymousRateLimit(rl RateLimit) Option {
 	return func(s *Server) { s.anonLimiter = newLimiter(rl) }
+}
+
+// WithReadiness makes /readyz answer 503 while r is not ready, besides
+// while the store does not answer.
+func WithReadiness(r Readiness) Option {
+	return func(s *Server) { s.readiness = append(s.readiness, r) }
 }
 
 // WithCollectors adds metrics (the control loop's) to /metrics.
@@ -126,7 +142,7 @@ type route struct {
 func (s *Server) routes() []route {
 	base := []route{
 		{"GET /healthz", "Liveness: 200 while the server runs.", s.health, nil},
-		{"GET /readyz", "Readiness: 200 when the store answers, 503 otherwise.", s.ready, nil},
+		{"GET /readyz", "Readiness: 200 when the store answers and the control loop works (a replica that leads ticks without failing; one that follows is ready), 503 otherwise.", s.ready, nil},
 		{"GET /api/v1/openapi.json", "This API's OpenAPI 3 document.", s.openapi, nil},
 		{"GET /api/v1/offers", "List the catalog's offers, filtered by gpu and region.", s.listOffers, nil},
 		{"GET /api/v1/offers/{id...}", "One offer by id (provider/region/instance_type).", s.getOffer, nil},
@@ -219,6 +235,13 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 		if _, err := s.store.Loop().LoadLoop(r.Context()); err != nil {
 			s.log.Warn("not ready: store", "err", err)
 			writeError(w, http.StatusServiceUnavailable, "unavailable", "", "the store does not answer")
+			return
+		}
+	}
+	for _, rd := range s.readiness {
+		if err := rd.Ready(); err != nil {
+			s.log.Warn("not ready", "err", err)
+			writeError(w, http.StatusServiceUnavailable, "unavailable", "", "the control loop is not making progress (the server log says why)")
 			return
 		}
 	}

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -176,4 +177,34 @@ func FuzzQuoteBody(f *testing.F) {
 			t.Fatalf("invalid JSON response %s", rec.Body)
 		}
 	})
+}
+
+// readiness is a Readiness whose answer the test sets.
+type readiness struct{ err error }
+
+func (r *readiness) Ready() error { return r.err }
+
+// TestReadyzAsksReadiness: /readyz is 503 while a Readiness (the control
+// loop) is not ready, without telling the anonymous caller why, and 200
+// again once it is.
+func TestReadyzAsksReadiness(t *testing.T) {
+	r := &readiness{}
+	s := New(testCatalog(), clock.NewManual(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)), slog.New(slog.NewTextHandler(io.Discard, nil)), WithReadiness(r))
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	if code, body := do(t, "GET", ts.URL+"/readyz", ""); code != 200 {
+		t.Fatalf("ready: %d %s", code, body)
+	}
+	r.err = errors.New(`control loop: the last 3 attempts failed, the latest: UNIQUE constraint failed: leases.provider_id`)
+	code, body := do(t, "GET", ts.URL+"/readyz", "")
+	if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "control loop") {
+		t.Errorf("not ready: %d %s, want 503 naming the control loop", code, body)
+	}
+	if strings.Contains(string(body), "UNIQUE") {
+		t.Errorf("/readyz shows the loop's error to anyone: %s", body)
+	}
+	r.err = nil
+	if code, body := do(t, "GET", ts.URL+"/readyz", ""); code != 200 {
+		t.Errorf("ready again: %d %s", code, body)
+	}
 }

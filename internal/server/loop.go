@@ -45,6 +45,8 @@ type Loop struct {
 	tracker *agentTracker
 	// demand is the fleet's recent demand, kept between ticks.
 	demand []fleetpolicy.DemandPoint
+	// health is what Ready reports on.
+	health health
 }
 
 // NewLoop returns a loop on cfg.
@@ -76,6 +78,8 @@ func (l *Loop) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		l.health.failed(err)
+		l.metrics.failures.Inc()
 		l.cfg.Log.Error("control loop stopped leading; retrying", "err", err)
 		select {
 		case <-ctx.Done():
@@ -96,6 +100,7 @@ func (l *Loop) lead(ctx context.Context) error {
 				defer release()
 				break
 			}
+			l.health.following()
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
@@ -104,6 +109,7 @@ func (l *Loop) lead(ctx context.Context) error {
 		}
 	}
 	l.cfg.Log.Info("control loop leading", "tick", l.cfg.Tick)
+	l.health.led(l.cfg.Clock.Now())
 	if err := l.Reconcile(ctx); err != nil {
 		return err
 	}
@@ -111,6 +117,9 @@ func (l *Loop) lead(ctx context.Context) error {
 		if err := l.Tick(ctx); err != nil {
 			return err
 		}
+		now := l.cfg.Clock.Now()
+		l.health.ticked(now)
+		l.metrics.lastOK.Set(float64(now.UnixMilli()) / 1e3)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

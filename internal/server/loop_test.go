@@ -43,11 +43,7 @@ func newWorld(t *testing.T) *world { t.Helper(); return newWorldOn(t, nil) }
 func newWorldOn(t *testing.T, opener func() (store.Store, error)) *world {
 	t.Helper()
 	clk := clock.NewManual(t0)
-	cloud, err := sim.New(sim.Config{Offers: hourly(), Source: rand.NewPCG(1, 2), Clock: clk, Default: sim.Settings{Delay: sim.Fixed(2 * time.Minute)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &world{t: t, path: t.TempDir() + "/loop.db", cloud: cloud, clk: clk, opener: opener}
+	w := &world{t: t, path: t.TempDir() + "/loop.db", cloud: newTestCloud(t, clk), clk: clk, opener: opener}
 	if w.opener == nil {
 		w.opener = func() (store.Store, error) { return sqlite.Open(context.Background(), w.path, sqlite.Options{}) }
 	}
@@ -57,6 +53,17 @@ func newWorldOn(t *testing.T, opener func() (store.Store, error)) *world {
 		t.Fatal(err)
 	}
 	return w
+}
+
+// newTestCloud is the world's sim cloud: machines ready two minutes
+// after launch, named sim-000001 and on.
+func newTestCloud(t *testing.T, clk clock.Clock) *sim.Cloud {
+	t.Helper()
+	cloud, err := sim.New(sim.Config{Offers: hourly(), Source: rand.NewPCG(1, 2), Clock: clk, Default: sim.Settings{Delay: sim.Fixed(2 * time.Minute)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cloud
 }
 
 // open (re)opens the store and starts a new loop on it, reconciling.
@@ -397,5 +404,64 @@ func TestAdoptUnknownOffer(t *testing.T) {
 	w.runEvery(time.Hour, 30*time.Second)
 	if j := w.job("j1"); j.State != core.JobSucceeded {
 		t.Errorf("job %s", j.State)
+	}
+}
+
+// TestRestartWithFreshCloud is a restart of a server on the sim provider:
+// the machines die with the process, and the new process's cloud names
+// its machines as the old one did (sim-000001 and on, the worst case: a
+// server sets an incarnation that makes them differ). The old leases are
+// marked failed, their jobs requeued, and every tick after the restart
+// succeeds: the jobs from before and after it are scheduled and run on
+// new machines that carry the old ones' ids.
+func TestRestartWithFreshCloud(t *testing.T) {
+	for _, st := range []string{"provisioning", "running"} {
+		t.Run(st, func(t *testing.T) {
+			w := newWorld(t)
+			w.submit("j1", core.TierCore, 30*time.Minute)
+			w.submit("j2", core.TierCore, 30*time.Minute)
+			if st == "provisioning" { // rented after the core tier's minute of waiting, ready two minutes later
+				w.run(90 * time.Second)
+			} else {
+				w.run(5 * time.Minute)
+			}
+			before := map[string]bool{}
+			for _, l := range w.leases() {
+				if l.ProviderID == "" {
+					t.Fatalf("lease %s has no machine before the restart", l.ID)
+				}
+				before[l.ProviderID] = true
+			}
+			if len(before) == 0 {
+				t.Fatal("no lease before the restart")
+			}
+			w.cloud = newTestCloud(t, w.clk)
+			w.restart()
+			w.submit("j3", core.TierCore, 10*time.Minute)
+			w.runEvery(2*time.Hour, 30*time.Second) // fails the test at the first failed tick
+			for _, id := range []string{"j1", "j2", "j3"} {
+				if j := w.job(id); j.State != core.JobSucceeded {
+					t.Errorf("job %s %s", id, j.State)
+				}
+			}
+			reused := 0
+			live := map[string]string{}
+			for _, l := range w.leases() {
+				if l.ProviderID != "" && !l.State.Final() {
+					if other, dup := live[l.ProviderID]; dup {
+						t.Errorf("leases %s and %s both live on machine %s", other, l.ID, l.ProviderID)
+					}
+					live[l.ProviderID] = l.ID
+				}
+			}
+			for _, m := range w.cloud.Machines() {
+				if before[m.ProviderID] {
+					reused++
+				}
+			}
+			if reused == 0 {
+				t.Errorf("no machine after the restart took an id from before it (%v, now %v): the test proved nothing", before, w.cloud.Machines())
+			}
+		})
 	}
 }

@@ -17,6 +17,8 @@ type metrics struct {
 	gpusAlloc prometheus.Gauge
 	idleGPUs  prometheus.Gauge
 	idleRate  *prometheus.GaugeVec
+	failures  prometheus.Counter
+	lastOK    prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -30,13 +32,17 @@ func newMetrics() *metrics {
 		idleGPUs:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpufleet_gpus_idle_leases", Help: "GPUs on ready leases that run nothing (idle spend)."}),
 		idleRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gpufleet_idle_spend_per_hour",
 			Help: "What the ready leases that run nothing cost per hour at their plans' base prices (time-of-use multipliers not applied), by currency: idle spend as it accrues."}, []string{"currency"}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "gpufleet_loop_failures_total",
+			Help: "Control loop attempts that failed (a reconcile or a tick, or taking the leadership lock); the loop retries at the next tick."}),
+		lastOK: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpufleet_loop_last_success_timestamp_seconds",
+			Help: "When the control loop last completed a tick (Unix seconds; 0 before the first)."}),
 	}
 }
 
 // Collectors returns the loop's metrics, for the API's /metrics.
 func (l *Loop) Collectors() []prometheus.Collector {
 	m := l.metrics
-	return []prometheus.Collector{m.tick, m.queue, m.leases, m.gpusPaid, m.gpusAlloc, m.idleGPUs, m.idleRate}
+	return []prometheus.Collector{m.tick, m.queue, m.leases, m.gpusPaid, m.gpusAlloc, m.idleGPUs, m.idleRate, m.failures, m.lastOK}
 }
 
 // observe sets the gauges from st after a tick that took d.

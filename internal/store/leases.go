@@ -49,13 +49,17 @@ type Leases interface {
 	GetLease(ctx context.Context, id string) (Lease, error)
 	// LeaseByClientToken returns the lease created with token.
 	LeaseByClientToken(ctx context.Context, token string) (Lease, error)
-	// LeaseByProviderID returns the lease the provider calls providerID.
+	// LeaseByProviderID returns the lease the provider calls providerID:
+	// the live one if there is one, else the newest that ended. A
+	// provider may name a new machine with the id of one that is gone
+	// (the sim provider numbers machines afresh in each process).
 	LeaseByProviderID(ctx context.Context, providerID string) (Lease, error)
 	// UpdateLease writes l's state, provider id and times. The move from
 	// the stored state to l.State must follow CheckLeaseTransition; the
 	// offer, mode, client token and request time never change
-	// (ErrConflict). A provider id already used by another lease is
-	// ErrConflict.
+	// (ErrConflict). A live lease may not take the provider id of another
+	// live lease (ErrConflict): one machine is one live lease. Leases
+	// that ended keep their ids and block nothing.
 	UpdateLease(ctx context.Context, l Lease) error
 	// ListLiveLeases returns every lease not in a final state, oldest
 	// first: what the loop restarts from and reconciles.

@@ -52,6 +52,8 @@ type Cloud struct {
 	byToken  map[string]*machine
 	queue    eventQueue
 	seq      uint64
+	// idPrefix starts every machine id: "sim-", or "sim-INCARNATION-".
+	idPrefix string
 	// outbox holds applied changes Poll has not reported yet.
 	outbox []provider.Event
 	now    time.Time
@@ -117,11 +119,15 @@ func New(cfg Config) (*Cloud, error) {
 		return nil, fmt.Errorf("sim: config: %w", err)
 	}
 	c := &Cloud{
-		clk:     cfg.Clock,
-		src:     cfg.Source,
-		offers:  make(map[string]*offerState, len(cfg.Offers)),
-		byID:    map[string]*machine{},
-		byToken: map[string]*machine{},
+		clk:      cfg.Clock,
+		src:      cfg.Source,
+		offers:   make(map[string]*offerState, len(cfg.Offers)),
+		byID:     map[string]*machine{},
+		byToken:  map[string]*machine{},
+		idPrefix: "sim-",
+	}
+	if cfg.Incarnation != "" {
+		c.idPrefix = "sim-" + cfg.Incarnation + "-"
 	}
 	order := make([]*offerState, 0, len(cfg.Offers))
 	for i := range cfg.Offers {
@@ -246,7 +252,7 @@ func (c *Cloud) Acquire(ctx context.Context, req provider.AcquireRequest) (provi
 	r := rand.New(rand.NewPCG(c.src.Uint64(), n))
 	m := &machine{
 		m: provider.Machine{
-			ProviderID:  fmt.Sprintf("sim-%06d", n),
+			ProviderID:  fmt.Sprintf("%s%06d", c.idPrefix, n),
 			ClientToken: req.ClientToken,
 			OfferID:     req.OfferID,
 			Mode:        req.Mode,

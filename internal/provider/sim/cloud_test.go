@@ -356,6 +356,9 @@ func TestConfigErrors(t *testing.T) {
 		{"lognormal mean", func(c *Config) { c.Default.Delay = LogNormal(0, time.Minute) }, "lognormal.mean"},
 		{"lognormal p95 low", func(c *Config) { c.Default.Delay = LogNormal(time.Minute, time.Second) }, "lognormal.p95: invalid value \"1s\": want mean..3.87×mean (1m0s..3m52s)"},
 		{"lognormal p95 high", func(c *Config) { c.Default.Delay = LogNormal(time.Minute, 4*time.Minute) }, "lognormal.p95"},
+		{"incarnation case", func(c *Config) { c.Incarnation = "A1" }, `incarnation: invalid value "A1": want at most 16 lowercase letters and digits`},
+		{"incarnation dash", func(c *Config) { c.Incarnation = "a-1" }, `incarnation: invalid value "a-1"`},
+		{"incarnation long", func(c *Config) { c.Incarnation = strings.Repeat("a", 17) }, `incarnation: invalid value "aaaaaaaaaaaaaaaaa"`},
 		{"series offer", func(c *Config) {
 			c.Availability = &Availability{File: "a.csv", Steps: []Step{{Relative: true, Offer: "aws/r/gpu2", Line: 4}}}
 		}, `sim: availability series: a.csv:4: offer: unknown offer "aws/r/gpu2": want * or the id of one of the 3 offers`},
@@ -372,6 +375,47 @@ func TestConfigErrors(t *testing.T) {
 				t.Errorf("error %q does not say %q", err, tc.msg)
 			}
 		})
+	}
+}
+
+// TestIncarnation: two Clouds of one seed that differ in incarnation
+// (a server's process before and after a restart) name no machine alike,
+// and draw alike: the incarnation changes ids and nothing else.
+func TestIncarnation(t *testing.T) {
+	run := func(inc string) (ids []string, evs []string) {
+		w := newWorld(t, 7, Config{Incarnation: inc, Default: Settings{Delay: Uniform(time.Second, time.Minute), FailureBP: new(int64(2000))}})
+		for i := range 20 {
+			ids = append(ids, w.acquire("lease-"+strconv.Itoa(i), gpuOffer, core.OnDemand).ProviderID)
+		}
+		w.at(time.Hour)
+		for _, e := range w.poll() {
+			evs = append(evs, strings.Replace(e, "sim-"+inc+"-", "sim-", 1))
+		}
+		return ids, evs
+	}
+	before, beforeEvs := run("m1")
+	after, afterEvs := run("m2")
+	if before[0] != "sim-m1-000001" || after[0] != "sim-m2-000001" {
+		t.Errorf("first ids %s and %s, want sim-m1-000001 and sim-m2-000001", before[0], after[0])
+	}
+	seen := map[string]bool{}
+	for _, id := range before {
+		seen[id] = true
+	}
+	for _, id := range after {
+		if seen[id] {
+			t.Errorf("machine id %s in both incarnations", id)
+		}
+	}
+	if diff := cmp.Diff(beforeEvs, afterEvs); diff != "" {
+		t.Errorf("the incarnation changed what the Cloud drew (-m1 +m2, ids unprefixed):\n%s", diff)
+	}
+	plain, plainEvs := run("")
+	if plain[0] != "sim-000001" {
+		t.Errorf("first id without an incarnation %s, want sim-000001", plain[0])
+	}
+	if diff := cmp.Diff(beforeEvs, plainEvs); diff != "" {
+		t.Errorf("events with and without an incarnation differ (-m1 +none):\n%s", diff)
 	}
 }
 

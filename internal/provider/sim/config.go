@@ -52,7 +52,19 @@ type Config struct {
 	// SeriesStart is the time a series written in seconds from start
 	// counts from; zero means the clock's time when New is called.
 	SeriesStart time.Time
+	// Incarnation names this Cloud among the Clouds that rent for one
+	// store: machine ids are sim-INCARNATION-000001 and on, or
+	// sim-000001 and on when it is empty. The machines of a Cloud die
+	// with its process, and the store keeps their leases: a server sets a
+	// new incarnation at every start so that its machines' ids are not
+	// those of the machines its previous process rented. The simulator
+	// leaves it empty (its ids, and so its runs, depend on nothing else).
+	// At most 16 lowercase letters and digits.
+	Incarnation string
 }
+
+// maxIncarnation is the longest Config.Incarnation.
+const maxIncarnation = 16
 
 // Settings is the behaviour of the offers one layer of Config applies to.
 type Settings struct {
@@ -255,6 +267,11 @@ func (c *Config) validate() error {
 	}
 	if c.Clock == nil {
 		return &core.FieldError{Field: "clock", Value: "nil", Allowed: "a clock.Clock (clock.Real{} live, clock.NewManual in tests and the simulator)"}
+	}
+	if len(c.Incarnation) > maxIncarnation || strings.IndexFunc(c.Incarnation, func(r rune) bool {
+		return (r < 'a' || r > 'z') && (r < '0' || r > '9')
+	}) >= 0 {
+		return &core.FieldError{Field: "incarnation", Value: c.Incarnation, Allowed: fmt.Sprintf("at most %d lowercase letters and digits", maxIncarnation)}
 	}
 	ids := map[string]bool{}
 	providers := map[string]bool{}

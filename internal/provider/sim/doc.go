@@ -14,6 +14,11 @@
 // configured. Offers may have a limit on concurrent machines, past which
 // Acquire fails with provider.ErrCapacity.
 //
+// Machines are named sim-000001 and on in acquisition order, or
+// sim-INCARNATION-000001 with Config.Incarnation set: a live server sets
+// a new incarnation at each start, as its machines die with the process
+// while the store keeps their leases.
+//
 // Everything is deterministic per seed: randomness comes only from the
 // math/rand/v2 source in Config, time only from the clock in Config (the
 // launch time of Acquire) and the now given to Poll. The simulator passes a

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/gpufleet/gpufleet/internal/core"
@@ -122,6 +123,57 @@ func testLeases(t *testing.T, open Opener) {
 	if len(p1.Items) != 2 || len(p2.Items) != 1 || p2.Next != "" || p2.Items[0].ID != "L1" {
 		t.Errorf("lease pages: %d then %d (next %q)", len(p1.Items), len(p2.Items), p2.Next)
 	}
+}
+
+// testLeaseProviderIDs: a provider id names one live lease. A machine id
+// the provider hands out again after its machine ended (the sim provider
+// numbers machines afresh in each process) is free for a new lease; two
+// live leases never share one, and the refusal names the holder in the
+// store's words, not the database's.
+func testLeaseProviderIDs(t *testing.T, open Opener) {
+	s := open(t)
+	c := ctx(t)
+	old, next, third := intent("L1"), intent("L2"), intent("L3")
+	for _, l := range []store.Lease{old, next, third} {
+		ok(t, s.Leases().CreateLease(c, l), "create "+l.ID)
+	}
+	old.State, old.ProviderID, old.Start = core.LeaseProvisioning, "sim-000001", at(2)
+	ok(t, s.Leases().UpdateLease(c, old), "L1 launched")
+	old.State, old.End = core.LeaseFailed, at(3)
+	ok(t, s.Leases().UpdateLease(c, old), "L1 vanished")
+
+	next.State, next.ProviderID, next.Start = core.LeaseProvisioning, "sim-000001", at(4)
+	ok(t, s.Leases().UpdateLease(c, next), "L2 takes the id of ended L1")
+	got, err := s.Leases().LeaseByProviderID(c, "sim-000001")
+	ok(t, err, "by provider id, one live")
+	diff(t, "the live lease wins", next, got)
+
+	third.State, third.ProviderID, third.Start = core.LeaseProvisioning, "sim-000001", at(5)
+	err = s.Leases().UpdateLease(c, third)
+	wantErr(t, err, store.ErrConflict, "L3 takes the id of live L2")
+	if err != nil {
+		for _, want := range []string{`"L3"`, `"sim-000001"`, `"L2"`} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("conflict %q does not name %s", err, want)
+			}
+		}
+		if strings.Contains(strings.ToLower(err.Error()), "constraint") {
+			t.Errorf("conflict %q carries the database's text", err)
+		}
+	}
+
+	next.State, next.End = core.LeaseReleased, at(6)
+	ok(t, s.Leases().UpdateLease(c, next), "L2 released")
+	got, err = s.Leases().LeaseByProviderID(c, "sim-000001")
+	ok(t, err, "by provider id, all ended")
+	diff(t, "the newest ended lease", next, got)
+	ok(t, s.Leases().UpdateLease(c, third), "L3 takes the id once L2 ended")
+	got, err = s.Leases().LeaseByProviderID(c, "sim-000001")
+	ok(t, err, "by provider id, L3 live")
+	diff(t, "L3 is the live one", third, got)
+	live, err := s.Leases().ListLiveLeases(c)
+	ok(t, err, "live leases")
+	diff(t, "live leases", []store.Lease{third}, live)
 }
 
 func testLeaseTransitions(t *testing.T, open Opener) {

@@ -34,6 +34,7 @@ func Run(t *testing.T, open Opener) {
 		{"Units", testUnits},
 		{"Leases", testLeases},
 		{"LeaseTransitions", testLeaseTransitions},
+		{"LeaseProviderIDs", testLeaseProviderIDs},
 		{"Events", testEvents},
 		{"Samples", testSamples},
 		{"Alerts", testAlerts},

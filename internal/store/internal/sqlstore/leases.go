@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/gpufleet/gpufleet/internal/core"
@@ -74,7 +75,14 @@ func (o *ops) LeaseByProviderID(ctx context.Context, providerID string) (store.L
 	if err := store.CheckID("provider_id", providerID); err != nil {
 		return store.Lease{}, fmt.Errorf("lease by provider id: %w", err)
 	}
-	return o.leaseBy(ctx, o.r(), "provider_id", providerID)
+	// A provider id is unique among live leases only (migration 0005):
+	// the live lease wins, else the newest that ended.
+	l, _, err := scanLease(o.r().QueryRow(ctx, `SELECT `+leaseCols+` FROM leases WHERE provider_id = $1
+		ORDER BY CASE WHEN state IN `+finalLeaseStates+` THEN 1 ELSE 0 END, seq DESC LIMIT 1`, providerID))
+	if err != nil {
+		return store.Lease{}, fmt.Errorf("lease by provider id: %w", one(err, "lease with provider_id", providerID))
+	}
+	return l, nil
 }
 
 // leaseBy finds a lease by a unique column (a constant, never input).
@@ -92,6 +100,20 @@ func (o *ops) UpdateLease(ctx context.Context, l store.Lease) error {
 		return fmt.Errorf("update lease: %w", err)
 	}
 	return o.atomic(ctx, func(q Querier) error {
+		if l.ProviderID != "" && !l.State.Final() {
+			// The unique index over live leases' provider ids is the
+			// guard; asking first names the lease that holds the machine
+			// (a failed statement would abort a PostgreSQL transaction).
+			var holder string
+			err := q.QueryRow(ctx, `SELECT id FROM leases WHERE provider_id = $1 AND id <> $2 AND state NOT IN `+finalLeaseStates,
+				l.ProviderID, l.ID).Scan(&holder)
+			switch {
+			case err == nil:
+				return fmt.Errorf("update lease: %w", store.Conflict("lease %q: provider id %q is the machine of live lease %q", l.ID, l.ProviderID, holder))
+			case !errors.Is(err, ErrNoRows):
+				return o.fail(err, "update lease %q (provider id %q)", l.ID, l.ProviderID)
+			}
+		}
 		var a args
 		sql := `UPDATE leases SET state = ` + a.p(string(l.State)) + `, provider_id = ` + a.p(l.ProviderID) +
 			`, start_at = ` + a.p(o.t(l.Start)) + `, committed_end = ` + a.p(o.t(l.CommittedEnd)) + `, end_at = ` + a.p(o.t(l.End)) +
