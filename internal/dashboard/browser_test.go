@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/google/go-cmp/cmp"
 	"github.com/gpufleet/gpufleet/internal/api"
 	"github.com/gpufleet/gpufleet/internal/browsertest"
 	"github.com/gpufleet/gpufleet/internal/clock"
@@ -210,10 +211,13 @@ func (p *page) shot(name string) {
 	p.t.Logf("screenshot: %s", path)
 }
 
-func (p *page) login(base, token string) {
+func (p *page) login(base, token string) { p.loginPolling(base, token, 150*time.Millisecond) }
+
+// loginPolling logs in with the page refreshing itself every poll.
+func (p *page) loginPolling(base, token string, poll time.Duration) {
 	p.t.Helper()
 	p.do("open the dashboard", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.ID("token")),
-		chromedp.Evaluate[chromedp.Void](`sessionStorage.setItem("gpufleet.poll_ms", "150")`),
+		chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`sessionStorage.setItem("gpufleet.poll_ms", "%d")`, poll.Milliseconds())),
 		chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.CSS(`#login-form button`)))
 	p.wait("the overview after login", `document.getElementById("page").dataset.page === "overview"`, 10*time.Second)
 }
@@ -507,6 +511,30 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("the member's overview counts vision's queued job: offline %s", mq)
 	}
 	p.shot("member-jobs-overview")
+}
+
+// TestJobsFirstView: the Jobs page lists the jobs the first time it is
+// shown, before any refresh. Polling is set to ten minutes, so the list
+// the test sees is the one the page drew when it opened.
+func TestJobsFirstView(t *testing.T) {
+	s := startSystem(t)
+	ctx := browsertest.Start(t, 1280, 900, time.Minute)
+	p := &page{t: t, ctx: ctx, dir: artifacts(t)}
+	if code := s.call(s.admin, "POST", "/api/v1/teams", `{"id":"ml","name":"ml"}`, nil); code != 201 {
+		t.Fatalf("team: %d", code)
+	}
+	for _, id := range []string{"first-a", "first-b"} {
+		if code := s.call(s.admin, "POST", "/api/v1/jobs", `{"id":"`+id+`","team":"ml","gpus":1}`, nil); code != 201 {
+			t.Fatalf("job %s: %d", id, code)
+		}
+	}
+	p.loginPolling(s.ts.URL, s.admin, 10*time.Minute)
+	p.open("jobs")
+	ids := eval[[]string](p, `[...document.querySelectorAll("#jobs-list [data-job]")].map(r => r.dataset.job)`)
+	if d := cmp.Diff([]string{"first-b", "first-a"}, ids); d != "" {
+		p.shot("jobs-first-view")
+		t.Errorf("jobs listed on first view (-want +got):\n%s", d)
+	}
 }
 
 // flatten renders the overview's figures as the page labels them: nested

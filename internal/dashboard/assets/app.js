@@ -321,13 +321,18 @@ async function renderJobs(root) {
     h("p", {}, h("label", { for: "jobs-state" }, "State "), filter),
     h("div", { id: "jobs-list" }),
     h("section", { id: "logs", "aria-labelledby": "logs-h", hidden: true }, h("h3", { id: "logs-h" }, "Logs"), h("pre", { class: "logs", id: "logs-text" })));
-  await refreshJobs();
+  // root is not in the document yet (show swaps it in when render
+  // returns): the first listing fills root's own list.
+  await refreshJobs(root);
 }
 
-async function refreshJobs() {
-  const list = document.getElementById("jobs-list");
+// refreshJobs fills the jobs list found in scope: the page being built on
+// first view, the document on later refreshes.
+async function refreshJobs(scope) {
+  scope = scope || document;
+  const list = scope.querySelector("#jobs-list");
   if (!list) return;
-  const st = document.getElementById("jobs-state").value;
+  const st = scope.querySelector("#jobs-state").value;
   const r = await api("/api/v1/jobs?limit=200" + (st ? "&state=" + encodeURIComponent(st) : ""));
   if (r.status !== 200) throw new Error("jobs: " + errText(r));
   list.replaceChildren(table("Jobs, newest first", [
