@@ -127,12 +127,15 @@ func (o *ops) CountWaiting(ctx context.Context, team string) ([]store.WaitingCou
 	for i, s := range store.WaitingStates {
 		vs[i] = string(s)
 	}
-	w.add("u.state IN " + w.list(vs...))
+	states := w.list(vs...)
 	if team != "" {
 		w.add("j.team_id = " + w.p(team))
 	}
-	rows, err := o.r().Query(ctx, `SELECT j.tier, j.team_id, COUNT(*), SUM(j.gpus * j.milli_per_gpu)
-		FROM job_units u JOIN jobs j ON j.id = u.job_id`+w.String()+`
+	// Count per job from the (state, job_id) index alone, then join the
+	// jobs once each: the queue's rows are never read.
+	rows, err := o.r().Query(ctx, `SELECT j.tier, j.team_id, SUM(c.n), SUM(c.n * j.gpus * j.milli_per_gpu)
+		FROM (SELECT job_id, COUNT(*) AS n FROM job_units WHERE state IN `+states+` GROUP BY job_id) c
+		JOIN jobs j ON j.id = c.job_id`+w.String()+`
 		GROUP BY j.tier, j.team_id
 		ORDER BY CASE j.tier WHEN 'core' THEN 0 WHEN 'regular' THEN 1 ELSE 2 END, j.team_id`, w.vals...)
 	if err != nil {
