@@ -104,7 +104,7 @@ func (s *Server) usageReport(w http.ResponseWriter, r *http.Request) {
 	}
 	in, err := LoadUsage(r.Context(), s.store, s.catalog, from, to, now)
 	if err != nil {
-		s.internal(w, r, err)
+		s.storeError(w, r, err, "")
 		return
 	}
 	if len(in.Leases) > 0 {
@@ -194,6 +194,12 @@ func LoadUsage(ctx context.Context, a store.Aggregates, cat *pricing.Catalog, fr
 	runs, err := a.Events().ListRuns(ctx, store.RunFilter{From: earliest, To: end})
 	if err != nil {
 		return in, fmt.Errorf("usage: %w", err)
+	}
+	if len(runs) >= store.MaxRuns {
+		// The list may be cut short: a missing run would move money
+		// between lines, so refuse rather than report it.
+		return in, fmt.Errorf("usage: %w", &core.FieldError{Field: "from", Value: from.UTC().Format(time.RFC3339),
+			Allowed: fmt.Sprintf("a range whose leases hold fewer than %d finished runs since the earliest launched (%s)", store.MaxRuns, earliest.UTC().Format(time.RFC3339))})
 	}
 	add(runs)
 	live, err := a.Units().ListRunning(ctx)
