@@ -136,8 +136,8 @@ func (s *Server) usageReport(w http.ResponseWriter, r *http.Request) {
 
 // LoadUsage reads what billing.UsageReport needs for [from, to) as of now
 // from a store (or one of its transactions) and the catalog: the leases
-// held in the range and every run on them since each began, finished or
-// in progress. A lease's charges in the range are its allocation held to
+// held in the range (selected by the store, not the whole history) and
+// every run on them since each began, finished or in progress. A lease's charges in the range are its allocation held to
 // the range's end minus its allocation held to its start, and a run that
 // ended before the range is part of both, so the runs are read from the
 // earliest launch of these leases, not from the range's start: that is
@@ -149,17 +149,17 @@ func LoadUsage(ctx context.Context, a store.Aggregates, cat *pricing.Catalog, fr
 	if now.Before(end) {
 		end = now
 	}
+	if !end.After(from) {
+		return in, nil // a range after now: nothing is incurred in it yet
+	}
 	held := map[string]bool{}
 	var earliest time.Time
 	for cursor := ""; ; {
-		page, err := a.Leases().ListLeases(ctx, store.LeaseFilter{Limit: store.MaxLimit, Cursor: cursor})
+		page, err := a.Leases().ListLeases(ctx, store.LeaseFilter{HeldFrom: from, HeldTo: end, Limit: store.MaxLimit, Cursor: cursor})
 		if err != nil {
 			return in, fmt.Errorf("usage: %w", err)
 		}
 		for _, l := range page.Items {
-			if l.Start.IsZero() || !l.Start.Before(end) || (!l.End.IsZero() && !l.End.After(from)) {
-				continue
-			}
 			o, err := cat.Offer(l.OfferID)
 			if err != nil {
 				return in, fmt.Errorf("usage: lease %s: %w", l.ID, err)

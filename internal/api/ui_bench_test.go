@@ -66,3 +66,51 @@ func fillQueue(b *testing.B, st store.Store, units int) {
 		}
 	}
 }
+
+// BenchmarkOverviewHistory builds the overview of uiStore's fleet with
+// 1,000 and 5,000 leases released last month: this month's figures read
+// the leases held this month, selected by the store, not the history.
+//
+//	go test -run '^$' -bench OverviewHistory -benchtime 10x -benchmem ./internal/api
+func BenchmarkOverviewHistory(b *testing.B) {
+	for _, n := range []int{1_000, 5_000} {
+		b.Run(fmt.Sprintf("released=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			st, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "h.db"), sqlite.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { st.Close() })
+			fillUIStore(b, st)
+			start := uiNow.AddDate(0, -1, 0)
+			for i := range n {
+				id := fmt.Sprintf("old%d", i)
+				err := st.Tx(ctx, func(tx store.Tx) error {
+					l := store.Lease{Lease: core.Lease{ID: id, OfferID: "t/r/s2", Mode: core.OnDemand, State: core.LeaseRequested, ClientToken: id}, Requested: start}
+					if err := tx.Leases().CreateLease(ctx, l); err != nil {
+						return err
+					}
+					l.State, l.ProviderID, l.Start = core.LeaseProvisioning, "p-"+id, start
+					if err := tx.Leases().UpdateLease(ctx, l); err != nil {
+						return err
+					}
+					l.State, l.ReadyAt = core.LeaseReady, start
+					if err := tx.Leases().UpdateLease(ctx, l); err != nil {
+						return err
+					}
+					l.State, l.End = core.LeaseReleased, start.Add(time.Hour)
+					return tx.Leases().UpdateLease(ctx, l)
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := BuildOverview(ctx, st, uiCatalog(), uiNow, ""); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
