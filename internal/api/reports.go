@@ -9,8 +9,16 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/billing"
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/pricing"
 	"github.com/gpufleet/gpufleet/internal/store"
 )
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
 
 // UsageLineView is one team's line of a usage report (or the idle line).
 type UsageLineView struct {
@@ -94,10 +102,16 @@ func (s *Server) usageReport(w http.ResponseWriter, r *http.Request) {
 		}
 		team = p.Team
 	}
-	in, err := s.loadUsage(r.Context(), from, to, now)
+	in, err := LoadUsage(r.Context(), s.store, s.catalog, from, to, now)
 	if err != nil {
-		s.internal(w, r, err)
+		s.storeError(w, r, err, "")
 		return
+	}
+	if len(in.Leases) > 0 {
+		if in.Samples, err = s.store.Samples().QuerySamples(r.Context(), store.SampleFilter{From: from, To: minTime(to, now)}); err != nil {
+			s.internal(w, r, err)
+			return
+		}
 	}
 	u, err := billing.UsageReport(in)
 	if err != nil {
@@ -120,25 +134,33 @@ func (s *Server) usageReport(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// loadUsage reads what billing.UsageReport needs for [from, to) from the
-// store and the catalog: the leases held in it, the finished runs and the
-// runs in progress on them, and the GPU readings.
-func (s *Server) loadUsage(ctx context.Context, from, to, now time.Time) (billing.UsageInput, error) {
+// LoadUsage reads what billing.UsageReport needs for [from, to) as of now
+// from a store (or one of its transactions) and the catalog: the leases
+// held in the range (selected by the store, not the whole history) and
+// every run on them since each began, finished or in progress. A lease's charges in the range are its allocation held to
+// the range's end minus its allocation held to its start, and a run that
+// ended before the range is part of both, so the runs are read from the
+// earliest launch of these leases, not from the range's start: that is
+// what makes consecutive ranges add up, team by team, to the micro-unit.
+// The GPU readings are left to the caller (busy time only, never cost).
+func LoadUsage(ctx context.Context, a store.Aggregates, cat *pricing.Catalog, from, to, now time.Time) (billing.UsageInput, error) {
 	in := billing.UsageInput{From: from, To: to, Now: now}
 	end := to
 	if now.Before(end) {
 		end = now
 	}
+	if !end.After(from) {
+		return in, nil // a range after now: nothing is incurred in it yet
+	}
+	held := map[string]bool{}
+	var earliest time.Time
 	for cursor := ""; ; {
-		page, err := s.store.Leases().ListLeases(ctx, store.LeaseFilter{Limit: store.MaxLimit, Cursor: cursor})
+		page, err := a.Leases().ListLeases(ctx, store.LeaseFilter{HeldFrom: from, HeldTo: end, Limit: store.MaxLimit, Cursor: cursor})
 		if err != nil {
 			return in, fmt.Errorf("usage: %w", err)
 		}
 		for _, l := range page.Items {
-			if l.Start.IsZero() || !l.Start.Before(end) || (!l.End.IsZero() && !l.End.After(from)) {
-				continue
-			}
-			o, err := s.catalog.Offer(l.OfferID)
+			o, err := cat.Offer(l.OfferID)
 			if err != nil {
 				return in, fmt.Errorf("usage: lease %s: %w", l.ID, err)
 			}
@@ -147,43 +169,48 @@ func (s *Server) loadUsage(ctx context.Context, from, to, now time.Time) (billin
 				return in, fmt.Errorf("usage: lease %s: offer %s has no %s plan", l.ID, l.OfferID, l.Mode)
 			}
 			in.Leases = append(in.Leases, billing.UsageLease{ID: l.ID, Plan: plan, GPUs: o.GPUs, Start: l.Start, End: l.End, Reclaimed: l.State == core.LeaseReclaimed})
+			held[l.ID] = true
+			if earliest.IsZero() || l.Start.Before(earliest) {
+				earliest = l.Start
+			}
 		}
 		if page.Next == "" {
 			break
 		}
 		cursor = page.Next
 	}
-	runs, err := s.store.Events().ListRuns(ctx, store.RunFilter{From: from, To: end})
-	if err != nil {
-		return in, fmt.Errorf("usage: %w", err)
+	if len(in.Leases) == 0 {
+		return in, nil
 	}
-	for _, r := range runs {
-		for _, part := range r.Parts {
-			in.Runs = append(in.Runs, billing.UsageRun{Team: r.Team, LeaseID: part.LeaseID, GPUs: part.GPUs, MilliPerGPU: r.MilliPerGPU, From: r.Start, To: r.End})
-		}
-	}
-	live, err := s.store.Units().ListLiveUnits(ctx)
-	if err != nil {
-		return in, fmt.Errorf("usage: %w", err)
-	}
-	jobs := map[string]store.Job{}
-	for _, u := range live {
-		if (u.State != core.JobRunning && u.State != core.JobCheckpointing) || u.Start.IsZero() || !u.Start.Before(end) {
-			continue
-		}
-		j, ok := jobs[u.JobID]
-		if !ok {
-			if j, err = s.store.Jobs().GetJob(ctx, u.JobID); err != nil {
-				return in, fmt.Errorf("usage: unit %s#%d: %w", u.JobID, u.Shard, err)
+	add := func(runs []store.Run) {
+		for _, r := range runs {
+			for _, part := range r.Parts {
+				if held[part.LeaseID] {
+					in.Runs = append(in.Runs, billing.UsageRun{Team: r.Team, LeaseID: part.LeaseID, GPUs: part.GPUs, MilliPerGPU: r.MilliPerGPU, From: r.Start, To: r.End})
+				}
 			}
-			jobs[u.JobID] = j
-		}
-		for _, part := range u.Parts {
-			in.Runs = append(in.Runs, billing.UsageRun{Team: j.Team, LeaseID: part.LeaseID, GPUs: part.GPUs, MilliPerGPU: j.Request.MilliPerGPU, From: u.Start})
 		}
 	}
-	if in.Samples, err = s.store.Samples().QuerySamples(ctx, store.SampleFilter{From: from, To: end}); err != nil {
+	runs, err := a.Events().ListRuns(ctx, store.RunFilter{From: earliest, To: end})
+	if err != nil {
 		return in, fmt.Errorf("usage: %w", err)
 	}
+	if len(runs) >= store.MaxRuns {
+		// The list may be cut short: a missing run would move money
+		// between lines, so refuse rather than report it.
+		return in, fmt.Errorf("usage: %w", &core.FieldError{Field: "from", Value: from.UTC().Format(time.RFC3339),
+			Allowed: fmt.Sprintf("a range whose leases hold fewer than %d finished runs since the earliest launched (%s)", store.MaxRuns, earliest.UTC().Format(time.RFC3339))})
+	}
+	add(runs)
+	live, err := a.Units().ListRunning(ctx)
+	if err != nil {
+		return in, fmt.Errorf("usage: %w", err)
+	}
+	for i := range live {
+		if live[i].Start.IsZero() || !live[i].Start.Before(end) {
+			live[i].Parts = nil // not started by the end of the range
+		}
+	}
+	add(live)
 	return in, nil
 }

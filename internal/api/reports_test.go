@@ -97,10 +97,16 @@ func testUsageReport(t *testing.T, f *fixture) {
 			t.Errorf("%s asks for team b: %+v", role, v)
 		}
 	}
-	// A later range: the week was incurred at its start, so a day later
-	// only b's further use moves money from idle to b.
+	// A later range: the week was incurred at its start, so in [12 h,
+	// 24 h) only b's further use moves money from idle to b; a, whose run
+	// ended at 3 h, has no line. After now nothing is incurred.
+	v = get("admin", "?from="+h(12).Format(time.RFC3339)+"&to="+h(24).Format(time.RFC3339))
+	if v.Bill != "0" || len(v.Teams) != 1 || v.Teams[0].Team != "b" || v.Teams[0].AllocatedGPUHours != "12" || v.Idle == nil ||
+		"-"+string(v.Teams[0].Cost) != string(v.Idle.Cost) || v.Teams[0].Cost == "0" {
+		t.Errorf("[12 h, 24 h): %+v, idle %+v", v, v.Idle)
+	}
 	v = get("admin", "?from="+h(24).Format(time.RFC3339)+"&to="+h(48).Format(time.RFC3339))
-	if v.Bill != "0" || len(v.Teams) != 1 || v.Teams[0].Team != "b" || v.Teams[0].AllocatedGPUHours != "0" {
+	if v.Bill != "0" || len(v.Teams) != 0 || v.Idle == nil || v.Idle.Cost != "0" {
 		t.Errorf("range after now: %+v", v)
 	}
 	for q, field := range map[string]string{"?from=yesterday": "from", "?to=" + t0.Format(time.RFC3339) + "&from=" + h(1).Format(time.RFC3339): "to", "?from=2020-01-01T00:00:00Z&to=2026-01-01T00:00:00Z": "to"} {

@@ -8,12 +8,12 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/billing"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/dashboard"
-	"github.com/gpufleet/gpufleet/internal/engine"
 	"github.com/gpufleet/gpufleet/internal/fleet"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	"github.com/gpufleet/gpufleet/internal/store"
@@ -54,20 +54,23 @@ func init() {
 type Overview struct {
 	AsOf     time.Time     `json:"as_of"`
 	Currency core.Currency `json:"currency"`
-	// Team is the team the figures below Fleet are limited to (a team
-	// token's); empty for the whole fleet.
+	// Team is the team the queue, budgets, alerts, idle GPUs and job
+	// counts are limited to (a team token's); empty for the whole fleet.
 	Team string `json:"team,omitempty"`
 	// DayStart and MonthStart (UTC) begin the windows of the spend figures.
 	DayStart   time.Time `json:"day_start"`
 	MonthStart time.Time `json:"month_start"`
-	// SpendToday and SpendMonth are the fleet's lease bills accrued in
-	// [DayStart, AsOf) and [MonthStart, AsOf): each lease's billed time
-	// priced by billing.Split, counted as it elapses.
+	// SpendToday and SpendMonth are the fleet's charges incurred in
+	// [DayStart, AsOf) and [MonthStart, AsOf): the bill of GET
+	// /api/v1/reports/usage over the same range, computed by the same
+	// function (billing.UsageReport on LoadUsage), so the two agree to
+	// the micro-unit.
 	SpendToday json.Number `json:"spend_today"`
 	SpendMonth json.Number `json:"spend_month"`
-	// IdleSpendToday and IdleSpendMonth are the part of those spent on
-	// machines that ran nothing: from each lease's IdleSince (when it last
-	// became empty) to AsOf.
+	// IdleSpendToday and IdleSpendMonth are the idle line of those
+	// reports: the part of the charges for paid GPU time no unit held,
+	// pro rata. A committed term is incurred at its start, so a later
+	// range can see its idle spend fall as work uses the term.
 	IdleSpendToday json.Number     `json:"idle_spend_today"`
 	IdleSpendMonth json.Number     `json:"idle_spend_month"`
 	Utilization    UtilizationView `json:"utilization"`
@@ -82,23 +85,47 @@ type Overview struct {
 	Jobs map[string]int `json:"jobs"`
 }
 
-// UtilizationView is how much of what is paid for is used.
+// UtilizationView is how much of what is paid for is used, with the
+// definitions of DESIGN.md's metrics: allocated is what units hold, busy
+// is allocated × measured utilization. Three windows, each named:
+// the live fleet now, the agents' latest readings (the last
+// SampleWindowS seconds), and today so far.
 type UtilizationView struct {
 	// PaidGPUs is the GPUs on live leases (billed from launch).
 	PaidGPUs int `json:"paid_gpus"`
 	// ReadyGPUs is the GPUs on leases that can take work (ready, draining).
 	ReadyGPUs int `json:"ready_gpus"`
-	// AllocatedMilli is the milli-GPUs held by running units.
+	// AllocatedMilli is the milli-GPUs held by running units now.
 	AllocatedMilli int64 `json:"allocated_milli"`
 	// AllocatedPct is AllocatedMilli over PaidGPUs×1000, in percent (two
 	// decimals, half to even); 0 with nothing paid.
 	AllocatedPct json.Number `json:"allocated_pct"`
-	// SampledGPUs is the GPUs with a sample in the last SampleWindow
-	// seconds; MeanUtilPct their latest readings' mean (two decimals),
-	// absent without samples.
-	SampledGPUs   int         `json:"sampled_gpus"`
-	MeanUtilPct   json.Number `json:"mean_util_pct,omitempty"`
-	SampleWindowS int64       `json:"sample_window_seconds"`
+
+	SampleWindowS int64 `json:"sample_window_seconds"`
+	// ReportingGPUs is the GPUs, allocated or not, with a reading in the
+	// last SampleWindowS seconds.
+	ReportingGPUs int `json:"reporting_gpus"`
+	// SampledAllocatedGPUs is the allocated GPUs among them, and
+	// SampledAllocatedMilli the milli-GPUs units hold on those.
+	SampledAllocatedGPUs  int   `json:"sampled_allocated_gpus"`
+	SampledAllocatedMilli int64 `json:"sampled_allocated_milli"`
+	// BusyMilli is Σ over those GPUs of the milli-GPUs held × the GPU's
+	// latest reading: allocated × measured utilization.
+	BusyMilli json.Number `json:"busy_milli"`
+	// AllocatedUtilPct is BusyMilli over SampledAllocatedMilli, in
+	// percent: the measured utilization of the allocated GPUs. Absent
+	// when no allocated GPU has a recent reading (nothing allocated, or
+	// its agent silent), so it never stands beside "allocated 0".
+	AllocatedUtilPct json.Number `json:"allocated_util_pct,omitempty"`
+
+	// PaidGPUHoursToday, AllocatedGPUHoursToday and IdleGPUHoursToday are
+	// the fleet's GPU-hours in [DayStart, AsOf), as GET
+	// /api/v1/reports/usage counts them (billed time; idle = paid −
+	// allocated); AllocatedPctToday is allocated over paid, in percent.
+	PaidGPUHoursToday      json.Number `json:"paid_gpu_hours_today"`
+	AllocatedGPUHoursToday json.Number `json:"allocated_gpu_hours_today"`
+	IdleGPUHoursToday      json.Number `json:"idle_gpu_hours_today"`
+	AllocatedPctToday      json.Number `json:"allocated_pct_today"`
 }
 
 // FleetModeView is the live leases of one billing mode.
@@ -123,7 +150,8 @@ type QueueView struct {
 }
 
 // BudgetView is a team's monthly budget, as billing.Budget computes it
-// from the spend the control loop records for the team (LoopState.Spent).
+// from the team's cost this month: its line of GET /api/v1/reports/usage
+// over [MonthStart, AsOf).
 type BudgetView struct {
 	Team        string      `json:"team"`
 	Budget      json.Number `json:"budget"`
@@ -174,6 +202,10 @@ const SampleWindow = 5 * time.Minute
 // overviewScan is how far back the overview reads samples for idle GPUs.
 const overviewScan = 2 * time.Hour
 
+// maxOverviewAlerts bounds the open alerts the overview lists; GET
+// /api/v1/alerts pages through all of them.
+const maxOverviewAlerts = 10 * store.MaxLimit
+
 func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	p, _ := PrincipalFrom(r.Context())
 	team := ""
@@ -196,32 +228,14 @@ func pct(num, den int64) json.Number {
 	return scaled(core.MulDivHalfEven(num, 10000, den), 100)
 }
 
-// leaseSpan is the billed span of l as of now, and whether it has one
-// (a lease never launched has none).
-func leaseSpan(l *store.Lease, now time.Time) (billing.Span, bool) {
-	if l.Start.IsZero() || l.Start.After(now) {
-		return billing.Span{}, false
+// usageOver is billing.UsageReport of in over [from, in.To); an empty
+// range (from at the month's or day's first instant) is an empty report.
+func usageOver(in billing.UsageInput, from time.Time) (billing.UsageTotals, error) {
+	if !in.To.After(from) {
+		return billing.UsageTotals{From: from, To: in.To, Idle: billing.UsageLine{Team: billing.IdleTeam}}, nil
 	}
-	end := now
-	if l.State.Final() {
-		end = l.End
-		if end.IsZero() || end.Before(l.Start) {
-			end = l.Start
-		}
-		if end.After(now) {
-			end = now
-		}
-	}
-	return billing.Span{Start: l.Start, End: end, Reclaimed: l.State == core.LeaseReclaimed}, true
-}
-
-// costIn is the part of l's bill that falls in [from, to); zero for an
-// empty interval.
-func costIn(p *core.PricePlan, sp billing.Span, from, to time.Time) (core.Micros, error) {
-	if !to.After(from) {
-		return 0, nil
-	}
-	return billing.CostIn(p, sp, from, to)
+	in.From = from
+	return billing.UsageReport(in)
 }
 
 // BuildOverview computes the dashboard's overview from the store as of
@@ -229,35 +243,43 @@ func costIn(p *core.PricePlan, sp billing.Span, from, to time.Time) (core.Micros
 // are that team's only; spend, utilization and the fleet are the whole
 // fleet's (every reader may list the leases). GET /api/v1/overview answers
 // exactly this; the dashboard renders it without recomputing anything.
+//
+// Its cost follows the fleet (live leases, running units, the samples of
+// the last two hours, this month's leases and runs), never the queue: the
+// waiting units and the jobs are counted in the store.
 func BuildOverview(ctx context.Context, st store.Store, cat *pricing.Catalog, now time.Time, team string) (Overview, error) {
 	now = now.UTC()
-	monthStart, _ := billing.MonthBounds(now, time.UTC)
+	monthStart, monthEnd := billing.MonthBounds(now, time.UTC)
 	dayStart := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
 	ov := Overview{AsOf: now, Currency: cat.Currency, Team: team, DayStart: dayStart, MonthStart: monthStart,
 		Fleet: []FleetModeView{}, Queue: []QueueView{}, QueueByTier: map[string]int{}, Budgets: []BudgetView{},
 		Alerts: []OverviewAlert{}, IdleGPUs: []IdleGPUView{}, Jobs: map[string]int{}}
-	offer := func(id string) (*core.Offer, bool) {
-		o, err := cat.Offer(id)
-		return o, err == nil
-	}
-	var es *engine.State
-	var ls store.LoopState
-	var all []store.Lease
-	var alerts []store.Alert
+	var (
+		live    []store.Lease
+		running []store.Run
+		waiting []store.WaitingCount
+		jobs    map[core.JobState]int
+		teams   []core.Team
+		alerts  []store.Alert
+		usage   billing.UsageInput
+		samples []core.Sample
+	)
 	err := st.Tx(ctx, func(tx store.Tx) error {
 		var err error
-		if es, ls, err = store.LoadEngineState(ctx, tx, offer); err != nil {
+		if live, err = tx.Leases().ListLiveLeases(ctx); err != nil {
 			return err
 		}
-		for cursor := ""; ; {
-			page, err := tx.Leases().ListLeases(ctx, store.LeaseFilter{Limit: store.MaxLimit, Cursor: cursor})
-			if err != nil {
-				return err
-			}
-			all = append(all, page.Items...)
-			if cursor = page.Next; cursor == "" {
-				break
-			}
+		if running, err = tx.Units().ListRunning(ctx); err != nil {
+			return err
+		}
+		if waiting, err = tx.Units().CountWaiting(ctx, team); err != nil {
+			return err
+		}
+		if jobs, err = tx.Jobs().CountJobs(ctx, team); err != nil {
+			return err
+		}
+		if teams, err = tx.Teams().ListTeams(ctx); err != nil {
+			return err
 		}
 		for cursor := ""; ; {
 			page, err := tx.Alerts().ListAlerts(ctx, store.AlertFilter{Team: team, OpenOnly: true, Limit: store.MaxLimit, Cursor: cursor})
@@ -265,206 +287,42 @@ func BuildOverview(ctx context.Context, st store.Store, cat *pricing.Catalog, no
 				return err
 			}
 			alerts = append(alerts, page.Items...)
-			if cursor = page.Next; cursor == "" || len(alerts) >= 10*store.MaxLimit {
+			if cursor = page.Next; cursor == "" || len(alerts) >= maxOverviewAlerts {
 				break
 			}
 		}
-		for _, state := range store.JobStates {
-			for cursor := ""; ; {
-				f := store.JobFilter{Team: team, States: []core.JobState{state}, Limit: store.MaxLimit, Cursor: cursor}
-				page, err := tx.Jobs().ListJobs(ctx, f)
-				if err != nil {
-					return err
-				}
-				ov.Jobs[string(state)] += len(page.Items)
-				if cursor = page.Next; cursor == "" {
-					break
-				}
-			}
+		if usage, err = LoadUsage(ctx, tx, cat, monthStart, now, now); err != nil {
+			return err
 		}
-		return nil
+		// To is exclusive and the store keeps microseconds: a reading
+		// taken at now counts.
+		samples, err = tx.Samples().QuerySamples(ctx, store.SampleFilter{From: now.Add(-overviewScan), To: now.Add(time.Microsecond)})
+		return err
 	})
 	if err != nil {
 		return Overview{}, fmt.Errorf("overview: %w", err)
 	}
 
-	// Spend and idle spend, lease by lease.
-	var today, month, idleToday, idleMonth core.Micros
-	for i := range all {
-		l := &all[i]
-		sp, ok := leaseSpan(l, now)
-		if !ok {
-			continue
-		}
-		o, ok := offer(l.OfferID)
-		if !ok {
-			return Overview{}, fmt.Errorf("overview: lease %s: %w", l.ID, store.NotFound("offer", l.OfferID))
-		}
-		plan, ok := o.Plan(l.Mode)
-		if !ok {
-			return Overview{}, fmt.Errorf("overview: lease %s: offer %s has no %s plan: %w", l.ID, l.OfferID, l.Mode, store.ErrNotFound)
-		}
-		for _, c := range []struct {
-			from time.Time
-			dst  *core.Micros
-		}{{dayStart, &today}, {monthStart, &month}} {
-			m, err := costIn(plan, sp, c.from, now)
-			if err != nil {
-				return Overview{}, fmt.Errorf("overview: lease %s: %w", l.ID, err)
-			}
-			*c.dst += m
-		}
-		if !l.IdleSince.IsZero() {
-			for _, c := range []struct {
-				from time.Time
-				dst  *core.Micros
-			}{{dayStart, &idleToday}, {monthStart, &idleMonth}} {
-				m, err := costIn(plan, sp, maxT(c.from, l.IdleSince), now)
-				if err != nil {
-					return Overview{}, fmt.Errorf("overview: lease %s: %w", l.ID, err)
-				}
-				*c.dst += m
-			}
-		}
-	}
-	ov.SpendToday, ov.SpendMonth, ov.IdleSpendToday, ov.IdleSpendMonth = Amount(today), Amount(month), Amount(idleToday), Amount(idleMonth)
-
-	// Fleet by mode and utilization, from the live leases and units.
-	modes := map[core.BillingMode]*FleetModeView{}
-	u := &ov.Utilization
-	for _, l := range es.Leases {
-		if l.State.Final() {
-			continue
-		}
-		m := modes[l.Mode]
-		if m == nil {
-			m = &FleetModeView{Mode: string(l.Mode)}
-			modes[l.Mode] = m
-		}
-		m.Leases++
-		m.GPUs += l.Offer.GPUs
-		u.PaidGPUs += l.Offer.GPUs
-		switch l.State {
-		case core.LeaseReady, core.LeaseDraining:
-			m.Ready++
-			u.ReadyGPUs += l.Offer.GPUs
-		case core.LeaseRequested, core.LeaseProvisioning:
-			m.Starting++
-		}
-	}
-	for _, mode := range core.BillingModes {
-		if m := modes[mode]; m != nil {
-			ov.Fleet = append(ov.Fleet, *m)
-		}
-	}
-	holder := map[string]*engine.Unit{} // "lease/gpu" → unit running there
-	queue := map[[2]string]*QueueView{}
-	for _, t := range []core.Tier{core.TierCore, core.TierRegular, core.TierOffline} {
-		ov.QueueByTier[string(t)] = 0
-	}
-	for _, un := range es.Units {
-		switch un.State {
-		case core.JobRunning, core.JobCheckpointing:
-			for _, part := range un.Parts {
-				u.AllocatedMilli += int64(len(part.GPUs)) * int64(un.Job.Request.MilliPerGPU)
-				for _, g := range part.GPUs {
-					holder[fmt.Sprintf("%s/%d", part.LeaseID, g)] = un
-				}
-			}
-		case core.JobPending, core.JobAdmitted, core.JobPreempted:
-			if team != "" && un.Job.Team != team {
-				continue
-			}
-			k := [2]string{string(un.Job.Tier), un.Job.Team}
-			q := queue[k]
-			if q == nil {
-				q = &QueueView{Tier: k[0], Team: k[1]}
-				queue[k] = q
-			}
-			q.Units++
-			q.GPUMilli += int64(un.Job.Request.GPUs) * int64(un.Job.Request.MilliPerGPU)
-			ov.QueueByTier[k[0]]++
-		}
-	}
-	u.AllocatedPct = pct(u.AllocatedMilli, int64(u.PaidGPUs)*int64(core.WholeGPU))
-	for _, q := range queue {
-		ov.Queue = append(ov.Queue, *q)
-	}
-	sort.Slice(ov.Queue, func(i, j int) bool {
-		a, b := ov.Queue[i], ov.Queue[j]
-		if a.Tier != b.Tier {
-			return tierRank(a.Tier) < tierRank(b.Tier)
-		}
-		return a.Team < b.Team
-	})
-
-	// Samples: the latest readings' mean, and idle GPUs.
-	u.SampleWindowS = int64(SampleWindow / time.Second)
-	// To is exclusive and the store keeps microseconds: a reading taken
-	// at now counts.
-	samples, err := st.Samples().QuerySamples(ctx, store.SampleFilter{From: now.Add(-overviewScan), To: now.Add(time.Microsecond)})
+	// Spend, idle spend and budgets: the usage report's, month and day.
+	month, err := usageOver(usage, monthStart)
 	if err != nil {
 		return Overview{}, fmt.Errorf("overview: %w", err)
 	}
-	type gpuSamples struct {
-		lease string
-		gpu   int
-		all   []core.Sample
+	today, err := usageOver(usage, dayStart)
+	if err != nil {
+		return Overview{}, fmt.Errorf("overview: %w", err)
 	}
-	byGPU := map[string]*gpuSamples{}
-	var keys []string
-	for _, sm := range samples {
-		k := fmt.Sprintf("%s/%d", sm.LeaseID, sm.GPU)
-		g := byGPU[k]
-		if g == nil {
-			g = &gpuSamples{lease: sm.LeaseID, gpu: sm.GPU}
-			byGPU[k] = g
-			keys = append(keys, k)
-		}
-		g.all = append(g.all, sm)
+	ov.SpendToday, ov.SpendMonth = Amount(today.Bill), Amount(month.Bill)
+	ov.IdleSpendToday, ov.IdleSpendMonth = Amount(today.Idle.Cost), Amount(month.Idle.Cost)
+	spent := map[string]core.Micros{}
+	for _, l := range month.Lines {
+		spent[l.Team] = l.Cost
 	}
-	sort.Strings(keys)
-	cfg := fleet.Config{}.Defaults()
-	var utilSum int64
-	for _, k := range keys {
-		g := byGPU[k]
-		last := g.all[len(g.all)-1]
-		if now.Sub(last.At) > SampleWindow {
-			continue // the GPU stopped reporting: its lease may be gone
-		}
-		u.SampledGPUs++
-		utilSum += int64(last.UtilPct)
-		// The ladder's first rung: every reading under the threshold
-		// since LowSince, and LowSince at least IdleFor ago.
-		lowSince, maxUtil := time.Time{}, 0
-		for i := len(g.all) - 1; i >= 0 && g.all[i].UtilPct < cfg.IdleUtilPct; i-- {
-			lowSince, maxUtil = g.all[i].At, max(maxUtil, g.all[i].UtilPct)
-		}
-		if lowSince.IsZero() || now.Sub(lowSince) < cfg.IdleFor {
-			continue
-		}
-		iv := IdleGPUView{Lease: g.lease, GPU: g.gpu, MaxUtilPct: maxUtil, LowSince: lowSince.UTC()}
-		if un := holder[k]; un != nil {
-			iv.Unit, iv.Team = un.Key(), un.Job.Team
-		}
-		if team != "" && iv.Team != team {
-			continue
-		}
-		iv.Reason = fmt.Sprintf("GPU %d of lease %s has been under %d%% utilization (at most %d%%) since %s, %s: at least the idle ladder's %s",
-			g.gpu, g.lease, cfg.IdleUtilPct, maxUtil, lowSince.UTC().Format(time.RFC3339), now.Sub(lowSince).Round(time.Second), cfg.IdleFor)
-		ov.IdleGPUs = append(ov.IdleGPUs, iv)
-	}
-	if u.SampledGPUs > 0 {
-		u.MeanUtilPct = pct(utilSum, int64(u.SampledGPUs)*100)
-	}
-
-	// Budgets: billing.Budget on what the loop records as spent.
-	monthStartB, monthEnd := billing.MonthBounds(now, time.UTC)
-	for _, t := range es.Teams {
+	for _, t := range teams {
 		if team != "" && t.ID != team {
 			continue
 		}
-		b := billing.Budget(t, ls.Spent[t.ID], monthStartB, monthEnd, now)
+		b := billing.Budget(t, spent[t.ID], monthStart, monthEnd, now)
 		bv := BudgetView{Team: t.ID, Budget: Amount(b.Budget), Spent: Amount(b.Spent), Remaining: Amount(b.Remaining),
 			BurnPerHour: Amount(b.BurnPerHour), Projected: Amount(b.Projected), SpentPct: scaled(b.SpentBP, 100), Alert: b.Alert, Exhausted: b.Exhausted}
 		if !b.ExhaustsAt.IsZero() {
@@ -474,22 +332,134 @@ func BuildOverview(ctx context.Context, st store.Store, cat *pricing.Catalog, no
 		ov.Budgets = append(ov.Budgets, bv)
 	}
 
+	// Fleet by mode and what is paid and allocated now.
+	u := &ov.Utilization
+	modes := map[core.BillingMode]*FleetModeView{}
+	for _, l := range live {
+		o, err := cat.Offer(l.OfferID)
+		if err != nil {
+			return Overview{}, fmt.Errorf("overview: lease %s: %w", l.ID, err)
+		}
+		m := modes[l.Mode]
+		if m == nil {
+			m = &FleetModeView{Mode: string(l.Mode)}
+			modes[l.Mode] = m
+		}
+		m.Leases++
+		m.GPUs += o.GPUs
+		u.PaidGPUs += o.GPUs
+		switch l.State {
+		case core.LeaseReady, core.LeaseDraining:
+			m.Ready++
+			u.ReadyGPUs += o.GPUs
+		case core.LeaseRequested, core.LeaseProvisioning:
+			m.Starting++
+		}
+	}
+	for _, mode := range core.BillingModes {
+		if m := modes[mode]; m != nil {
+			ov.Fleet = append(ov.Fleet, *m)
+		}
+	}
+	type gpuKey struct {
+		lease string
+		gpu   int
+	}
+	holder := map[gpuKey]*store.Run{} // the run on each allocated GPU
+	for i := range running {
+		r := &running[i]
+		for _, part := range r.Parts {
+			u.AllocatedMilli += int64(len(part.GPUs)) * int64(r.MilliPerGPU)
+			for _, g := range part.GPUs {
+				holder[gpuKey{part.LeaseID, g}] = r
+			}
+		}
+	}
+	u.AllocatedPct = pct(u.AllocatedMilli, int64(u.PaidGPUs)*int64(core.WholeGPU))
+
+	// Today's GPU-hours, as the usage report counts them.
+	var allocToday int64
+	for _, l := range today.Lines {
+		allocToday += l.AllocatedMilliSeconds
+	}
+	u.PaidGPUHoursToday, u.AllocatedGPUHoursToday = gpuHours(today.PaidMilliSeconds), gpuHours(allocToday)
+	u.IdleGPUHoursToday = gpuHours(today.Idle.AllocatedMilliSeconds)
+	u.AllocatedPctToday = pct(allocToday, today.PaidMilliSeconds)
+
+	// The queue, counted in the store.
+	for _, t := range []core.Tier{core.TierCore, core.TierRegular, core.TierOffline} {
+		ov.QueueByTier[string(t)] = 0
+	}
+	for _, c := range waiting {
+		ov.Queue = append(ov.Queue, QueueView{Tier: string(c.Tier), Team: c.Team, Units: c.Units, GPUMilli: c.GPUMilli})
+		ov.QueueByTier[string(c.Tier)] += c.Units
+	}
+	for s, n := range jobs {
+		ov.Jobs[string(s)] = n
+	}
+
+	// Samples: the allocated GPUs' latest readings, and idle GPUs.
+	u.SampleWindowS = int64(SampleWindow / time.Second)
+	byGPU := map[gpuKey][]core.Sample{}
+	var keys []gpuKey
+	for _, sm := range samples {
+		k := gpuKey{sm.LeaseID, sm.GPU}
+		if byGPU[k] == nil {
+			keys = append(keys, k)
+		}
+		byGPU[k] = append(byGPU[k], sm)
+	}
+	slices.SortFunc(keys, func(a, b gpuKey) int {
+		if a.lease != b.lease {
+			return strings.Compare(a.lease, b.lease)
+		}
+		return a.gpu - b.gpu
+	})
+	cfg := fleet.Config{}.Defaults()
+	var busy int64 // Σ milli × utilization percent
+	for _, k := range keys {
+		all := byGPU[k]
+		last := all[len(all)-1]
+		if now.Sub(last.At) > SampleWindow {
+			continue // the GPU stopped reporting: its lease may be gone
+		}
+		u.ReportingGPUs++
+		run := holder[k]
+		if run != nil {
+			u.SampledAllocatedGPUs++
+			u.SampledAllocatedMilli += int64(run.MilliPerGPU)
+			busy += int64(run.MilliPerGPU) * int64(last.UtilPct)
+		}
+		// The ladder's first rung: every reading under the threshold
+		// since LowSince, and LowSince at least IdleFor ago.
+		lowSince, maxUtil := time.Time{}, 0
+		for i := len(all) - 1; i >= 0 && all[i].UtilPct < cfg.IdleUtilPct; i-- {
+			lowSince, maxUtil = all[i].At, max(maxUtil, all[i].UtilPct)
+		}
+		if lowSince.IsZero() || now.Sub(lowSince) < cfg.IdleFor {
+			continue
+		}
+		iv := IdleGPUView{Lease: k.lease, GPU: k.gpu, MaxUtilPct: maxUtil, LowSince: lowSince.UTC()}
+		if run != nil {
+			iv.Unit, iv.Team = run.Key(), run.Team
+		}
+		if team != "" && iv.Team != team {
+			continue
+		}
+		iv.Reason = fmt.Sprintf("GPU %d of lease %s has been under %d%% utilization (at most %d%%) since %s, %s: at least the idle ladder's %s",
+			k.gpu, k.lease, cfg.IdleUtilPct, maxUtil, lowSince.UTC().Format(time.RFC3339), now.Sub(lowSince).Round(time.Second), cfg.IdleFor)
+		ov.IdleGPUs = append(ov.IdleGPUs, iv)
+	}
+	u.BusyMilli = scaled(busy, 100)
+	if u.SampledAllocatedMilli > 0 {
+		u.AllocatedUtilPct = pct(busy, u.SampledAllocatedMilli*100)
+	}
+
 	for _, a := range alerts {
 		ov.Alerts = append(ov.Alerts, OverviewAlert{ID: a.ID, Kind: a.Kind, Lease: a.LeaseID, GPU: a.GPU, Unit: a.Unit, Team: a.Team,
 			Action: a.Action, Reason: a.Reason, Raised: a.Raised.UTC()})
 	}
 	return ov, nil
-}
-
-func tierRank(t string) int {
-	return slices.Index([]string{string(core.TierCore), string(core.TierRegular), string(core.TierOffline)}, t)
-}
-
-func maxT(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }
 
 // Heatmap is mean utilization per GPU and time bucket.
@@ -606,17 +576,15 @@ func (s *Server) boundaryLeases(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err, "")
 		return
 	}
-	units, err := s.store.Units().ListLiveUnits(r.Context())
+	running, err := s.store.Units().ListRunning(r.Context())
 	if err != nil {
 		s.storeError(w, r, err, "")
 		return
 	}
 	busy := map[string]bool{}
-	for _, u := range units {
-		if u.State == core.JobRunning || u.State == core.JobCheckpointing {
-			for _, p := range u.Parts {
-				busy[p.LeaseID] = true
-			}
+	for _, u := range running {
+		for _, p := range u.Parts {
+			busy[p.LeaseID] = true
 		}
 	}
 	out := BoundaryLeases{AsOf: now, Leases: []BoundaryLease{}}

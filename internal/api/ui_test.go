@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/pricing"
@@ -33,24 +35,34 @@ func uiCatalog() *pricing.Catalog {
 
 // uiStore holds, as of uiNow:
 //
-//   - L1 (s2, ready) launched yesterday 22:00, idle since 09:30: 10 h today
-//     (36), 12 h this month (43.2), of which 30 min idle (1.8);
-//   - L2 (h2, released) from Feb 28 23:30 to Mar 1 00:10, billed to 00:30
-//     and idle since Mar 1 00:00: 30 min this month (1), all idle;
-//   - L3 (h2, ready) launched today 09:20, running j1 at 500 milli on GPU 0:
-//     40 min of its paid hour accrued (1.333333), 20 min to its boundary;
+//   - L1 (s2, ready) launched yesterday 22:00, idle since 09:30, never
+//     used: 10 h today (36), 12 h this month (43.2), all idle;
+//   - L2 (h2, released) from Feb 28 23:30 to Mar 1 00:10, billed to 00:30:
+//     its started hour was incurred in February, nothing this month;
+//   - L3 (h2, ready) launched today 09:20, running j1 (team a) at 500
+//     milli on GPU 0 since 09:21: its started hour (2) is incurred at
+//     launch, 20 min to its boundary; a holds 39 min × 0.5 GPU of its 2
+//     GPU-hours, 0.325 of the 2;
 //   - j2 (team b, core, 2 GPUs) and j3 (team a, offline, 1 GPU) queued;
 //   - samples: L1 GPU 0 at 10% for 40 min (idle), L1 GPU 1 at 50%, L3 GPU 0
 //     last heard 10 min ago (stale);
-//   - team a's budget 100 with 25 spent; open alerts of teams a and b.
+//   - team a's budget 100; the loop's own record of its spend (25) is not
+//     what the dashboard shows; open alerts of teams a and b.
 func uiStore(t *testing.T) store.Store {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, t.TempDir()+"/ui.db", sqlite.Options{})
+	st, err := sqlite.Open(context.Background(), t.TempDir()+"/ui.db", sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	fillUIStore(t, st)
+	return st
+}
+
+// fillUIStore writes uiStore's rows to st.
+func fillUIStore(t testing.TB, st store.Store) {
+	t.Helper()
+	ctx := context.Background()
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -94,13 +106,12 @@ func uiStore(t *testing.T) store.Store {
 	}
 	samples = append(samples, core.Sample{LeaseID: "L3", GPU: 0, At: uiNow.Add(-10 * time.Minute), UtilPct: 90})
 	must(st.Samples().InsertSamples(ctx, samples...))
-	_, err = st.Loop().SaveLoop(ctx, store.LoopState{Spent: map[string]core.Micros{"a": 25_000_000}})
+	_, err := st.Loop().SaveLoop(ctx, store.LoopState{Spent: map[string]core.Micros{"a": 25_000_000}})
 	must(err)
 	for _, team := range []string{"a", "b"} {
 		_, _, err := st.Alerts().RaiseAlert(ctx, store.Alert{Kind: "budget", Team: team, Reason: "test", Raised: uiNow.Add(-time.Hour)})
 		must(err)
 	}
-	return st
 }
 
 func TestBuildOverviewFigures(t *testing.T) {
@@ -111,45 +122,67 @@ func TestBuildOverviewFigures(t *testing.T) {
 	}
 	u := ov.Utilization
 	for _, c := range []struct{ name, got, want string }{
-		{"spend_today", string(ov.SpendToday), "37.333333"},
-		{"spend_month", string(ov.SpendMonth), "45.533333"},
-		{"idle_spend_today", string(ov.IdleSpendToday), "1.8"},
-		{"idle_spend_month", string(ov.IdleSpendMonth), "2.8"},
+		{"spend_today", string(ov.SpendToday), "38"},
+		{"spend_month", string(ov.SpendMonth), "45.2"},
+		{"idle_spend_today", string(ov.IdleSpendToday), "37.675"},
+		{"idle_spend_month", string(ov.IdleSpendMonth), "44.875"},
 		{"allocated_pct", string(u.AllocatedPct), "12.5"},
-		{"mean_util_pct", string(u.MeanUtilPct), "30"},
+		// L3's GPU 0 is allocated but its reading is stale; L1's GPUs
+		// report but hold nothing: no measured utilization of allocated
+		// GPUs to show.
+		{"allocated_util_pct", string(u.AllocatedUtilPct), ""},
+		{"busy_milli", string(u.BusyMilli), "0"},
+		// Today: L1 20 GPU-hours, L3 its paid hour of 2 GPUs.
+		{"paid_gpu_hours_today", string(u.PaidGPUHoursToday), "22"},
+		{"allocated_gpu_hours_today", string(u.AllocatedGPUHoursToday), "0.325"},
+		{"idle_gpu_hours_today", string(u.IdleGPUHoursToday), "21.675"},
+		{"allocated_pct_today", string(u.AllocatedPctToday), "1.48"},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: %s, want %s", c.name, c.got, c.want)
 		}
 	}
-	if u.PaidGPUs != 4 || u.ReadyGPUs != 4 || u.AllocatedMilli != 500 || u.SampledGPUs != 2 || u.SampleWindowS != 300 {
+	if u.PaidGPUs != 4 || u.ReadyGPUs != 4 || u.AllocatedMilli != 500 || u.ReportingGPUs != 2 || u.SampledAllocatedGPUs != 0 || u.SampleWindowS != 300 {
 		t.Errorf("utilization: %+v", u)
 	}
 	if len(ov.Fleet) != 1 || ov.Fleet[0] != (FleetModeView{Mode: "on-demand", Leases: 2, GPUs: 4, Ready: 2}) {
 		t.Errorf("fleet: %+v", ov.Fleet)
 	}
-	if len(ov.Queue) != 2 || ov.Queue[0] != (QueueView{Tier: "core", Team: "b", Units: 1, GPUMilli: 2000}) || ov.Queue[1] != (QueueView{Tier: "offline", Team: "a", Units: 1, GPUMilli: 1000}) {
-		t.Errorf("queue: %+v", ov.Queue)
+	if d := cmp.Diff([]QueueView{{Tier: "core", Team: "b", Units: 1, GPUMilli: 2000}, {Tier: "offline", Team: "a", Units: 1, GPUMilli: 1000}}, ov.Queue); d != "" {
+		t.Errorf("queue (-want +got):\n%s", d)
 	}
-	if ov.QueueByTier["core"] != 1 || ov.QueueByTier["regular"] != 0 || ov.QueueByTier["offline"] != 1 {
-		t.Errorf("queue by tier: %v", ov.QueueByTier)
+	if d := cmp.Diff(map[string]int{"core": 1, "regular": 0, "offline": 1}, ov.QueueByTier); d != "" {
+		t.Errorf("queue by tier (-want +got):\n%s", d)
 	}
 	if len(ov.IdleGPUs) != 1 || ov.IdleGPUs[0].Lease != "L1" || ov.IdleGPUs[0].GPU != 0 || ov.IdleGPUs[0].MaxUtilPct != 10 || !ov.IdleGPUs[0].LowSince.Equal(uiNow.Add(-40*time.Minute)) {
 		t.Errorf("idle GPUs: %+v", ov.IdleGPUs)
 	}
-	if len(ov.Alerts) != 2 || ov.Jobs["pending"] != 3 {
-		t.Errorf("alerts %d, jobs %v", len(ov.Alerts), ov.Jobs)
+	wantJobs := map[string]int{"pending": 3, "admitted": 0, "running": 0, "checkpointing": 0, "preempted": 0, "succeeded": 0, "failed": 0, "cancelled": 0}
+	if d := cmp.Diff(wantJobs, ov.Jobs); len(ov.Alerts) != 2 || d != "" {
+		t.Errorf("alerts %d, jobs (-want +got):\n%s", len(ov.Alerts), d)
 	}
-	// Team a: 25 of 100 spent over 34 hours of March (744 hours).
+	// Team a: 0.325 of 100 spent over 34 hours of March (744 hours).
 	var a *BudgetView
 	for i := range ov.Budgets {
 		if ov.Budgets[i].Team == "a" {
 			a = &ov.Budgets[i]
 		}
 	}
-	if a == nil || a.Budget != "100" || a.Spent != "25" || a.Remaining != "75" || a.BurnPerHour != "0.735294" || a.Projected != "547.058824" ||
-		a.SpentPct != "25" || a.Alert || a.Exhausted || a.ExhaustsAt == nil || !a.ExhaustsAt.Equal(time.Date(2026, 3, 6, 16, 0, 0, 0, time.UTC)) {
+	if a == nil || a.Budget != "100" || a.Spent != "0.325" || a.Remaining != "99.675" || a.BurnPerHour != "0.009559" || a.Projected != "7.111765" ||
+		a.SpentPct != "0.32" || a.Alert || a.Exhausted || a.ExhaustsAt != nil {
 		t.Errorf("budget a: %+v", a)
+	}
+
+	// A reading of L3's GPU 0 now, at 80%: the allocated half GPU is
+	// measured, busy 400 milli-GPUs.
+	if err := st.Samples().InsertSamples(context.Background(), core.Sample{LeaseID: "L3", GPU: 0, At: uiNow.Add(-time.Minute), UtilPct: 80}); err != nil {
+		t.Fatal(err)
+	}
+	if ov, err = BuildOverview(context.Background(), st, uiCatalog(), uiNow, ""); err != nil {
+		t.Fatal(err)
+	}
+	if u := ov.Utilization; u.AllocatedUtilPct != "80" || u.BusyMilli != "400" || u.SampledAllocatedGPUs != 1 || u.SampledAllocatedMilli != 500 || u.ReportingGPUs != 3 {
+		t.Errorf("utilization with L3 reporting: %+v", u)
 	}
 
 	// A team's view: its queue, budget, alerts and jobs; the fleet's spend.
@@ -320,4 +353,101 @@ func TestDashboardMounted(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestOverviewEqualsUsageReport: the dashboard's spend, idle spend,
+// budgets' spent and today's GPU-hours equal GET /api/v1/reports/usage
+// over the same ranges, to the micro-unit, on uiStore's leases and units
+// plus two finished runs (one across midnight).
+func TestOverviewEqualsUsageReport(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), t.TempDir()+"/ui.db", sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testOverviewEqualsUsageReport(t, st)
+}
+
+// TestOverviewEqualsUsageReportPostgres is TestOverviewEqualsUsageReport
+// on PostgreSQL, where the runs come from the PL/pgSQL trigger.
+func TestOverviewEqualsUsageReportPostgres(t *testing.T) {
+	testOverviewEqualsUsageReport(t, pgStore(t))
+}
+
+func testOverviewEqualsUsageReport(t *testing.T, st store.Store) {
+	ctx := context.Background()
+	t.Cleanup(func() { st.Close() })
+	fillUIStore(t, st)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Team a on L1's GPU 1 from 23:00 yesterday to 00:30 today; team b on
+	// both of L1's GPUs from 01:00 to 03:17:29.
+	for _, r := range []struct {
+		job, team  string
+		gpus       []int
+		start, end time.Time
+	}{
+		{"r1", "a", []int{1}, uiNow.Add(-11 * time.Hour), uiNow.Add(-9*time.Hour - 30*time.Minute)},
+		{"r2", "b", []int{0, 1}, uiNow.Add(-9 * time.Hour), uiNow.Add(-6*time.Hour - 42*time.Minute - 31*time.Second)},
+	} {
+		_, _, err := st.Jobs().SubmitJob(ctx, core.Job{ID: r.job, Team: r.team, Tier: core.TierRegular, Request: core.Request{GPUs: len(r.gpus), MilliPerGPU: core.WholeGPU}, Submit: r.start}, "")
+		must(err)
+		must(st.Units().SaveUnits(ctx, store.Unit{JobID: r.job, State: core.JobRunning, Parts: []store.Part{{LeaseID: "L1", GPUs: r.gpus}}, Start: r.start}))
+		must(st.Units().SaveUnits(ctx, store.Unit{JobID: r.job, State: core.JobSucceeded, Start: r.start, End: r.end}))
+	}
+	admin, err := EnsureAdminToken(ctx, st, clock.NewManual(uiNow))
+	must(err)
+	ts, _ := uiServer(t, st)
+
+	var ov Overview
+	if code := uiGet(t, ts, admin, "/api/v1/overview", &ov); code != 200 {
+		t.Fatalf("overview: %d", code)
+	}
+	report := func(from time.Time) UsageReportView {
+		var v UsageReportView
+		if code := uiGet(t, ts, admin, "/api/v1/reports/usage?from="+from.Format(time.RFC3339)+"&to="+uiNow.Format(time.RFC3339), &v); code != 200 || v.Idle == nil {
+			t.Fatalf("report from %s: %d %+v", from, code, v)
+		}
+		return v
+	}
+	month, today := report(ov.MonthStart), report(ov.DayStart)
+	teamCost := func(v UsageReportView, team string) string {
+		for _, l := range v.Teams {
+			if l.Team == team {
+				return string(l.Cost)
+			}
+		}
+		return "0"
+	}
+	sumHours := func(ls []UsageLineView) string {
+		var ms core.Micros
+		for _, l := range ls {
+			m, err := core.ParseMicros(string(l.AllocatedGPUHours))
+			must(err)
+			ms += m
+		}
+		return string(Amount(ms))
+	}
+	got := map[string]string{"spend_month": string(ov.SpendMonth), "idle_spend_month": string(ov.IdleSpendMonth),
+		"spend_today": string(ov.SpendToday), "idle_spend_today": string(ov.IdleSpendToday),
+		"paid_gpu_hours_today": string(ov.Utilization.PaidGPUHoursToday), "allocated_gpu_hours_today": string(ov.Utilization.AllocatedGPUHoursToday),
+		"idle_gpu_hours_today": string(ov.Utilization.IdleGPUHoursToday)}
+	want := map[string]string{"spend_month": string(month.Bill), "idle_spend_month": string(month.Idle.Cost),
+		"spend_today": string(today.Bill), "idle_spend_today": string(today.Idle.Cost),
+		"paid_gpu_hours_today": string(today.PaidGPUHours), "allocated_gpu_hours_today": sumHours(today.Teams),
+		"idle_gpu_hours_today": string(today.Idle.AllocatedGPUHours)}
+	for _, b := range ov.Budgets {
+		got["spent."+b.Team], want["spent."+b.Team] = string(b.Spent), teamCost(month, b.Team)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("overview against the usage report (-report +overview):\n%s", d)
+	}
+	// Not trivially equal: both teams spent, and not in round figures.
+	if got["spent.a"] == "0" || got["spent.b"] == "0" || got["spend_today"] == got["spend_month"] {
+		t.Errorf("figures: %v", got)
+	}
+	t.Logf("overview = report: %v", got)
 }

@@ -62,7 +62,8 @@ type UsageLine struct {
 type UsageTotals struct {
 	From, To time.Time
 	// Bill is the charges incurred in the range; Lines (sorted by team)
-	// and Idle sum to it exactly.
+	// and Idle sum to it exactly. A team has a line when something of it
+	// falls in the range: cost, allocated, sampled or busy time.
 	Bill  core.Micros
 	Lines []UsageLine
 	Idle  UsageLine
@@ -154,6 +155,11 @@ func UsageReport(in UsageInput) (UsageTotals, error) {
 		}
 	}
 	for _, x := range lines {
+		if *x == (UsageLine{Team: x.Team}) {
+			// Only a run before the range: it shapes the allocation at
+			// both ends, but nothing of it falls in the range.
+			continue
+		}
 		out.Lines = append(out.Lines, *x)
 		out.PaidMilliSeconds += x.AllocatedMilliSeconds
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/google/go-cmp/cmp"
 	"github.com/gpufleet/gpufleet/internal/api"
 	"github.com/gpufleet/gpufleet/internal/browsertest"
 	"github.com/gpufleet/gpufleet/internal/clock"
@@ -211,10 +212,13 @@ func (p *page) shot(name string) {
 	p.t.Logf("screenshot: %s", path)
 }
 
-func (p *page) login(base, token string) {
+func (p *page) login(base, token string) { p.loginPolling(base, token, 150*time.Millisecond) }
+
+// loginPolling logs in with the page refreshing itself every poll.
+func (p *page) loginPolling(base, token string, poll time.Duration) {
 	p.t.Helper()
 	p.do("open the dashboard", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.ID("token")),
-		chromedp.Evaluate[chromedp.Void](`sessionStorage.setItem("gpufleet.poll_ms", "150")`),
+		chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`sessionStorage.setItem("gpufleet.poll_ms", "%d")`, poll.Milliseconds())),
 		chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.CSS(`#login-form button`)))
 	p.wait("the overview after login", `document.getElementById("page").dataset.page === "overview"`, 10*time.Second)
 }
@@ -352,7 +356,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	// The overview's figures are the API's, exactly.
 	p.open("overview")
 	p.do("refresh", chromedp.Click(chromedp.ID("refresh")))
-	p.wait("the overview with samples", `document.querySelector('[data-field="utilization.sampled_gpus"]')?.textContent === "2"`, 10*time.Second)
+	p.wait("the overview with samples", `document.querySelector('[data-field="utilization.reporting_gpus"]')?.textContent === "2"`, 10*time.Second)
 	var raw map[string]any
 	if code := s.call(s.admin, "GET", "/api/v1/overview", "", &raw); code != 200 {
 		t.Fatalf("overview: %d", code)
@@ -361,7 +365,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	want := flatten(raw)
 	checked := 0
 	for _, f := range []string{"spend_today", "spend_month", "idle_spend_today", "idle_spend_month", "utilization.paid_gpus", "utilization.ready_gpus",
-		"utilization.allocated_milli", "utilization.allocated_pct", "utilization.sampled_gpus", "utilization.mean_util_pct",
+		"utilization.allocated_milli", "utilization.allocated_pct", "utilization.reporting_gpus", "utilization.sampled_allocated_gpus",
+		"utilization.busy_milli", "utilization.paid_gpu_hours_today", "utilization.allocated_gpu_hours_today", "utilization.idle_gpu_hours_today",
+		"utilization.allocated_pct_today",
 		"queue_by_tier.core", "queue_by_tier.regular", "queue_by_tier.offline", "jobs.succeeded", "jobs.pending", "alerts.length", "idle_gpus.length"} {
 		w, ok := want[f]
 		if !ok {
@@ -381,6 +387,24 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	if want["spend_today"] != want["spend_month"] || want["queue_by_tier.offline"] != "1" || want["idle_gpus.length"] != "1" || want["alerts.length"] != "1" {
 		t.Errorf("overview: %v", want)
+	}
+	// The machine is idle: its GPUs report, but no reading is of an
+	// allocated GPU, so no measured utilization stands beside
+	// "allocated 0".
+	if want["utilization.allocated_milli"] != "0" || want["utilization.sampled_allocated_gpus"] != "0" {
+		t.Errorf("utilization of an idle machine: %v", want)
+	}
+	if got := shown["utilization.allocated_util_pct"]; got != "nothing allocated" {
+		t.Errorf("measured utilization beside allocated 0: the page shows %q", got)
+	}
+	// Spend and the budget's spent are the usage report's.
+	var usage api.UsageReportView
+	if code := s.call(s.admin, "GET", "/api/v1/reports/usage?from="+fmt.Sprint(raw["month_start"])+"&to="+fmt.Sprint(raw["as_of"]), "", &usage); code != 200 {
+		t.Fatalf("usage report: %d", code)
+	}
+	spentML := eval[string](p, `document.querySelector('#ov-budgets tr[data-team="ml"] td:nth-child(3) data').textContent`)
+	if len(usage.Teams) != 1 || usage.Teams[0].Team != "ml" || string(usage.Teams[0].Cost) != spentML || spentML == "0" || string(usage.Bill) != want["spend_month"] {
+		t.Errorf("the page's month spend %s and ml's spent %s, the usage report %+v", want["spend_month"], spentML, usage)
 	}
 	fleetRow := eval[[]string](p, `[...document.querySelectorAll('#ov-fleet tr[data-mode="on-demand"] td')].map(td => td.textContent)`)
 	if len(fleetRow) != 5 || fleetRow[1] != "1" || fleetRow[2] != "2" {
@@ -508,6 +532,30 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("the member's overview counts vision's queued job: offline %s", mq)
 	}
 	p.shot("member-jobs-overview")
+}
+
+// TestJobsFirstView: the Jobs page lists the jobs the first time it is
+// shown, before any refresh. Polling is set to ten minutes, so the list
+// the test sees is the one the page drew when it opened.
+func TestJobsFirstView(t *testing.T) {
+	s := startSystem(t)
+	ctx := browsertest.Start(t, 1280, 900, time.Minute)
+	p := &page{t: t, ctx: ctx, dir: artifacts(t)}
+	if code := s.call(s.admin, "POST", "/api/v1/teams", `{"id":"ml","name":"ml"}`, nil); code != 201 {
+		t.Fatalf("team: %d", code)
+	}
+	for _, id := range []string{"first-a", "first-b"} {
+		if code := s.call(s.admin, "POST", "/api/v1/jobs", `{"id":"`+id+`","team":"ml","gpus":1}`, nil); code != 201 {
+			t.Fatalf("job %s: %d", id, code)
+		}
+	}
+	p.loginPolling(s.ts.URL, s.admin, 10*time.Minute)
+	p.open("jobs")
+	ids := eval[[]string](p, `[...document.querySelectorAll("#jobs-list [data-job]")].map(r => r.dataset.job)`)
+	if d := cmp.Diff([]string{"first-b", "first-a"}, ids); d != "" {
+		p.shot("jobs-first-view")
+		t.Errorf("jobs listed on first view (-want +got):\n%s", d)
+	}
 }
 
 // flatten renders the overview's figures as the page labels them: nested

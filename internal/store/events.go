@@ -67,12 +67,21 @@ func JobOfSubject(subject string) string {
 // Run is one stretch of time a unit held GPUs: Parts from Start to End,
 // with the team and per-GPU share of its job.
 type Run struct {
-	JobID       string
-	Shard       int
+	JobID string
+	Shard int
+	// Shards is the job's shard count (0 or 1 for an unsharded job), so
+	// that the run's unit can be named by its key (Unit.Key).
+	Shards      int
 	Team        string
 	MilliPerGPU core.Milli
 	Parts       []Part
 	Start, End  time.Time
+}
+
+// Key is the key of the run's unit, as Unit.Key spells it.
+func (r *Run) Key() string {
+	u := Unit{JobID: r.JobID, Shard: r.Shard}
+	return u.Key(r.Shards)
 }
 
 // RunFilter selects runs overlapping [From, To); a zero bound is open.

@@ -53,6 +53,10 @@ type Jobs interface {
 	// a final state may not move (ErrConflict); moving to its own state
 	// changes nothing.
 	TransitionJob(ctx context.Context, id string, state core.JobState, at time.Time) (Job, error)
+	// CountJobs counts the jobs per state (of team, or all with team
+	// empty), in the store: every state in JobStates is a key, zero when
+	// no job is in it.
+	CountJobs(ctx context.Context, team string) (map[core.JobState]int, error)
 }
 
 // JobStates lists every job state.

@@ -31,6 +31,11 @@ type Lease struct {
 // LeaseFilter selects leases; empty fields match everything.
 type LeaseFilter struct {
 	States []core.LeaseState
+	// HeldFrom and HeldTo, when HeldTo is set, select the leases held at
+	// some time in [HeldFrom, HeldTo): launched (Start set) before HeldTo
+	// and not ended (End zero, or after HeldFrom). Reports over a range
+	// read these, not the whole history.
+	HeldFrom, HeldTo time.Time
 	// Limit is the page size (0: DefaultLimit); Cursor the Next of the
 	// previous page.
 	Limit  int

@@ -64,6 +64,30 @@ type Units interface {
 	// ListLiveUnits returns every unit not in a final state, in submission
 	// order, for the loop to restart from.
 	ListLiveUnits(ctx context.Context) ([]Unit, error)
+	// ListRunning returns the runs in progress: every running or
+	// checkpointing unit as a Run with a zero End, in submission order.
+	// Their number is bounded by the fleet's GPUs, not by the queue, so
+	// readers that need only what holds GPUs (reports, the dashboard)
+	// use this rather than ListLiveUnits.
+	ListRunning(ctx context.Context) ([]Run, error)
+	// CountWaiting sums the waiting units (pending, admitted or
+	// preempted) per tier and team, in the store: its answer is one row
+	// per (tier, team) however long the queue is. With team set, only
+	// that team's. Ordered by tier (core, regular, offline), then team.
+	CountWaiting(ctx context.Context, team string) ([]WaitingCount, error)
+}
+
+// WaitingStates are the states of a unit that waits for GPUs.
+var WaitingStates = []core.JobState{core.JobPending, core.JobAdmitted, core.JobPreempted}
+
+// WaitingCount is the waiting units of one tier and team.
+type WaitingCount struct {
+	Tier  core.Tier
+	Team  string
+	Units int
+	// GPUMilli is the milli-GPUs they ask for in all: per unit, the job's
+	// GPUs × milli-GPUs per GPU.
+	GPUMilli int64
 }
 
 // ValidateUnit reports the first problem with u.

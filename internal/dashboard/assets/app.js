@@ -180,15 +180,29 @@ async function renderOverview(root) {
         card("Spend today", "spend_today", money(o.spend_today)),
         card("Spend this month", "spend_month", money(o.spend_month)),
         card("Idle spend today", "idle_spend_today", money(o.idle_spend_today)),
-        card("Idle spend this month", "idle_spend_month", money(o.idle_spend_month)))),
+        card("Idle spend this month", "idle_spend_month", money(o.idle_spend_month))),
+      h("p", { class: "note" }, "Charges incurred since ", when(o.day_start), " and ", when(o.month_start),
+        ", as ", h("code", {}, "gpufleet report usage"), " computes them (a started billing period is incurred when it starts); idle spend is the part for paid GPU time no job held.")),
     section("ov-util", "Utilization",
+      h("h4", {}, "Now"),
       h("dl", { class: "cards" },
-        card("GPUs paid for", "utilization.paid_gpus", num(u.paid_gpus)),
+        card("GPUs paid for (live leases)", "utilization.paid_gpus", num(u.paid_gpus)),
         card("GPUs ready for work", "utilization.ready_gpus", num(u.ready_gpus)),
-        card("Allocated (milli-GPUs)", "utilization.allocated_milli", num(u.allocated_milli)),
-        card("Allocated share of paid", "utilization.allocated_pct", [num(u.allocated_pct), " %"]),
-        card("GPUs reporting samples", "utilization.sampled_gpus", num(u.sampled_gpus)),
-        card("Mean measured utilization", "utilization.mean_util_pct", u.mean_util_pct === undefined ? "no samples" : [num(u.mean_util_pct), " %"]))),
+        card("Allocated to running jobs (milli-GPUs)", "utilization.allocated_milli", num(u.allocated_milli)),
+        card("Allocated share of paid GPUs", "utilization.allocated_pct", [num(u.allocated_pct), " %"])),
+      h("h4", {}, "Latest readings (last ", span(u.sample_window_seconds), ")"),
+      h("dl", { class: "cards" },
+        card("GPUs reporting", "utilization.reporting_gpus", num(u.reporting_gpus)),
+        card("Allocated GPUs reporting", "utilization.sampled_allocated_gpus", num(u.sampled_allocated_gpus)),
+        card("Measured utilization of allocated GPUs", "utilization.allocated_util_pct",
+          u.allocated_util_pct !== undefined ? [num(u.allocated_util_pct), " %"] : Number(u.allocated_milli) > 0 ? "no recent readings" : "nothing allocated"),
+        card("Busy (allocated × utilization, milli-GPUs)", "utilization.busy_milli", num(u.busy_milli))),
+      h("h4", {}, "Today so far"),
+      h("dl", { class: "cards" },
+        card("Paid GPU-hours", "utilization.paid_gpu_hours_today", num(u.paid_gpu_hours_today)),
+        card("Allocated GPU-hours", "utilization.allocated_gpu_hours_today", num(u.allocated_gpu_hours_today)),
+        card("Idle GPU-hours", "utilization.idle_gpu_hours_today", num(u.idle_gpu_hours_today)),
+        card("Allocated share of paid", "utilization.allocated_pct_today", [num(u.allocated_pct_today), " %"]))),
     section("ov-fleet", "Fleet by billing mode",
       table("Live leases by billing mode", [
         { title: "Mode", cell: r => r.mode },
@@ -209,7 +223,7 @@ async function renderOverview(root) {
 }
 
 function budgetTable(budgets) {
-  return table("Monthly budgets: spent as the control loop records it", [
+  return table("Monthly budgets: spent is the team's cost this month, as gpufleet report usage computes it", [
     { title: "Team", cell: r => r.team },
     { title: "Budget", num: true, cell: r => Number(r.budget) > 0 ? money(r.budget) : "none" },
     { title: "Spent", num: true, cell: r => money(r.spent) },
@@ -321,13 +335,18 @@ async function renderJobs(root) {
     h("p", {}, h("label", { for: "jobs-state" }, "State "), filter),
     h("div", { id: "jobs-list" }),
     h("section", { id: "logs", "aria-labelledby": "logs-h", hidden: true }, h("h3", { id: "logs-h" }, "Logs"), h("pre", { class: "logs", id: "logs-text" })));
-  await refreshJobs();
+  // root is not in the document yet (show swaps it in when render
+  // returns): the first listing fills root's own list.
+  await refreshJobs(root);
 }
 
-async function refreshJobs() {
-  const list = document.getElementById("jobs-list");
+// refreshJobs fills the jobs list found in scope: the page being built on
+// first view, the document on later refreshes.
+async function refreshJobs(scope) {
+  scope = scope || document;
+  const list = scope.querySelector("#jobs-list");
   if (!list) return;
-  const st = document.getElementById("jobs-state").value;
+  const st = scope.querySelector("#jobs-state").value;
   const r = await api("/api/v1/jobs?limit=200" + (st ? "&state=" + encodeURIComponent(st) : ""));
   if (r.status !== 200) throw new Error("jobs: " + errText(r));
   list.replaceChildren(table("Jobs, newest first", [

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/store"
@@ -123,6 +124,51 @@ func testLeases(t *testing.T, open Opener) {
 	if len(p1.Items) != 2 || len(p2.Items) != 1 || p2.Next != "" || p2.Items[0].ID != "L1" {
 		t.Errorf("lease pages: %d then %d (next %q)", len(p1.Items), len(p2.Items), p2.Next)
 	}
+
+	// Held in a range: L1 from 2 on, L4 from 5 to 20, L5 from 30 on; L2
+	// never launched, L3 failed before launch.
+	for _, x := range []struct {
+		id         string
+		start, end int
+	}{{"L4", 5, 20}, {"L5", 30, 0}} {
+		l := intent(x.id)
+		ok(t, s.Leases().CreateLease(c, l), "create "+x.id)
+		l.State, l.ProviderID, l.Start = core.LeaseProvisioning, "i-"+x.id, at(x.start)
+		ok(t, s.Leases().UpdateLease(c, l), x.id+" provisioning")
+		l.State, l.ReadyAt = core.LeaseReady, at(x.start)
+		ok(t, s.Leases().UpdateLease(c, l), x.id+" ready")
+		if x.end > 0 {
+			l.State, l.End = core.LeaseReleased, at(x.end)
+			ok(t, s.Leases().UpdateLease(c, l), x.id+" released")
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		from, to time.Time
+		want     []string
+	}{
+		{"[10, 25)", at(10), at(25), []string{"L4", "L1"}},
+		{"[20, 25): L4 ended at 20", at(20), at(25), []string{"L1"}},
+		{"[0, 3): before L4", at(0), at(3), []string{"L1"}},
+		{"[0, 2): L1 launched at 2", at(0), at(2), nil},
+		{"up to 40, open start", time.Time{}, at(40), []string{"L5", "L4", "L1"}},
+		{"[40, 41)", at(40), at(41), []string{"L5", "L1"}},
+	} {
+		var ids []string
+		for cursor := ""; ; {
+			page, err := s.Leases().ListLeases(c, store.LeaseFilter{HeldFrom: tc.from, HeldTo: tc.to, Limit: 1, Cursor: cursor})
+			ok(t, err, "held "+tc.name)
+			for _, l := range page.Items {
+				ids = append(ids, l.ID)
+			}
+			if cursor = page.Next; cursor == "" {
+				break
+			}
+		}
+		diff(t, "leases held "+tc.name, tc.want, ids)
+	}
+	_, err = s.Leases().ListLeases(c, store.LeaseFilter{HeldFrom: at(10), HeldTo: at(9)})
+	wantField(t, err, "held_to", "-", "held to before held from")
 }
 
 // testLeaseProviderIDs: a provider id names one live lease. A machine id

@@ -32,6 +32,7 @@ func Run(t *testing.T, open Opener) {
 		{"Idempotency", testIdempotency},
 		{"JobStates", testJobStates},
 		{"Units", testUnits},
+		{"UnitSummaries", testUnitSummaries},
 		{"Leases", testLeases},
 		{"LeaseTransitions", testLeaseTransitions},
 		{"LeaseProviderIDs", testLeaseProviderIDs},

@@ -123,10 +123,16 @@ func (o *ops) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, err
 	if !f.To.IsZero() {
 		w.add("r.start_at < " + w.p(o.t(f.To)))
 	}
-	rows, err := o.r().Query(ctx, `SELECT r.job_id, r.shard, j.team_id, j.milli_per_gpu, r.parts, r.start_at, r.end_at
+	return o.runs(ctx, "list runs", `SELECT r.job_id, r.shard, j.shards, j.team_id, j.milli_per_gpu, r.parts, r.start_at, r.end_at
 		FROM unit_runs r JOIN jobs j ON j.id = r.job_id`+w.String()+` ORDER BY r.seq LIMIT `+w.p(limit), w.vals...)
+}
+
+// runs scans rows of job_id, shard, shards, team, milli_per_gpu, parts,
+// start and end as Runs.
+func (o *ops) runs(ctx context.Context, what, sql string, a ...any) ([]store.Run, error) {
+	rows, err := o.r().Query(ctx, sql, a...)
 	if err != nil {
-		return nil, o.fail(err, "list runs")
+		return nil, o.fail(err, "%s", what)
 	}
 	defer rows.Close()
 	var out []store.Run
@@ -134,13 +140,13 @@ func (o *ops) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, err
 		var r store.Run
 		var parts string
 		var milli int64
-		if err := rows.Scan(&r.JobID, &r.Shard, &r.Team, &milli, &parts, T(&r.Start), T(&r.End)); err != nil {
-			return nil, fmt.Errorf("list runs: %w", err)
+		if err := rows.Scan(&r.JobID, &r.Shard, &r.Shards, &r.Team, &milli, &parts, T(&r.Start), T(&r.End)); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		r.MilliPerGPU = core.Milli(milli)
 		var docs []partDoc
 		if err := unmarshal(parts, &docs); err != nil {
-			return nil, fmt.Errorf("list runs: unit %s#%d: parts: %w", r.JobID, r.Shard, err)
+			return nil, fmt.Errorf("%s: unit %s#%d: parts: %w", what, r.JobID, r.Shard, err)
 		}
 		for _, d := range docs {
 			r.Parts = append(r.Parts, store.Part{LeaseID: d.Lease, GPUs: d.GPUs})
@@ -148,7 +154,7 @@ func (o *ops) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, err
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, o.fail(err, "list runs")
+		return nil, o.fail(err, "%s", what)
 	}
 	return out, nil
 }

@@ -227,6 +227,38 @@ func (o *ops) ListJobs(ctx context.Context, f store.JobFilter) (store.Page[store
 	return page, nil
 }
 
+// CountJobs implements store.Jobs.
+func (o *ops) CountJobs(ctx context.Context, team string) (map[core.JobState]int, error) {
+	if err := store.CheckText("team", team); err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	var w where
+	if team != "" {
+		w.add("team_id = " + w.p(team))
+	}
+	rows, err := o.r().Query(ctx, `SELECT state, COUNT(*) FROM jobs`+w.String()+` GROUP BY state`, w.vals...)
+	if err != nil {
+		return nil, o.fail(err, "count jobs")
+	}
+	defer rows.Close()
+	out := make(map[core.JobState]int, len(store.JobStates))
+	for _, s := range store.JobStates {
+		out[s] = 0
+	}
+	for rows.Next() {
+		var state string
+		var n int
+		if err := rows.Scan(&state, &n); err != nil {
+			return nil, fmt.Errorf("count jobs: %w", err)
+		}
+		out[core.JobState(state)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, o.fail(err, "count jobs")
+	}
+	return out, nil
+}
+
 // CancelJob implements store.Jobs.
 func (o *ops) CancelJob(ctx context.Context, id string, at time.Time) (store.Job, error) {
 	return o.moveJob(ctx, "cancel job", id, core.JobCancelled, at)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/store"
@@ -189,6 +190,16 @@ func (o *ops) ListLeases(ctx context.Context, f store.LeaseFilter) (store.Page[s
 			vs[i] = string(s)
 		}
 		w.add("state IN " + w.list(vs...))
+	}
+	if !f.HeldTo.IsZero() {
+		if f.HeldTo.Before(f.HeldFrom) {
+			return store.Page[store.Lease]{}, fmt.Errorf("list leases: %w", &core.FieldError{Field: "held_to", Value: f.HeldTo.UTC().Format(time.RFC3339Nano),
+				Allowed: "a time at or after held_from " + f.HeldFrom.UTC().Format(time.RFC3339Nano)})
+		}
+		w.add("start_at IS NOT NULL AND start_at < " + w.p(o.t(f.HeldTo)))
+		if !f.HeldFrom.IsZero() {
+			w.add("(end_at IS NULL OR end_at > " + w.p(o.t(f.HeldFrom)) + ")")
+		}
 	}
 	if ok {
 		w.add("seq < " + w.p(after))

@@ -110,6 +110,54 @@ func (o *ops) ListLiveUnits(ctx context.Context) ([]store.Unit, error) {
 	return us, nil
 }
 
+// ListRunning implements store.Units.
+func (o *ops) ListRunning(ctx context.Context) ([]store.Run, error) {
+	return o.runs(ctx, "list running units", `SELECT u.job_id, u.shard, j.shards, j.team_id, j.milli_per_gpu, u.parts, u.start_at, NULL
+		FROM job_units u JOIN jobs j ON j.id = u.job_id
+		WHERE u.state IN ('running', 'checkpointing') ORDER BY j.seq, u.shard`)
+}
+
+// CountWaiting implements store.Units.
+func (o *ops) CountWaiting(ctx context.Context, team string) ([]store.WaitingCount, error) {
+	if err := store.CheckText("team", team); err != nil {
+		return nil, fmt.Errorf("count waiting units: %w", err)
+	}
+	var w where
+	vs := make([]any, len(store.WaitingStates))
+	for i, s := range store.WaitingStates {
+		vs[i] = string(s)
+	}
+	states := w.list(vs...)
+	if team != "" {
+		w.add("j.team_id = " + w.p(team))
+	}
+	// Count per job from the (state, job_id) index alone, then join the
+	// jobs once each: the queue's rows are never read.
+	rows, err := o.r().Query(ctx, `SELECT j.tier, j.team_id, SUM(c.n), SUM(c.n * j.gpus * j.milli_per_gpu)
+		FROM (SELECT job_id, COUNT(*) AS n FROM job_units WHERE state IN `+states+` GROUP BY job_id) c
+		JOIN jobs j ON j.id = c.job_id`+w.String()+`
+		GROUP BY j.tier, j.team_id
+		ORDER BY CASE j.tier WHEN 'core' THEN 0 WHEN 'regular' THEN 1 ELSE 2 END, j.team_id`, w.vals...)
+	if err != nil {
+		return nil, o.fail(err, "count waiting units")
+	}
+	defer rows.Close()
+	var out []store.WaitingCount
+	for rows.Next() {
+		var c store.WaitingCount
+		var tier string
+		if err := rows.Scan(&tier, &c.Team, &c.Units, &c.GPUMilli); err != nil {
+			return nil, fmt.Errorf("count waiting units: %w", err)
+		}
+		c.Tier = core.Tier(tier)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, o.fail(err, "count waiting units")
+	}
+	return out, nil
+}
+
 func (o *ops) units(ctx context.Context, sql string, a ...any) ([]store.Unit, error) {
 	rows, err := o.r().Query(ctx, sql, a...)
 	if err != nil {
