@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -347,5 +349,71 @@ func TestRestartedAgentRemembersCommands(t *testing.T) {
 	waitFor(t, srv, "the second command's run", func() bool { return len(events(srv, "job-exited", "after")) == 1 })
 	if n := len(events(srv, "job-started", "once")); n != 1 {
 		t.Errorf("command c1 ran %d times across the restart", n)
+	}
+}
+
+// slowSource answers each Sample after a delay, as nvidia-smi does.
+type slowSource struct {
+	gpu.Source
+	delay time.Duration
+}
+
+func (s slowSource) Sample(ctx context.Context) ([]gpu.Reading, error) {
+	time.Sleep(s.delay)
+	return s.Source.Sample(ctx)
+}
+
+// TestRunJoinsWithItsGPUs: the first heartbeat, which the server records
+// as the join (agent.joined names its GPU count), already lists the GPUs,
+// even from a source slower to answer than the link is to connect.
+func TestRunJoinsWithItsGPUs(t *testing.T) {
+	srv := fake.New()
+	src := slowSource{delay: 200 * time.Millisecond, Source: gpu.NewFake(clock.Real{}, gpu.Step{Readings: []gpu.Reading{
+		{Index: 0, UUID: "GPU-0", Name: "NVIDIA H100 80GB HBM3", MemTotalMiB: 81559},
+		{Index: 1, UUID: "GPU-1", Name: "NVIDIA H100 80GB HBM3", MemTotalMiB: 81559},
+		{Index: 2, UUID: "GPU-2", Name: "NVIDIA H100 80GB HBM3", MemTotalMiB: 81559},
+	}})}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{AgentID: "node-1", DataDir: t.TempDir(), Source: src, Uplink: srv,
+			SampleInterval: time.Hour, HeartbeatInterval: 10 * time.Millisecond})
+	}()
+	waitFor(t, srv, "a heartbeat", func() bool { return len(srv.Heartbeats()) > 0 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := len(srv.Heartbeats()[0].GPUs); got != 3 {
+		t.Errorf("the join lists %d GPUs, want the source's 3", got)
+	}
+}
+
+// TestRunStopsWhenTokenRejected: a server that refuses the agent's token
+// (403: not an agent token; 401: revoked) ends Run with an error that is
+// link.ErrRejected instead of retrying for ever.
+func TestRunStopsWhenTokenRejected(t *testing.T) {
+	for _, status := range []int{401, 403} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			srv := fake.New()
+			srv.Reject(status)
+			done := make(chan error, 1)
+			go func() {
+				done <- Run(context.Background(), Config{AgentID: "node-1", DataDir: t.TempDir(), Uplink: srv, GPUSource: "fake",
+					SampleInterval: 10 * time.Millisecond, HeartbeatInterval: 10 * time.Millisecond,
+					BackoffBase: time.Millisecond, BackoffMax: 5 * time.Millisecond})
+			}()
+			select {
+			case err := <-done:
+				if !errors.Is(err, link.ErrRejected) {
+					t.Errorf("Run = %v, want an error that is link.ErrRejected", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("Run still going after 10 s against a %d (%d calls)", status, srv.Calls())
+			}
+			if n := srv.Calls(); n != 1 {
+				t.Errorf("%d calls, want 1", n)
+			}
+		})
 	}
 }
