@@ -54,7 +54,9 @@ type Config struct {
 	DataDir string
 
 	// GPUSource is one of gpu.Names (auto when empty); GPU configures
-	// the sources. Source, when set, is used instead (tests, embedding).
+	// the sources (GPU.FakeBoard sizes the fake, whose load the agent
+	// drives from the running jobs unless GPU.FakeLoads is set). Source,
+	// when set, is used instead (tests, embedding).
 	GPUSource string
 	GPU       gpu.Options
 	Source    gpu.Source
@@ -187,7 +189,11 @@ func Run(ctx context.Context, cfg Config) error {
 
 	src := cfg.Source
 	if src == nil {
-		if src, err = gpu.Open(ctx, cfg.GPUSource, cfg.GPU); err != nil {
+		opts := cfg.GPU
+		if opts.FakeLoads == nil {
+			opts.FakeLoads = a.fakeLoads
+		}
+		if src, err = gpu.Open(ctx, cfg.GPUSource, opts); err != nil {
 			return fmt.Errorf("agent: gpu source %s: %w", cfg.GPUSource, err)
 		}
 		defer src.Close()
@@ -273,6 +279,7 @@ type agent struct {
 	// (an event still in the spool) reaches it.
 	seenFile *os.File
 	failing  bool
+	badLoad  map[string]bool      // jobs whose fake load declaration was logged as bad
 	stopping bool                 // shutting down: no new jobs
 	ckpt     map[string]time.Time // running job → its checkpoint directory's last change seen
 }
