@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -22,7 +21,7 @@ const agentVersion = "gpufleet-agent/dev"
 func newAgentCmd() *cobra.Command {
 	var (
 		serverURL, token, source, dataDir, id, offer, lease, ckptSignal, dcgmURL, smiPath string
-		catalogPath                                                                       string
+		catalogPath, logLevel                                                             string
 		sampleEvery, beatEvery, grace, termGrace, timeout                                 time.Duration
 		logJSON                                                                           bool
 		board                                                                             gpu.Board
@@ -77,9 +76,9 @@ returns. The token may come from GPUFLEET_TOKEN instead of --token.`,
 				}
 				id = h
 			}
-			var handler slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
-			if logJSON {
-				handler = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
+			log, err := newLogger(cmd.ErrOrStderr(), logJSON, logLevel)
+			if err != nil {
+				return err
 			}
 			epoch, err := agent.SpoolEpoch(dataDir)
 			if err != nil {
@@ -90,7 +89,7 @@ returns. The token may come from GPUFLEET_TOKEN instead of --token.`,
 				AgentID: id, LeaseID: lease, OfferID: offer, Version: agentVersion, DataDir: dataDir,
 				GPUSource: source, GPU: gpu.Options{DCGMURL: dcgmURL, SMIPath: smiPath, FakeBoard: board}, Uplink: up,
 				SampleInterval: sampleEvery, HeartbeatInterval: beatEvery,
-				CheckpointSignal: sig, Grace: grace, TermGrace: termGrace, Logger: slog.New(handler),
+				CheckpointSignal: sig, Grace: grace, TermGrace: termGrace, Logger: log,
 			}
 			return agent.Run(cmd.Context(), cfg)
 		},
@@ -112,6 +111,7 @@ returns. The token may come from GPUFLEET_TOKEN instead of --token.`,
 	f.DurationVar(&termGrace, "term-grace", 10*time.Second, "how long after SIGTERM before SIGKILL")
 	f.DurationVar(&timeout, "timeout", link.DefaultTimeout, "bound on each request to the server")
 	f.BoolVar(&logJSON, "log-json", false, "log as JSON lines instead of text")
+	f.StringVar(&logLevel, "log-level", "info", "the least level logged: debug, info, warn or error")
 	f.StringVar(&catalogPath, "catalog", "", "the catalog --offer is looked up in to size the fake GPU source (the embedded demo catalog if empty)")
 	f.IntVar(&board.Count, "fake-gpus", 0, "the fake GPU source's GPU count (default: the --offer's, else 1)")
 	f.StringVar(&board.Model, "fake-gpu-model", "", "the fake GPU source's GPU model (default: the --offer's, else an H100 80GB)")

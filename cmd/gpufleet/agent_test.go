@@ -36,6 +36,7 @@ func TestAgentFlags(t *testing.T) {
 		{[]string{"agent", "--server", "http://x", "--token", "t", "--gpu-source", "fake", "--data-dir", ""}, "data-dir"},
 		{[]string{"agent", "--server", "http://x", "--token", "t", "--gpu-source", "fake", "--checkpoint-signal", "KILL"}, "checkpoint-signal"},
 		{[]string{"agent", "--server", "http://x", "--token", "t", "--gpu-source", "fake", "--offer", "nope/x/y"}, `offer: invalid value "nope/x/y": want an offer of the catalog`},
+		{[]string{"agent", "--server", "http://x", "--token", "t", "--gpu-source", "fake", "--log-level", "loud"}, `log-level: invalid value "loud"`},
 		{[]string{"agent", "--server", "http://x", "--token", "t", "--gpu-source", "fake", "--fake-gpus", "0"}, `fake-gpus: invalid value "0": want 1..64 GPUs`},
 		{[]string{"agent", "--server", "http://x", "--token", "t", "--gpu-source", "fake", "--fake-gpu-mem-mib", "-1"}, `fake-gpu-mem-mib: invalid value "-1"`},
 	} {
