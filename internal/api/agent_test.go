@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -263,6 +264,46 @@ func TestTailLines(t *testing.T) {
 	}
 	if string(got.Data) != tail.String() || logs.read > store.MaxLogRead+64<<10 {
 		t.Errorf("bounded: %d bytes back from start %d, %d read; want the 1000 short lines, at most %d read", len(got.Data), got.Start, logs.read, store.MaxLogRead+64<<10)
+	}
+}
+
+// TestTailLinesProperty: on random logs (line lengths around the chunk
+// size, blank lines, with or without a final newline; under MaxLogRead in
+// all), tailLines returns
+// what splitting the whole log into lines and keeping the last n gives.
+func TestTailLinesProperty(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	for range 200 {
+		var b strings.Builder
+		for range rng.IntN(40) {
+			switch rng.IntN(4) {
+			case 0:
+				b.WriteString("\n")
+			case 1:
+				b.WriteString(strings.Repeat("a", rng.IntN(100<<10)) + "\n")
+			default:
+				b.WriteString(strings.Repeat("b", rng.IntN(80)) + "\n")
+			}
+		}
+		if rng.IntN(2) == 0 {
+			b.WriteString("partial")
+		}
+		log := b.String()
+		n := 1 + rng.IntN(45)
+		lines := strings.SplitAfter(log, "\n")
+		if lines[len(lines)-1] == "" {
+			lines = lines[:len(lines)-1]
+		}
+		want := strings.Join(lines[max(len(lines)-n, 0):], "")
+		got, err := tailLines(context.Background(), &memLogs{data: []byte(log)}, "j", n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got.Data) != want || got.Start != int64(len(log)-len(want)) {
+			t.Fatalf("seed %d: log of %d bytes, %d lines, last %d: got %d bytes from %d, want %d bytes", seed, len(log), len(lines), n, len(got.Data), got.Start, len(want))
+		}
 	}
 }
 
