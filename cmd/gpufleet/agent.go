@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -22,8 +21,10 @@ const agentVersion = "gpufleet-agent/dev"
 func newAgentCmd() *cobra.Command {
 	var (
 		serverURL, token, source, dataDir, id, offer, lease, ckptSignal, dcgmURL, smiPath string
+		catalogPath, logLevel                                                             string
 		sampleEvery, beatEvery, grace, termGrace, timeout                                 time.Duration
 		logJSON                                                                           bool
+		board                                                                             gpu.Board
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -53,6 +54,13 @@ returns. The token may come from GPUFLEET_TOKEN instead of --token.`,
 			case dataDir == "":
 				return usageError{&core.FieldError{Field: "data-dir", Value: "", Allowed: "a directory for the outbox, job logs and checkpoints"}}
 			}
+			if source == "fake" {
+				b, err := fakeBoard(cmd, catalogPath, offer, board)
+				if err != nil {
+					return err
+				}
+				board = b
+			}
 			var sig = runner.Config{}.CheckpointSignal
 			if ckptSignal != "" {
 				s, err := runner.ParseSignal(ckptSignal)
@@ -68,9 +76,9 @@ returns. The token may come from GPUFLEET_TOKEN instead of --token.`,
 				}
 				id = h
 			}
-			var handler slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
-			if logJSON {
-				handler = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
+			log, err := newLogger(cmd.ErrOrStderr(), logJSON, logLevel)
+			if err != nil {
+				return err
 			}
 			epoch, err := agent.SpoolEpoch(dataDir)
 			if err != nil {
@@ -79,9 +87,9 @@ returns. The token may come from GPUFLEET_TOKEN instead of --token.`,
 			up := &link.HTTP{URL: serverURL, Token: token, Agent: id, Epoch: epoch, Timeout: timeout}
 			cfg := agent.Config{
 				AgentID: id, LeaseID: lease, OfferID: offer, Version: agentVersion, DataDir: dataDir,
-				GPUSource: source, GPU: gpu.Options{DCGMURL: dcgmURL, SMIPath: smiPath}, Uplink: up,
+				GPUSource: source, GPU: gpu.Options{DCGMURL: dcgmURL, SMIPath: smiPath, FakeBoard: board}, Uplink: up,
 				SampleInterval: sampleEvery, HeartbeatInterval: beatEvery,
-				CheckpointSignal: sig, Grace: grace, TermGrace: termGrace, Logger: slog.New(handler),
+				CheckpointSignal: sig, Grace: grace, TermGrace: termGrace, Logger: log,
 			}
 			return agent.Run(cmd.Context(), cfg)
 		},
@@ -103,5 +111,44 @@ returns. The token may come from GPUFLEET_TOKEN instead of --token.`,
 	f.DurationVar(&termGrace, "term-grace", 10*time.Second, "how long after SIGTERM before SIGKILL")
 	f.DurationVar(&timeout, "timeout", link.DefaultTimeout, "bound on each request to the server")
 	f.BoolVar(&logJSON, "log-json", false, "log as JSON lines instead of text")
+	f.StringVar(&logLevel, "log-level", "info", "the least level logged: debug, info, warn or error")
+	f.StringVar(&catalogPath, "catalog", "", "the catalog --offer is looked up in to size the fake GPU source (the embedded demo catalog if empty)")
+	f.IntVar(&board.Count, "fake-gpus", 0, "the fake GPU source's GPU count (default: the --offer's, else 1)")
+	f.StringVar(&board.Model, "fake-gpu-model", "", "the fake GPU source's GPU model (default: the --offer's, else an H100 80GB)")
+	f.Int64Var(&board.MemMiB, "fake-gpu-mem-mib", 0, "the fake GPU source's memory per GPU in MiB (default: the --offer's, else 81559)")
 	return cmd
+}
+
+// fakeBoard sizes --gpu-source fake: the --offer's GPUs from the catalog,
+// each --fake-gpu* flag given overriding its field, gpu.DefaultBoard's
+// value for what neither says. An --offer the catalog lacks is a usage
+// error unless the flags size the board.
+func fakeBoard(cmd *cobra.Command, catalogPath, offer string, flags gpu.Board) (gpu.Board, error) {
+	b := gpu.DefaultBoard
+	sized := cmd.Flags().Changed("fake-gpus")
+	if offer != "" {
+		c, err := loadCatalog(catalogPath)
+		if err != nil {
+			return b, usageError{err}
+		}
+		if o, err := c.Offer(offer); err == nil {
+			b = gpu.Board{Count: o.GPUs, Model: o.GPUModel, MemMiB: o.GPUMemMiB}
+		} else if !sized {
+			return b, usageError{&core.FieldError{Field: "offer", Value: offer,
+				Allowed: "an offer of the catalog (--catalog) to size the fake GPU source, or --fake-gpus"}}
+		}
+	}
+	if sized {
+		b.Count = flags.Count
+	}
+	if cmd.Flags().Changed("fake-gpu-model") {
+		b.Model = flags.Model
+	}
+	if cmd.Flags().Changed("fake-gpu-mem-mib") {
+		b.MemMiB = flags.MemMiB
+	}
+	if err := b.Validate(); err != nil {
+		return b, usageError{err}
+	}
+	return b, nil
 }

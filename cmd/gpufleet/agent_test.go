@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -33,9 +35,17 @@ func TestAgentFlags(t *testing.T) {
 		{[]string{"agent", "--server", "http://x", "--token", "t", "--gpu-source", "magic"}, `gpu-source: invalid value "magic": want auto, nvml, nvidia-smi, dcgm, fake`},
 		{[]string{"agent", "--server", "http://x", "--token", "t", "--gpu-source", "fake", "--data-dir", ""}, "data-dir"},
 		{[]string{"agent", "--server", "http://x", "--token", "t", "--gpu-source", "fake", "--checkpoint-signal", "KILL"}, "checkpoint-signal"},
+		{[]string{"agent", "--server", "http://x", "--token", "t", "--gpu-source", "fake", "--offer", "nope/x/y"}, `offer: invalid value "nope/x/y": want an offer of the catalog`},
+		{[]string{"agent", "--server", "http://x", "--token", "t", "--gpu-source", "fake", "--log-level", "loud"}, `log-level: invalid value "loud"`},
+		{[]string{"agent", "--server", "http://x", "--token", "t", "--gpu-source", "fake", "--fake-gpus", "0"}, `fake-gpus: invalid value "0": want 1..64 GPUs`},
+		{[]string{"agent", "--server", "http://x", "--token", "t", "--gpu-source", "fake", "--fake-gpu-mem-mib", "-1"}, `fake-gpu-mem-mib: invalid value "-1"`},
 	} {
 		var out, errb bytes.Buffer
-		code := run(context.Background(), tc.args, &out, &errb)
+		// A flag that should have been refused starts the agent, which
+		// then runs until this deadline.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		code := run(ctx, tc.args, &out, &errb)
+		cancel()
 		if code != 2 || !strings.Contains(errb.String(), tc.want) {
 			t.Errorf("%v: status %d, stderr %q, want 2 naming %q", tc.args, code, errb.String(), tc.want)
 		}
@@ -194,24 +204,47 @@ func TestServeStaticWithAgent(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	wait("box-1 ok with its GPUs", func(ns []node) bool {
-		return len(ns) == 1 && ns[0].ID == "box-1" && ns[0].State == "ok" && ns[0].Offer == offer && len(ns[0].GPUs) > 0
+	wait("box-1 ok with its offer's GPUs", func(ns []node) bool {
+		return len(ns) == 1 && ns[0].ID == "box-1" && ns[0].State == "ok" && ns[0].Offer == offer && len(ns[0].GPUs) == c.Offers[0].GPUs
 	})
 	if err := agent.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	wait("box-1 down", func(ns []node) bool { return len(ns) == 1 && ns[0].State == "down" })
 	var evs struct {
-		Events []struct{ Kind, Subject string }
+		Events []struct{ Kind, Subject, Reason string }
 	}
 	call("GET", "/api/v1/events?subject=box-1", "", &evs)
 	kinds := map[string]bool{}
 	for _, e := range evs.Events {
 		kinds[e.Kind] = true
+		if want := fmt.Sprintf(", %d GPUs,", c.Offers[0].GPUs); e.Kind == "agent.joined" && !strings.Contains(e.Reason, want) {
+			t.Errorf("agent.joined says %q, want %q: the GPUs nodes shows", e.Reason, want)
+		}
 	}
 	for _, k := range []string{"agent.joined", "agent.suspect", "agent.down"} {
 		if !kinds[k] {
 			t.Errorf("no %s event for box-1: %v", k, kinds)
 		}
+	}
+
+	// An agent given a token that is not an agent token (the admin's)
+	// gets 403s: it exits with status 1 saying so, instead of retrying.
+	wrong, wrongErr := startStaticChild(t, dir, "agent", "--server", base, "--token", token, "--gpu-source", "fake",
+		"--data-dir", filepath.Join(dir, "agent-2"), "--agent-id", "box-2", "--heartbeat-interval", "100ms")
+	exited := make(chan error, 1)
+	var msg []byte
+	go func() {
+		msg, _ = io.ReadAll(wrongErr) // to EOF: the process has exited
+		exited <- wrong.Wait()
+	}()
+	select {
+	case err := <-exited:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(msg), "rejects this agent's token") {
+			t.Errorf("agent with the admin token: %v, stderr %s; want status 1 saying the token is rejected", err, msg)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("an agent with the admin token still runs after 20 s")
 	}
 }

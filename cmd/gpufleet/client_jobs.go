@@ -349,15 +349,18 @@ func newLogsCmd() *cobra.Command {
 	var q client.LogQuery
 	cmd := &cobra.Command{
 		Use:   "logs ID",
-		Short: "Print a job's output (from --offset, or its last --tail bytes)",
+		Short: "Print a job's output (from --offset, or its last --tail lines)",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client()
 			if err != nil {
 				return err
 			}
-			if q.Offset > 0 && q.Tail > 0 {
+			if q.Offset > 0 && q.Lines > 0 {
 				return usageError{errors.New("--offset and --tail: give one")}
+			}
+			if q.Lines < 0 || q.Lines > api.MaxTailLines {
+				return usageError{&core.FieldError{Field: "tail", Value: strconv.FormatInt(q.Lines, 10), Allowed: fmt.Sprintf("0..%d lines", api.MaxTailLines)}}
 			}
 			v, err := c.JobLogs(cmd.Context(), args[0], q)
 			if err != nil {
@@ -376,7 +379,7 @@ func newLogsCmd() *cobra.Command {
 	cf.add(cmd)
 	cmd.Flags().Int64Var(&q.Offset, "offset", 0, "first byte to print")
 	cmd.Flags().Int64Var(&q.Limit, "limit", 0, "most bytes to print (default: the server's)")
-	cmd.Flags().Int64Var(&q.Tail, "tail", 0, "print the last N bytes")
+	cmd.Flags().Int64Var(&q.Lines, "tail", 0, "print the last N lines")
 	return cmd
 }
 

@@ -3,14 +3,18 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpufleet/gpufleet/internal/api"
 	"github.com/gpufleet/gpufleet/internal/clock"
@@ -238,5 +242,27 @@ idempotency_key: eval-1
 	}
 	if out := must(admin, "tokens", "--team", "ml"); !strings.Contains(out, "revoked") {
 		t.Errorf("tokens after revoke: %s", out)
+	}
+}
+
+// TestLogsTailCountsLines: "logs ID --tail N" asks the server for the
+// last N lines (?lines=N), not N bytes, and prints them as they come.
+func TestLogsTailCountsLines(t *testing.T) {
+	var queries []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		queries = append(queries, r.URL.RawQuery)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"job":"j1","start":7,"end":21,"text":"line 2\nline 3\n"}`)
+	}))
+	defer srv.Close()
+	code, out, errs := runCLI(t, "logs", "j1", "--tail", "2", "--server", srv.URL, "--token", "gpf_x")
+	if code != 0 || out != "line 2\nline 3\n" || errs != "" {
+		t.Errorf("logs --tail 2: %d %q %q", code, out, errs)
+	}
+	if d := cmp.Diff([]string{"lines=2"}, queries); d != "" {
+		t.Errorf("queries (-want +got)\n%s", d)
+	}
+	if code, _, errs := runCLI(t, "logs", "j1", "--tail", "-1", "--server", srv.URL, "--token", "gpf_x"); code != 2 || !strings.Contains(errs, `tail: invalid value "-1"`) {
+		t.Errorf("--tail -1: %d %q", code, errs)
 	}
 }

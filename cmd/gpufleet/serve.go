@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -28,6 +29,7 @@ func newServeCmd() *cobra.Command {
 	var addr, catalogPath, db, providerKind, providerConfig string
 	var seed uint64
 	var logJSON bool
+	var logLevel string
 	var tick, simDelay time.Duration
 	var waits string
 	cmd := &cobra.Command{
@@ -52,11 +54,10 @@ several servers may share it, one of them runs the loop.`,
 			if err != nil {
 				return err
 			}
-			var handler slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
-			if logJSON {
-				handler = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
+			log, err := newLogger(cmd.ErrOrStderr(), logJSON, logLevel)
+			if err != nil {
+				return err
 			}
-			log := slog.New(handler)
 			ctx := cmd.Context()
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
@@ -130,9 +131,24 @@ several servers may share it, one of them runs the loop.`,
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the sim provider's randomness (provisioning delays, failures, reclaims)")
 	cmd.Flags().DurationVar(&simDelay, "sim-delay", 0, "the sim provider's provisioning delay, the same for every machine (unset: about two minutes, lognormal with p95 5m)")
 	cmd.Flags().BoolVar(&logJSON, "log-json", false, "log as JSON lines instead of text")
+	cmd.Flags().StringVar(&logLevel, "log-level", "info", "the least level logged: debug (adds a line per API request), info, warn or error")
 	cmd.Flags().DurationVar(&tick, "tick", server.DefaultTick, "control loop period")
 	cmd.Flags().StringVar(&waits, "wait-target", "", "how long pending work of a tier may wait for the current fleet before more is rented, e.g. core=0s,regular=5m (unset tiers keep the defaults: core 1m, regular 10m, offline 1h)")
 	return cmd
+}
+
+// newLogger returns the text (or JSON) logger on w at level (debug,
+// info, warn or error).
+func newLogger(w io.Writer, asJSON bool, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil || strings.ContainsAny(level, "+-") {
+		return nil, usageError{&core.FieldError{Field: "log-level", Value: level, Allowed: "debug, info, warn or error"}}
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	if asJSON {
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), nil
 }
 
 // redact drops the password from a database URL for logs.

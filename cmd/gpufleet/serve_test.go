@@ -52,6 +52,26 @@ func TestServeBadAddr(t *testing.T) {
 	}
 }
 
+// TestLogLevel: --log-level sets the least level logged; a bad one is a
+// usage error naming the flag.
+func TestLogLevel(t *testing.T) {
+	code, _, errs := runCLI(t, "serve", "--log-level", "loud")
+	if code != 2 || !strings.Contains(errs, `log-level: invalid value "loud": want debug, info, warn or error`) {
+		t.Errorf("serve --log-level loud: exit %d, %q", code, errs)
+	}
+	for level, want := range map[string]bool{"debug": true, "DEBUG": true, "info": false} {
+		var b strings.Builder
+		log, err := newLogger(&b, false, level)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.Debug("x")
+		if got := b.Len() > 0; got != want {
+			t.Errorf("level %s: debug logged %v, want %v", level, got, want)
+		}
+	}
+}
+
 // TestServeEndToEnd starts "gpufleet serve" with no store flag in a
 // temporary working directory, reads the admin token it prints, submits a
 // job over HTTP and finds it in the job list; a second start prints no

@@ -54,7 +54,9 @@ type Config struct {
 	DataDir string
 
 	// GPUSource is one of gpu.Names (auto when empty); GPU configures
-	// the sources. Source, when set, is used instead (tests, embedding).
+	// the sources (GPU.FakeBoard sizes the fake, whose load the agent
+	// drives from the running jobs unless GPU.FakeLoads is set). Source,
+	// when set, is used instead (tests, embedding).
 	GPUSource string
 	GPU       gpu.Options
 	Source    gpu.Source
@@ -153,7 +155,9 @@ func (c Config) withDefaults() Config {
 // Run is the agent: it opens its spool and GPU source, then samples,
 // reports and runs commands until ctx is done. It then stops its jobs
 // (checkpoint signal, grace, SIGTERM, SIGKILL), records their exits in
-// the spool for the next run to send, and returns nil.
+// the spool for the next run to send, and returns nil. When the server
+// rejects the agent's token (link.ErrRejected) it stops the same way and
+// returns that error: retrying a refused token cannot succeed.
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("agent: %w", err)
@@ -185,13 +189,20 @@ func Run(ctx context.Context, cfg Config) error {
 
 	src := cfg.Source
 	if src == nil {
-		if src, err = gpu.Open(ctx, cfg.GPUSource, cfg.GPU); err != nil {
+		opts := cfg.GPU
+		if opts.FakeLoads == nil {
+			opts.FakeLoads = a.fakeLoads
+		}
+		if src, err = gpu.Open(ctx, cfg.GPUSource, opts); err != nil {
 			return fmt.Errorf("agent: gpu source %s: %w", cfg.GPUSource, err)
 		}
 		defer src.Close()
 	}
 	a.source = src
 	log.Info("gpu source", "source", src.Name())
+	// The first heartbeat is the join, and the server's agent.joined
+	// event counts its GPUs: sample before the loop sends it.
+	a.sampleOnce(ctx)
 
 	loop := &link.Loop{
 		Up: cfg.Uplink, Queue: sp, Clock: cfg.Clock, Logger: log,
@@ -199,11 +210,17 @@ func Run(ctx context.Context, cfg Config) error {
 		Heartbeat: a.heartbeat, Commands: a.commands,
 		Interval: cfg.HeartbeatInterval, BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax,
 	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var linkErr error
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		loop.Run(ctx, sp.Wake())
+		if err := loop.Run(ctx, sp.Wake()); err != nil {
+			linkErr = err
+			stop()
+		}
 	}()
 	go func() {
 		defer wg.Done()
@@ -222,6 +239,10 @@ func Run(ctx context.Context, cfg Config) error {
 	<-ctx.Done()
 	wg.Wait()
 	a.shutdown()
+	if linkErr != nil {
+		log.Error("agent stopped: the server rejects its token", "err", linkErr, "unsent", sp.Len())
+		return fmt.Errorf("agent: %w", linkErr)
+	}
 	if logs != nil {
 		fctx, cancel := context.WithTimeout(context.Background(), cfg.FlushTimeout)
 		logs.ship(fctx) // what the stopped jobs wrote last
@@ -258,6 +279,7 @@ type agent struct {
 	// (an event still in the spool) reaches it.
 	seenFile *os.File
 	failing  bool
+	badLoad  map[string]bool      // jobs whose fake load declaration was logged as bad
 	stopping bool                 // shutting down: no new jobs
 	ckpt     map[string]time.Time // running job → its checkpoint directory's last change seen
 }
@@ -272,14 +294,15 @@ func (a *agent) event(kind, reason string, attrs map[string]string) {
 	a.append(core.Event{At: a.cfg.Clock.Now(), Kind: kind, Subject: a.cfg.AgentID, Reason: reason, Attrs: attrs})
 }
 
+// sampleLoop samples every SampleInterval; Run took the first sample.
 func (a *agent) sampleLoop(ctx context.Context) {
 	for {
-		a.sampleOnce(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-a.cfg.Clock.After(a.cfg.SampleInterval):
 		}
+		a.sampleOnce(ctx)
 	}
 }
 

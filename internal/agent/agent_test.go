@@ -2,10 +2,14 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpufleet/gpufleet/internal/agent/gpu"
 	"github.com/gpufleet/gpufleet/internal/agent/link"
@@ -296,16 +300,18 @@ func TestSpoolAndLinkThroughPartitionAndCrash(t *testing.T) {
 }
 
 // TestRunOpensTheNamedSource: with no Source given, Run opens the one its
-// GPUSource names (the demo fake here) and reports it in heartbeats.
+// GPUSource names (the fake here, sized by its board) and reports it in
+// heartbeats.
 func TestRunOpensTheNamedSource(t *testing.T) {
 	srv := fake.New()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Config{DataDir: t.TempDir(), Uplink: srv, GPUSource: "fake", LeaseID: "L1",
+			GPU:            gpu.Options{FakeBoard: gpu.Board{Count: 2, Model: "NVIDIA H100 80GB HBM3", MemMiB: 81559}},
 			SampleInterval: 10 * time.Millisecond, HeartbeatInterval: 10 * time.Millisecond})
 	}()
-	waitFor(t, srv, "a heartbeat with the demo's two GPUs", func() bool {
+	waitFor(t, srv, "a heartbeat with the board's two GPUs", func() bool {
 		hb := srv.Heartbeats()
 		return len(hb) > 0 && len(hb[len(hb)-1].GPUs) == 2
 	})
@@ -315,6 +321,83 @@ func TestRunOpensTheNamedSource(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFakeSourceFollowsRuns: the fake GPU source has the GPUs of its
+// board (8 here), and its telemetry follows the runs: a GPU with no run
+// and a GPU running sleep read 0 %; a GPU whose run declares a load
+// (GPUFLEET_FAKE_GPU_UTIL, GPUFLEET_FAKE_GPU_MEM_MIB) reads that load.
+func TestFakeSourceFollowsRuns(t *testing.T) {
+	srv := fake.New()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{AgentID: "node-1", LeaseID: "L8", DataDir: t.TempDir(), Uplink: srv, GPUSource: "fake",
+			GPU:            gpu.Options{FakeBoard: gpu.Board{Count: 8, Model: "NVIDIA A100-SXM4-40GB", MemMiB: 40960}},
+			SampleInterval: 10 * time.Millisecond, HeartbeatInterval: 10 * time.Millisecond, Grace: time.Second, TermGrace: time.Second})
+	}()
+	srv.Push(link.Command{ID: "c1", Kind: link.CommandRun, Job: link.JobSpec{ID: "sleeper", Command: []string{"sleep", "30"}, GPUs: []string{"2"}}},
+		link.Command{ID: "c2", Kind: link.CommandRun, Job: link.JobSpec{ID: "trainer", Command: []string{"env", "GPUFLEET_FAKE_GPU_UTIL=90", "GPUFLEET_FAKE_GPU_MEM_MIB=20000", "sleep", "30"}, GPUs: []string{"5"}}})
+	type gpuRow struct {
+		Util int
+		Mem  int64
+		Jobs string
+	}
+	// latest is the last sample of each GPU.
+	latest := func() map[int]gpuRow {
+		out := map[int]gpuRow{}
+		for _, r := range srv.Records() {
+			if r.Kind != link.KindSample {
+				continue
+			}
+			var jobs []string
+			for _, j := range r.Sample.Jobs {
+				jobs = append(jobs, j.Job)
+			}
+			out[r.Sample.GPU] = gpuRow{r.Sample.UtilPct, r.Sample.MemUsedMiB, strings.Join(jobs, ",")}
+		}
+		return out
+	}
+	waitFor(t, srv, "samples of both runs, the trainer's with its load", func() bool {
+		l := latest()
+		return l[2].Jobs == "sleeper" && l[5].Jobs == "trainer" && l[5].Util == 90
+	})
+	want := map[int]gpuRow{2: {0, 0, "sleeper"}, 5: {90, 20000, "trainer"}}
+	for i := range 8 {
+		if _, ok := want[i]; !ok {
+			want[i] = gpuRow{}
+		}
+	}
+	if d := cmp.Diff(want, latest()); d != "" {
+		t.Errorf("last sample of each GPU (-want +got)\n%s", d)
+	}
+	if hb := srv.Heartbeats(); len(hb[0].GPUs) != 8 || hb[0].GPUs[7].Model != "NVIDIA A100-SXM4-40GB" || hb[0].GPUs[7].MemTotalMiB != 40960 {
+		t.Errorf("join = %+v, want the board's 8 A100s", hb[0])
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDeclaredLoad reads a job's fake load from its environment block.
+func TestDeclaredLoad(t *testing.T) {
+	tests := []struct {
+		env  string
+		want gpu.Load
+		err  string
+	}{
+		{"PATH=/bin\x00HOME=/root\x00", gpu.Load{}, ""},
+		{"GPUFLEET_FAKE_GPU_UTIL=75\x00GPUFLEET_FAKE_GPU_MEM_MIB=1024\x00X=1", gpu.Load{UtilPct: 75, MemMiB: 1024}, ""},
+		{"GPUFLEET_FAKE_GPU_UTIL=101", gpu.Load{}, `GPUFLEET_FAKE_GPU_UTIL: invalid value "101": want a percentage 0..100`},
+		{"GPUFLEET_FAKE_GPU_MEM_MIB=lots", gpu.Load{}, `GPUFLEET_FAKE_GPU_MEM_MIB: invalid value "lots": want MiB >= 0`},
+	}
+	for _, tt := range tests {
+		got, err := declaredLoad([]byte(tt.env))
+		if (err == nil) != (tt.err == "") || (err != nil && err.Error() != tt.err) || got != tt.want {
+			t.Errorf("declaredLoad(%q) = %+v, %v; want %+v, %q", tt.env, got, err, tt.want, tt.err)
+		}
 	}
 }
 
@@ -347,5 +430,71 @@ func TestRestartedAgentRemembersCommands(t *testing.T) {
 	waitFor(t, srv, "the second command's run", func() bool { return len(events(srv, "job-exited", "after")) == 1 })
 	if n := len(events(srv, "job-started", "once")); n != 1 {
 		t.Errorf("command c1 ran %d times across the restart", n)
+	}
+}
+
+// slowSource answers each Sample after a delay, as nvidia-smi does.
+type slowSource struct {
+	gpu.Source
+	delay time.Duration
+}
+
+func (s slowSource) Sample(ctx context.Context) ([]gpu.Reading, error) {
+	time.Sleep(s.delay)
+	return s.Source.Sample(ctx)
+}
+
+// TestRunJoinsWithItsGPUs: the first heartbeat, which the server records
+// as the join (agent.joined names its GPU count), already lists the GPUs,
+// even from a source slower to answer than the link is to connect.
+func TestRunJoinsWithItsGPUs(t *testing.T) {
+	srv := fake.New()
+	src := slowSource{delay: 200 * time.Millisecond, Source: gpu.NewFake(clock.Real{}, gpu.Step{Readings: []gpu.Reading{
+		{Index: 0, UUID: "GPU-0", Name: "NVIDIA H100 80GB HBM3", MemTotalMiB: 81559},
+		{Index: 1, UUID: "GPU-1", Name: "NVIDIA H100 80GB HBM3", MemTotalMiB: 81559},
+		{Index: 2, UUID: "GPU-2", Name: "NVIDIA H100 80GB HBM3", MemTotalMiB: 81559},
+	}})}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{AgentID: "node-1", DataDir: t.TempDir(), Source: src, Uplink: srv,
+			SampleInterval: time.Hour, HeartbeatInterval: 10 * time.Millisecond})
+	}()
+	waitFor(t, srv, "a heartbeat", func() bool { return len(srv.Heartbeats()) > 0 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := len(srv.Heartbeats()[0].GPUs); got != 3 {
+		t.Errorf("the join lists %d GPUs, want the source's 3", got)
+	}
+}
+
+// TestRunStopsWhenTokenRejected: a server that refuses the agent's token
+// (403: not an agent token; 401: revoked) ends Run with an error that is
+// link.ErrRejected instead of retrying for ever.
+func TestRunStopsWhenTokenRejected(t *testing.T) {
+	for _, status := range []int{401, 403} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			srv := fake.New()
+			srv.Reject(status)
+			done := make(chan error, 1)
+			go func() {
+				done <- Run(context.Background(), Config{AgentID: "node-1", DataDir: t.TempDir(), Uplink: srv, GPUSource: "fake",
+					SampleInterval: 10 * time.Millisecond, HeartbeatInterval: 10 * time.Millisecond,
+					BackoffBase: time.Millisecond, BackoffMax: 5 * time.Millisecond})
+			}()
+			select {
+			case err := <-done:
+				if !errors.Is(err, link.ErrRejected) {
+					t.Errorf("Run = %v, want an error that is link.ErrRejected", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("Run still going after 10 s against a %d (%d calls)", status, srv.Calls())
+			}
+			if n := srv.Calls(); n != 1 {
+				t.Errorf("%d calls, want 1", n)
+			}
+		})
 	}
 }

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,7 +52,7 @@ func (s *Server) agentRoutes() []route {
 		{"POST /api/v1/agent/commands/{id}/ack", "Acknowledge a command with its result (agent).", s.agentAck, agentsOnly},
 		{"POST /api/v1/agent/logs", "A chunk of a run's output at its byte offset; resent bytes are skipped, a gap is a 409 naming where to resume (agent).", s.agentLogs, agentsOnly},
 		{"GET /api/v1/nodes", "The machines' agents: state (ok, suspect, down), lease, GPUs, jobs; a team role sees the nodes running its team's jobs.", s.listNodes, readers},
-		{"GET /api/v1/jobs/{id}/logs", "A job's output from offset (bytes) or its last tail bytes; another team's job is a 404.", s.jobLogs, readers},
+		{"GET /api/v1/jobs/{id}/logs", "A job's output from offset (bytes), its last tail bytes, or its last lines lines; another team's job is a 404.", s.jobLogs, readers},
 	}
 }
 
@@ -66,7 +68,7 @@ func init() {
 		"POST /api/v1/agent/commands/{id}/ack": {AckRequest{}, AckRequest{}, nil},
 		"POST /api/v1/agent/logs":              {LogChunk{}, LogChunkReply{}, nil},
 		"GET /api/v1/nodes":                    {nil, NodesPage{}, []string{"state", "limit", "cursor"}},
-		"GET /api/v1/jobs/{id}/logs":           {nil, LogView{}, []string{"offset", "tail", "limit"}},
+		"GET /api/v1/jobs/{id}/logs":           {nil, LogView{}, []string{"offset", "tail", "lines", "limit"}},
 	} {
 		e := apiDoc[pattern]
 		e.request, e.response, e.params = d.request, d.response, d.params
@@ -551,37 +553,51 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	num := func(name string) (int64, bool) {
+	num := func(name, unit string) (int64, bool) {
 		v := q.Get(name)
 		if v == "" {
 			return 0, true
 		}
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			writeError(w, http.StatusBadRequest, "invalid_argument", name, fmt.Sprintf("%s %q: want a whole number of bytes >= 0", name, v))
+			writeError(w, http.StatusBadRequest, "invalid_argument", name, fmt.Sprintf("%s %q: want a whole number of %s >= 0", name, v, unit))
 			return 0, false
 		}
 		return n, true
 	}
-	offset, ok1 := num("offset")
-	tail, ok2 := num("tail")
-	limit, ok3 := num("limit")
-	if !ok1 || !ok2 || !ok3 {
+	offset, ok1 := num("offset", "bytes")
+	tail, ok2 := num("tail", "bytes")
+	limit, ok3 := num("limit", "bytes")
+	lines, ok4 := num("lines", "lines")
+	if !ok1 || !ok2 || !ok3 || !ok4 {
 		return
 	}
-	if q.Get("offset") != "" && q.Get("tail") != "" {
-		writeError(w, http.StatusBadRequest, "invalid_argument", "tail", "tail: give offset or tail, not both")
+	given := 0
+	for _, name := range []string{"offset", "tail", "lines"} {
+		if q.Get(name) != "" {
+			given++
+		}
+	}
+	if given > 1 {
+		writeError(w, http.StatusBadRequest, "invalid_argument", "tail", "offset, tail and lines: give one of them")
 		return
 	}
 	if tail > store.MaxLogRead || limit > store.MaxLogRead {
 		writeError(w, http.StatusBadRequest, "invalid_argument", "limit", fmt.Sprintf("tail and limit: at most %d bytes", store.MaxLogRead))
 		return
 	}
+	if lines > MaxTailLines {
+		writeError(w, http.StatusBadRequest, "invalid_argument", "lines", fmt.Sprintf("lines %d: at most %d", lines, MaxTailLines))
+		return
+	}
 	var lr store.LogRead
 	var err error
-	if tail > 0 {
+	switch {
+	case lines > 0:
+		lr, err = tailLines(r.Context(), s.store.JobLogs(), j.ID, int(lines))
+	case tail > 0:
 		lr, err = s.store.JobLogs().TailLog(r.Context(), j.ID, int(tail))
-	} else {
+	default:
 		lr, err = s.store.JobLogs().ReadLog(r.Context(), j.ID, offset, int(limit))
 	}
 	if err != nil {
@@ -589,4 +605,74 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, LogView{Job: j.ID, Start: lr.Start, End: lr.End, Text: string(lr.Data)})
+}
+
+// MaxTailLines is the most lines one ?lines= read asks for.
+const MaxTailLines = 100000
+
+// tailLines returns the job's last n lines: the log read backwards from
+// its end in growing chunks until n line breaks are found, the log's
+// start is reached, or store.MaxLogRead bytes were read. A log's final
+// line counts whether or not it ends in a newline. At the byte bound the
+// text is cut to begin at a line, so a caller never sees half a line
+// first; Start says where it begins.
+func tailLines(ctx context.Context, logs store.JobLogs, jobID string, n int) (store.LogRead, error) {
+	size := 64 << 10
+	lr, err := logs.TailLog(ctx, jobID, size)
+	if err != nil {
+		return store.LogRead{}, err
+	}
+	data, start := lr.Data, lr.Start
+	for {
+		if cut, ok := lastLines(data, n); ok {
+			return store.LogRead{Data: data[cut:], Start: start + int64(cut), End: lr.End}, nil
+		}
+		if start == 0 || len(data) >= store.MaxLogRead {
+			break
+		}
+		size = min(2*size, store.MaxLogRead-len(data))
+		from := max(start-int64(size), 0)
+		prev, err := logs.ReadLog(ctx, jobID, from, int(start-from))
+		if err != nil {
+			return store.LogRead{}, err
+		}
+		if prev.Start >= start {
+			break // retention removed what came before
+		}
+		head := prev.Data[:min(int64(len(prev.Data)), start-prev.Start)]
+		data = append(append(make([]byte, 0, len(head)+len(data)), head...), data...)
+		start = prev.Start
+		if prev.Start > from {
+			break // retention: this is the oldest left
+		}
+	}
+	if cut, ok := lastLines(data, n); ok {
+		return store.LogRead{Data: data[cut:], Start: start + int64(cut), End: lr.End}, nil
+	}
+	if start > 0 {
+		// Bounded or cut by retention: begin at the first whole line.
+		if i := bytes.IndexByte(data, '\n'); i >= 0 && i+1 < len(data) {
+			data, start = data[i+1:], start+int64(i+1)
+		}
+	}
+	return store.LogRead{Data: data, Start: start, End: lr.End}, nil
+}
+
+// lastLines returns where the last n lines of data begin, and false when
+// data holds fewer than n line breaks before them (more is needed, or
+// the whole of data is fewer lines).
+func lastLines(data []byte, n int) (int, bool) {
+	end := len(data)
+	if end > 0 && data[end-1] == '\n' {
+		end--
+	}
+	for i := end - 1; i >= 0; i-- {
+		if data[i] == '\n' {
+			n--
+			if n == 0 {
+				return i + 1, true
+			}
+		}
+	}
+	return 0, false
 }

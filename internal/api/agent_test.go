@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -150,7 +152,13 @@ func TestAgentProtocol(t *testing.T) {
 	if code != 200 || json.Unmarshal(b, &lv) != nil || lv.Text != " 2\n" || lv.Start != 11 {
 		t.Errorf("tail 3: %d %s", code, b)
 	}
-	for _, bad := range []string{"offset=-1", "tail=x", "offset=1&tail=2", "limit=99999999"} {
+	for q, want := range map[string]string{"lines=1": "line 2\n", "lines=2": "line 1\nline 2\n", "lines=9": "line 1\nline 2\n"} {
+		code, b, _ = f.call(t, "member", "GET", "/api/v1/jobs/ja/logs?"+q, "")
+		if code != 200 || json.Unmarshal(b, &lv) != nil || lv.Text != want || lv.Start != int64(14-len(want)) || lv.End != 14 {
+			t.Errorf("%s: %d %s; want text %q", q, code, b, want)
+		}
+	}
+	for _, bad := range []string{"offset=-1", "tail=x", "offset=1&tail=2", "limit=99999999", "lines=-1", "lines=x", "lines=2&tail=2", "lines=1&offset=3", "lines=100001"} {
 		code, b, _ = f.call(t, "member", "GET", "/api/v1/jobs/ja/logs?"+bad, "")
 		if code != 400 || !strings.Contains(string(b), "invalid_argument") {
 			t.Errorf("%s: %d %s", bad, code, b)
@@ -209,4 +217,109 @@ func TestNodesScoping(t *testing.T) {
 	if code != 400 || !strings.Contains(string(b), `"field": "state"`) {
 		t.Errorf("bad state filter: %d %s", code, b)
 	}
+}
+
+// TestTailLines: the last n lines of a log, however long its lines and
+// wherever the chunks the store reads fall, read backwards no further
+// than store.MaxLogRead bytes.
+func TestTailLines(t *testing.T) {
+	long := strings.Repeat("x", 100<<10) // lines longer than the first chunk read
+	tests := []struct {
+		name, log string
+		n         int
+		want      string
+	}{
+		{"empty", "", 3, ""},
+		{"fewer lines", "a\nb\n", 3, "a\nb\n"},
+		{"exact", "a\nb\nc\n", 3, "a\nb\nc\n"},
+		{"last two", "a\nb\nc\n", 2, "b\nc\n"},
+		{"no final newline", "a\nb\nc", 2, "b\nc"},
+		{"blank lines count", "a\n\n\n", 2, "\n\n"},
+		{"long lines", "first\n" + long + "\n" + long + "\nlast\n", 3, long + "\n" + long + "\nlast\n"},
+		{"one line", "one line, no newline", 1, "one line, no newline"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			logs := &memLogs{data: []byte(tt.log)}
+			got, err := tailLines(context.Background(), logs, "j", tt.n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got.Data) != tt.want || got.Start != int64(len(tt.log)-len(tt.want)) || got.End != int64(len(tt.log)) {
+				t.Errorf("tailLines(%d) = start %d end %d %.40q…; want start %d %.40q…", tt.n, got.Start, got.End, got.Data, len(tt.log)-len(tt.want), tt.want)
+			}
+		})
+	}
+	// A log of one huge line and then short ones: the read stops at
+	// MaxLogRead bytes and the text begins at a whole line.
+	huge := strings.Repeat("y", store.MaxLogRead+10) + "\n"
+	var tail strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&tail, "line %d\n", i)
+	}
+	logs := &memLogs{data: []byte(huge + tail.String())}
+	got, err := tailLines(context.Background(), logs, "j", 5000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Data) != tail.String() || logs.read > store.MaxLogRead+64<<10 {
+		t.Errorf("bounded: %d bytes back from start %d, %d read; want the 1000 short lines, at most %d read", len(got.Data), got.Start, logs.read, store.MaxLogRead+64<<10)
+	}
+}
+
+// TestTailLinesProperty: on random logs (line lengths around the chunk
+// size, blank lines, with or without a final newline; under MaxLogRead in
+// all), tailLines returns
+// what splitting the whole log into lines and keeping the last n gives.
+func TestTailLinesProperty(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	for range 200 {
+		var b strings.Builder
+		for range rng.IntN(40) {
+			switch rng.IntN(4) {
+			case 0:
+				b.WriteString("\n")
+			case 1:
+				b.WriteString(strings.Repeat("a", rng.IntN(100<<10)) + "\n")
+			default:
+				b.WriteString(strings.Repeat("b", rng.IntN(80)) + "\n")
+			}
+		}
+		if rng.IntN(2) == 0 {
+			b.WriteString("partial")
+		}
+		log := b.String()
+		n := 1 + rng.IntN(45)
+		lines := strings.SplitAfter(log, "\n")
+		if lines[len(lines)-1] == "" {
+			lines = lines[:len(lines)-1]
+		}
+		want := strings.Join(lines[max(len(lines)-n, 0):], "")
+		got, err := tailLines(context.Background(), &memLogs{data: []byte(log)}, "j", n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got.Data) != want || got.Start != int64(len(log)-len(want)) {
+			t.Fatalf("seed %d: log of %d bytes, %d lines, last %d: got %d bytes from %d, want %d bytes", seed, len(log), len(lines), n, len(got.Data), got.Start, len(want))
+		}
+	}
+}
+
+// memLogs is a job log in memory, for tailLines; it counts bytes read.
+type memLogs struct {
+	store.JobLogs
+	data []byte
+	read int
+}
+
+func (m *memLogs) ReadLog(_ context.Context, _ string, offset int64, limit int) (store.LogRead, error) {
+	end := min(offset+int64(limit), int64(len(m.data)))
+	m.read += int(end - offset)
+	return store.LogRead{Data: m.data[offset:end], Start: offset, End: int64(len(m.data))}, nil
+}
+
+func (m *memLogs) TailLog(ctx context.Context, id string, n int) (store.LogRead, error) {
+	return m.ReadLog(ctx, id, max(int64(len(m.data)-n), 0), n)
 }

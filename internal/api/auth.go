@@ -44,6 +44,10 @@ func (p Principal) seesTeam(team string) bool {
 
 type principalKey struct{}
 
+// principalSlotKey holds a *Principal that instrument reads after the
+// handler: authenticate fills it, so the request log names the token.
+type principalSlotKey struct{}
+
 // PrincipalFrom returns the principal the auth middleware attached to ctx.
 func PrincipalFrom(ctx context.Context) (Principal, bool) {
 	p, ok := ctx.Value(principalKey{}).(Principal)
@@ -110,6 +114,9 @@ func (s *Server) authenticate(roles []store.Role, h http.HandlerFunc) http.Handl
 			}
 		}
 		p := Principal{TokenID: tok.ID, User: tok.User, Team: tok.Team, Role: tok.Role}
+		if slot, ok := r.Context().Value(principalSlotKey{}).(*Principal); ok {
+			*slot = p
+		}
 		h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	}
 }

@@ -167,15 +167,18 @@ func (c *Client) CancelJob(ctx context.Context, id string) (api.JobView, error) 
 }
 
 // LogQuery says which part of a job's log to read: from Offset (at most
-// Limit bytes, 0 for the server's default), or its last Tail bytes.
+// Limit bytes, 0 for the server's default), its last Lines lines, or its
+// last Tail bytes.
 type LogQuery struct {
-	Offset, Limit, Tail int64
+	Offset, Limit, Tail, Lines int64
 }
 
 // JobLogs reads a stretch of a job's log.
 func (c *Client) JobLogs(ctx context.Context, id string, lq LogQuery) (api.LogView, error) {
 	q := url.Values{}
-	if lq.Tail > 0 {
+	if lq.Lines > 0 {
+		q.Set("lines", strconv.FormatInt(lq.Lines, 10))
+	} else if lq.Tail > 0 {
 		q.Set("tail", strconv.FormatInt(lq.Tail, 10))
 	} else if lq.Offset > 0 {
 		q.Set("offset", strconv.FormatInt(lq.Offset, 10))

@@ -243,18 +243,25 @@ func TestBodyLimitOnEveryWriteRoute(t *testing.T) {
 }
 
 // TestSecretsNeitherLoggedNorStoredInClear creates tokens through the API,
-// uses them, uses wrong ones, and then looks for every secret in the
+// uses them (in the header, and in a query string where they do not
+// belong), uses wrong ones, and then looks for every secret in the
 // server's debug log, in the responses that should not carry it and in
-// the raw bytes of the database files.
+// the raw bytes of the database files. The log must hold a line for
+// every request: a search of an empty log proves nothing.
 func TestSecretsNeitherLoggedNorStoredInClear(t *testing.T) {
 	f := newFixture(t)
+	requests := 0
+	do := func(method, path, secret string, body []byte) (int, string, []byte) {
+		requests++
+		return f.do(t, method, path, secret, body)
+	}
 	secrets := []string{}
 	for role := range f.tokens {
 		secrets = append(secrets, f.tokens[role])
 	}
 	for i, role := range []string{"member", "viewer", "team-admin"} {
 		body := fmt.Sprintf(`{"user":"user%d","team":"a","role":%q,"name":"t%d"}`, i, role, i)
-		code, _, resp := f.do(t, "POST", "/api/v1/tokens", f.tokens[store.RoleAdmin], []byte(body))
+		code, _, resp := do("POST", "/api/v1/tokens", f.tokens[store.RoleAdmin], []byte(body))
 		if code != http.StatusCreated {
 			t.Fatalf("create token: %d %s", code, resp)
 		}
@@ -263,18 +270,22 @@ func TestSecretsNeitherLoggedNorStoredInClear(t *testing.T) {
 			t.Fatalf("create token: %s", resp)
 		}
 		secrets = append(secrets, tok.Secret)
-		if code, _, resp := f.do(t, "GET", "/api/v1/jobs", tok.Secret, nil); code != http.StatusOK {
+		if code, _, resp := do("GET", "/api/v1/jobs", tok.Secret, nil); code != http.StatusOK {
 			t.Fatalf("use token: %d %s", code, resp)
+		}
+		// A secret pasted into a query string is not logged either.
+		if code, _, resp := do("GET", "/api/v1/jobs?token="+tok.Secret, tok.Secret, nil); code != http.StatusOK {
+			t.Fatalf("use token with a query: %d %s", code, resp)
 		}
 	}
 	wrong := store.TokenPrefix + "this-is-not-a-token-but-looks-like-one"
 	secrets = append(secrets, wrong)
-	code, _, resp := f.do(t, "GET", "/api/v1/jobs", wrong, nil)
+	code, _, resp := do("GET", "/api/v1/jobs", wrong, nil)
 	if code != http.StatusUnauthorized || bytes.Contains(resp, []byte(wrong)) {
 		t.Fatalf("wrong token: %d %s", code, resp)
 	}
 	// Listing tokens, if the route exists, shows no secret either.
-	if code, _, resp := f.do(t, "GET", "/api/v1/tokens", f.tokens[store.RoleAdmin], nil); code == http.StatusOK {
+	if code, _, resp := do("GET", "/api/v1/tokens", f.tokens[store.RoleAdmin], nil); code == http.StatusOK {
 		for _, s := range secrets {
 			if bytes.Contains(resp, []byte(s)) {
 				t.Errorf("token listing shows a secret")
@@ -301,6 +312,30 @@ func TestSecretsNeitherLoggedNorStoredInClear(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no database file to inspect")
 	}
+	// The log is the server's: a debug line per request, the refused
+	// ones and those authenticated (named by token id) among them.
+	var logged, refused, named int
+	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
+		var e struct {
+			Msg    string `json:"msg"`
+			Status int    `json:"status"`
+			Token  string `json:"token"`
+		}
+		if json.Unmarshal([]byte(line), &e) != nil || e.Msg != "api: request" {
+			continue
+		}
+		logged++
+		if e.Status == http.StatusUnauthorized {
+			refused++
+		}
+		if e.Token != "" {
+			named++
+		}
+	}
+	if logged < requests || refused == 0 || named == 0 {
+		t.Fatalf("the debug log has %d request lines (%d refused, %d naming their token) for %d requests, in %d bytes; want one per request",
+			logged, refused, named, requests, len(logs))
+	}
 	for _, s := range secrets {
 		if strings.Contains(logs, s) {
 			t.Errorf("a token secret is in the log")
@@ -311,8 +346,8 @@ func TestSecretsNeitherLoggedNorStoredInClear(t *testing.T) {
 			}
 		}
 	}
-	reltest.Record(t, reltest.Entry{Area: "security", Done: "tokens created, used and guessed; the debug log, responses and raw database files searched for every secret",
-		Amount: fmt.Sprintf("%d secrets, %d log bytes, %d database files", len(secrets), len(logs), len(files)),
+	reltest.Record(t, reltest.Entry{Area: "security", Done: "tokens created, used (also in a query string) and guessed; the server's debug log, responses and raw database files searched for every secret",
+		Amount: fmt.Sprintf("%d secrets, %d requests, %d log lines of them (%d bytes), %d database files", len(secrets), requests, logged, len(logs), len(files)),
 		Held:   "no secret in the log, in any response but its creation, or in the database in clear"})
 }
 

@@ -120,7 +120,7 @@ func (l *Loop) Tick(ctx context.Context) error {
 			if !at.After(now) {
 				engine.Finish(st, u.Key(), at)
 				events = append(events, core.Event{At: at, Kind: "unit.succeeded", Subject: u.Key(),
-					Reason: fmt.Sprintf("its estimated duration %s has run (sim provider stand-in until agents report exit status)", u.Job.EstDuration)})
+					Reason: fmt.Sprintf("its estimated duration %s has run (no agent runs it: the stand-in for its exit)", u.Job.EstDuration)})
 			}
 		}
 	}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/clock"
+	"github.com/gpufleet/gpufleet/internal/core"
 )
 
 // Step is one stretch of a Fake's script: from At after the script's
@@ -18,7 +20,8 @@ type Step struct {
 }
 
 // Fake is a scripted source: it plays Steps against a clock, so a test on
-// a manual clock decides exactly what the GPUs do and when.
+// a manual clock decides exactly what the GPUs do and when. (The agent's
+// --gpu-source fake is a Machine, driven by the runs.)
 type Fake struct {
 	clock clock.Clock
 	start time.Time
@@ -90,18 +93,98 @@ func (f *Fake) Sample(ctx context.Context) ([]Reading, error) {
 	return out, nil
 }
 
-// DemoSteps is the script of --gpu-source fake: two H100s over a 30
-// minute cycle, GPU 0 training flat out, GPU 1 busy for ten minutes, then
-// idle with its memory held (what the idle ladder exists to catch).
-// Processes are not known, so the zombie rule stays silent on a demo.
-func DemoSteps() []Step {
-	gpu := func(i int, util int, used int64, power int) Reading {
-		return Reading{Index: i, UUID: fmt.Sprintf("GPU-00000000-0000-4000-8000-00000000000%d", i), Name: "NVIDIA H100 80GB HBM3",
-			UtilPct: util, MemUsedMiB: used, MemTotalMiB: 81559, PowerW: power, TempC: 35 + util/4}
+// Board is the GPUs of a fake machine: Count GPUs of Model, each with
+// MemMiB of memory, as the machine's offer says.
+type Board struct {
+	Count  int
+	Model  string
+	MemMiB int64
+}
+
+// DefaultBoard sizes a Machine that nothing else sizes: one H100 80GB.
+var DefaultBoard = Board{Count: 1, Model: "NVIDIA H100 80GB HBM3", MemMiB: 81559}
+
+// Validate reports the first field of b out of range.
+func (b Board) Validate() error {
+	switch {
+	case b.Count < 1 || b.Count > 64:
+		return &core.FieldError{Field: "fake-gpus", Value: strconv.Itoa(b.Count), Allowed: "1..64 GPUs"}
+	case b.Model == "":
+		return &core.FieldError{Field: "fake-gpu-model", Value: "", Allowed: "a GPU model name"}
+	case b.MemMiB < 1:
+		return &core.FieldError{Field: "fake-gpu-mem-mib", Value: strconv.FormatInt(b.MemMiB, 10), Allowed: "MiB of memory per GPU, >= 1"}
 	}
-	return []Step{
-		{At: 0, Readings: []Reading{gpu(0, 97, 71234, 650), gpu(1, 64, 40960, 420)}},
-		{At: 10 * time.Minute, Readings: []Reading{gpu(0, 95, 71234, 640), gpu(1, 0, 40960, 70)}},
-		{At: 20 * time.Minute, Readings: []Reading{gpu(0, 98, 71300, 660), gpu(1, 0, 40960, 69)}},
+	return nil
+}
+
+// Load is the work on one fake GPU: UtilPct of its time busy (0..100)
+// and MemMiB of its memory held.
+type Load struct {
+	UtilPct int
+	MemMiB  int64
+}
+
+// Machine is the fake source the agent's --gpu-source fake opens: the
+// GPUs of a Board, whose readings follow what runs on them. Loads, asked
+// at every Sample, gives the load on each GPU by index; a GPU it leaves
+// out reads idle (0 %, no memory held, idle power). The agent fills it
+// from the runs placed on each GPU and the load each declares, so that a
+// job that does not use the GPU (sleep) leaves it idle, as on a real
+// machine, and nothing is busy that the scheduler did not place.
+// Processes are not known, so the zombie rule stays silent on a fake.
+type Machine struct {
+	board Board
+	loads func() map[int]Load
+}
+
+var _ Source = (*Machine)(nil)
+
+// NewMachine returns the fake for board (DefaultBoard where its fields
+// are zero); loads may be nil (every GPU idle).
+func NewMachine(board Board, loads func() map[int]Load) *Machine {
+	if board.Count == 0 {
+		board.Count = DefaultBoard.Count
 	}
+	if board.Model == "" {
+		board.Model = DefaultBoard.Model
+	}
+	if board.MemMiB == 0 {
+		board.MemMiB = DefaultBoard.MemMiB
+	}
+	return &Machine{board: board, loads: loads}
+}
+
+// Name returns "fake".
+func (*Machine) Name() string { return "fake" }
+
+// Close does nothing.
+func (*Machine) Close() error { return nil }
+
+// The fake's power and temperature: idle draw plus a share of the range
+// by utilization. A plausible shape, not a model of any board.
+const (
+	fakeIdleW, fakeMaxW = 60, 660
+	fakeIdleC, fakeMaxC = 30, 75
+)
+
+// Sample returns one reading per GPU of the board, each with its load
+// (utilization clamped to 0..100, memory to 0..MemMiB).
+func (m *Machine) Sample(ctx context.Context) ([]Reading, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("fake: %w", err)
+	}
+	var loads map[int]Load
+	if m.loads != nil {
+		loads = m.loads()
+	}
+	out := make([]Reading, m.board.Count)
+	for i := range out {
+		l := loads[i]
+		util := min(max(l.UtilPct, 0), 100)
+		mem := min(max(l.MemMiB, 0), m.board.MemMiB)
+		out[i] = Reading{Index: i, UUID: fmt.Sprintf("GPU-00000000-0000-4000-8000-%012d", i), Name: m.board.Model,
+			UtilPct: util, MemUsedMiB: mem, MemTotalMiB: m.board.MemMiB,
+			PowerW: fakeIdleW + (fakeMaxW-fakeIdleW)*util/100, TempC: fakeIdleC + (fakeMaxC-fakeIdleC)*util/100}
+	}
+	return out, nil
 }

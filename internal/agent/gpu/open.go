@@ -31,9 +31,13 @@ type Options struct {
 	DCGMURL string
 	// HTTPClient fetches DCGMURL; nil means a 10 s timeout client.
 	HTTPClient *http.Client
-	// Clock drives the fake; nil means the wall clock.
-	Clock clock.Clock
-	// FakeSteps is the fake's script; nil means DemoSteps, looping.
+	// FakeBoard sizes the fake (NewMachine: DefaultBoard's value for
+	// each zero field), and FakeLoads drives it: the load on each GPU.
+	FakeBoard Board
+	FakeLoads func() map[int]Load
+	// FakeSteps, when set, makes the fake a script played on Clock (nil:
+	// the wall clock) instead of a Machine.
+	Clock     clock.Clock
 	FakeSteps []Step
 
 	// openNVML replaces NewNVML in tests.
@@ -75,12 +79,12 @@ func (o Options) dcgm() (Source, error) {
 }
 
 func (o Options) fake() Source {
+	if o.FakeSteps == nil {
+		return NewMachine(o.FakeBoard, o.FakeLoads)
+	}
 	c := o.Clock
 	if c == nil {
 		c = clock.Real{}
-	}
-	if o.FakeSteps == nil {
-		return NewFake(c, DemoSteps()...).Loop(30 * time.Minute)
 	}
 	return NewFake(c, o.FakeSteps...)
 }

@@ -152,10 +152,58 @@ func TestFakeScript(t *testing.T) {
 		t.Errorf("err = %v, want fake: driver gone", err)
 	}
 
-	demo := NewFake(c, DemoSteps()...).Loop(30 * time.Minute)
-	c.Advance(45 * time.Minute) // 15 minutes into the second cycle
-	rs, _ = demo.Sample(context.Background())
-	if len(rs) != 2 || rs[1].UtilPct != 0 || rs[0].UtilPct < 90 {
-		t.Errorf("demo at 45 min: %+v; want GPU 0 busy, GPU 1 idle", rs)
+}
+
+// TestMachine: the fake is sized by its board and reads what its loads
+// say: a GPU without load idle, one with load busy, out-of-range loads
+// clamped.
+func TestMachine(t *testing.T) {
+	loads := map[int]Load{3: {UtilPct: 90, MemMiB: 30000}, 5: {UtilPct: 400, MemMiB: 1 << 30}}
+	m := NewMachine(Board{Count: 8, Model: "NVIDIA A100-SXM4-40GB", MemMiB: 40960}, func() map[int]Load { return loads })
+	rs, err := m.Sample(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 8 {
+		t.Fatalf("%d readings, want the board's 8", len(rs))
+	}
+	type row struct {
+		Index, Util int
+		Mem, Total  int64
+		Model       string
+	}
+	var got []row
+	for _, r := range rs {
+		got = append(got, row{r.Index, r.UtilPct, r.MemUsedMiB, r.MemTotalMiB, r.Name})
+		if r.ProcessesKnown || r.PowerW < fakeIdleW || r.PowerW > fakeMaxW || r.TempC < fakeIdleC || r.TempC > fakeMaxC {
+			t.Errorf("reading %+v: processes known, or power or temperature out of range", r)
+		}
+	}
+	var want []row
+	for i := range 8 {
+		want = append(want, row{i, 0, 0, 40960, "NVIDIA A100-SXM4-40GB"})
+	}
+	want[3].Util, want[3].Mem = 90, 30000
+	want[5].Util, want[5].Mem = 100, 40960
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("(-want +got)\n%s", d)
+	}
+	if rs[3].UUID == rs[5].UUID {
+		t.Error("two GPUs share a UUID")
+	}
+	if rs, _ := NewMachine(Board{}, nil).Sample(context.Background()); len(rs) != 1 || rs[0].Name != DefaultBoard.Model || rs[0].UtilPct != 0 {
+		t.Errorf("unsized machine: %+v, want DefaultBoard idle", rs)
+	}
+	src, err := Open(context.Background(), "fake", Options{FakeBoard: Board{Count: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs, _ := src.Sample(context.Background()); len(rs) != 4 {
+		t.Errorf("Open fake with a 4-GPU board: %d readings", len(rs))
+	}
+	for _, b := range []Board{{Count: 0, Model: "x", MemMiB: 1}, {Count: 65, Model: "x", MemMiB: 1}, {Count: 1, MemMiB: 1}, {Count: 1, Model: "x"}} {
+		if b.Validate() == nil {
+			t.Errorf("Board %+v valid, want an error", b)
+		}
 	}
 }

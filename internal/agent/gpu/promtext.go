@@ -1,9 +1,7 @@
 package gpu
 
 import (
-	"bufio"
 	"bytes"
-	"math"
 	"strconv"
 	"strings"
 
@@ -36,25 +34,35 @@ func (s PromSample) Label(name string) (string, bool) {
 	return "", false
 }
 
-// ParsePromText parses the Prometheus text exposition format (version
-// 0.0.4) — what a DCGM exporter serves — into its sample lines, in order.
-// Comments (# HELP, # TYPE and others) and blank lines are skipped; a
-// histogram's or summary's lines come back as the plain samples they are
-// written as. src names the input in errors, which are *core.ParseError
-// with the line, the metric or label, and the offending text.
+// ParsePromText parses the Prometheus text exposition format — what a
+// DCGM exporter serves — into its sample lines, in order. It accepts at
+// least what prometheus/common's expfmt.TextParser accepts, with the same
+// names, labels and values: values as Go's ParseFloat reads them less hex
+// and underscores (so NaN and Inf in any case, with or without a sign),
+// empty label sets, trailing commas, optional timestamps, and the quoted
+// names of the 0.0.4 format's UTF-8 extension ("name" before or inside
+// the braces, "label"="value"). Comments (# HELP, # TYPE and others) and
+// blank lines are skipped; a histogram's or summary's lines come back as
+// the plain samples they are written as. src names the input in errors,
+// which are *core.ParseError with the line, the metric or label, and the
+// offending text.
 //
-// It is a parser of our own rather than prometheus/common's expfmt so
-// that an error can say where it is and so that the agent needs no
-// protobuf types; its tests check it against expfmt.
+// It is a parser of our own rather than expfmt so that an error, and
+// ParseDCGM's errors after it, can say on which line they are (expfmt
+// keeps no line per sample), and so that one sample costs no protobuf
+// message; FuzzParsePromText checks it against expfmt.
 func ParsePromText(src string, body []byte) ([]PromSample, error) {
 	var out []PromSample
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(make([]byte, 0, 64*1024), 4<<20)
 	line := 0
-	for sc.Scan() {
+	for len(body) > 0 {
 		line++
-		text := strings.TrimRight(sc.Text(), " \t\r")
-		text = strings.TrimLeft(text, " \t")
+		raw := body
+		if n := bytes.IndexByte(body, '\n'); n >= 0 {
+			raw, body = body[:n], body[n+1:]
+		} else {
+			body = nil
+		}
+		text := strings.Trim(string(raw), " \t\r")
 		if text == "" || text[0] == '#' {
 			continue
 		}
@@ -65,9 +73,6 @@ func ParsePromText(src string, body []byte) ([]PromSample, error) {
 		}
 		s.Line = line
 		out = append(out, s)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, &core.ParseError{File: src, Line: line + 1, Problem: "unreadable line", Err: err}
 	}
 	return out, nil
 }
@@ -89,26 +94,94 @@ func skipBlank(s string, i int) int {
 	return i
 }
 
+// splitBlank splits s at runs of blanks and tabs, the only separators the
+// format has.
+func splitBlank(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ' ' || r == '\t' })
+}
+
+// parseName reads a metric name (label false) or a label name at s[i]:
+// bare, of the format's characters, or in double quotes with the label
+// value's escapes. It returns the name and the index just past it.
+func parseName(s string, i int, label bool) (string, int, *core.ParseError) {
+	what, start, char, allowed := "metric name", isNameStart, isNameChar, "[a-zA-Z_:][a-zA-Z0-9_:]* or a quoted name"
+	if label {
+		what, start, char, allowed = "label name", isLabelStart, isLabelChar, "[a-zA-Z_][a-zA-Z0-9_]* or a quoted name"
+	}
+	if i < len(s) && s[i] == '"' {
+		name, next, err := parseQuoted(s, i)
+		if err != nil {
+			return "", 0, err
+		}
+		if name == "" {
+			return "", 0, &core.ParseError{Field: what, Value: s[i:next], Problem: "empty " + what, Allowed: allowed}
+		}
+		return name, next, nil
+	}
+	j := i
+	for j < len(s) && char(s[j]) {
+		j++
+	}
+	if j == i || !start(s[i]) {
+		return "", 0, &core.ParseError{Field: what, Value: s[i:], Problem: "invalid " + what + " at", Allowed: allowed}
+	}
+	return s[i:j], j, nil
+}
+
+// parseQuoted reads the double-quoted string at s[i] (s[i] is '"'), whose
+// escapes are \\, \" and \n, and returns it and the index just past the
+// closing quote.
+func parseQuoted(s string, i int) (string, int, *core.ParseError) {
+	var v strings.Builder
+	for j := i + 1; j < len(s); j++ {
+		switch c := s[j]; c {
+		case '"':
+			return v.String(), j + 1, nil
+		case '\\':
+			if j+1 >= len(s) {
+				return "", 0, &core.ParseError{Value: s[i:], Problem: "unterminated string at", Allowed: "a closing double quote"}
+			}
+			switch s[j+1] {
+			case '\\', '"':
+				v.WriteByte(s[j+1])
+			case 'n':
+				v.WriteByte('\n')
+			default:
+				return "", 0, &core.ParseError{Value: s[j : j+2], Problem: "invalid escape", Allowed: `\\, \" or \n`}
+			}
+			j++
+		default:
+			v.WriteByte(c)
+		}
+	}
+	return "", 0, &core.ParseError{Value: s[i:], Problem: "unterminated string at", Allowed: "a closing double quote"}
+}
+
 func parsePromLine(s string) (PromSample, *core.ParseError) {
 	var p PromSample
 	i := 0
-	for i < len(s) && (isNameChar(s[i])) {
-		i++
-	}
-	if i == 0 || !isNameStart(s[0]) {
-		return p, &core.ParseError{Field: "metric name", Value: s, Problem: "invalid metric name in", Allowed: "[a-zA-Z_:][a-zA-Z0-9_:]*"}
-	}
-	p.Name = s[:i]
-	i = skipBlank(s, i)
-	if i < len(s) && s[i] == '{' {
-		labels, next, err := parseLabels(s, i+1)
+	if s[0] != '{' {
+		name, next, err := parseName(s, 0, false)
 		if err != nil {
-			err.Field = p.Name + err.Field
 			return p, err
 		}
-		p.Labels, i = labels, skipBlank(s, next)
+		p.Name, i = name, skipBlank(s, next)
 	}
-	rest := strings.Fields(s[i:])
+	if i < len(s) && s[i] == '{' {
+		name, labels, next, err := parseLabels(s, i+1, p.Name == "")
+		if err != nil {
+			err.Field = strings.TrimSpace(p.Name + " " + err.Field)
+			return p, err
+		}
+		if p.Name == "" {
+			if name == "" {
+				return p, &core.ParseError{Field: "metric name", Value: s, Problem: "no metric name in", Allowed: `a name before the braces or first inside them: m{…} or {"m", …}`}
+			}
+			p.Name = name
+		}
+		p.Labels, i = labels, next
+	}
+	rest := splitBlank(s[i:])
 	switch len(rest) {
 	case 1, 2:
 	case 0:
@@ -131,92 +204,58 @@ func parsePromLine(s string) (PromSample, *core.ParseError) {
 	return p, nil
 }
 
-// parsePromFloat is strconv.ParseFloat less the Go-only spellings the
-// exposition format does not have (hex floats, underscores, "infinity").
+// parsePromFloat reads a value as the format defines it: Go's ParseFloat
+// (NaN, Inf and Infinity in any case, with an optional sign on the
+// infinities) less hex floats and underscores, as expfmt does.
 func parsePromFloat(s string) (float64, error) {
-	switch s {
-	case "NaN":
-		return math.NaN(), nil
-	case "+Inf", "Inf":
-		return math.Inf(1), nil
-	case "-Inf":
-		return math.Inf(-1), nil
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= '0' && c <= '9' || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
-			return 0, strconv.ErrSyntax
-		}
+	if strings.ContainsAny(s, "pP_") {
+		return 0, strconv.ErrSyntax
 	}
 	return strconv.ParseFloat(s, 64)
 }
 
-// parseLabels parses from just after '{' to just after '}'.
-func parseLabels(s string, i int) ([]Label, int, *core.ParseError) {
+// parseLabels parses from just after '{' to just after '}'. With
+// nameInside, one item may be a bare metric name (the UTF-8 extension's
+// {"name", label="value"}); it is returned, empty when there was none.
+func parseLabels(s string, i int, nameInside bool) (string, []Label, int, *core.ParseError) {
+	var name string
 	var labels []Label
 	for {
 		i = skipBlank(s, i)
 		if i < len(s) && s[i] == '}' {
-			return labels, i + 1, nil
+			return name, labels, i + 1, nil
 		}
-		start := i
-		for i < len(s) && isLabelChar(s[i]) {
-			i++
+		item, next, err := parseName(s, i, true)
+		if err != nil {
+			err.Field = "label"
+			return "", nil, 0, err
 		}
-		if i == start || !isLabelStart(s[start]) {
-			return nil, 0, &core.ParseError{Field: " label", Value: s[start:], Problem: "invalid label name at", Allowed: "[a-zA-Z_][a-zA-Z0-9_]*"}
-		}
-		name := s[start:i]
-		i = skipBlank(s, i)
-		if i >= len(s) || s[i] != '=' {
-			return nil, 0, &core.ParseError{Field: " label " + name, Value: s[i:], Problem: "no '=' at", Allowed: `name="value"`}
-		}
-		i = skipBlank(s, i+1)
-		if i >= len(s) || s[i] != '"' {
-			return nil, 0, &core.ParseError{Field: " label " + name, Value: s[i:], Problem: "unquoted value at", Allowed: `a value in double quotes`}
-		}
-		var v strings.Builder
-		i++
-		closed := false
-		for i < len(s) {
-			c := s[i]
-			if c == '"' {
-				closed = true
-				i++
-				break
+		i = skipBlank(s, next)
+		if i < len(s) && (s[i] == ',' || s[i] == '}') && nameInside && name == "" {
+			name = item
+		} else {
+			if i >= len(s) || s[i] != '=' {
+				return "", nil, 0, &core.ParseError{Field: "label " + item, Value: s[i:], Problem: "no '=' at", Allowed: `name="value"`}
 			}
-			if c == '\\' {
-				if i+1 >= len(s) {
-					break
-				}
-				switch s[i+1] {
-				case '\\':
-					v.WriteByte('\\')
-				case '"':
-					v.WriteByte('"')
-				case 'n':
-					v.WriteByte('\n')
-				default:
-					return nil, 0, &core.ParseError{Field: " label " + name, Value: s[i : i+2], Problem: "invalid escape", Allowed: `\\, \" or \n`}
-				}
-				i += 2
-				continue
+			i = skipBlank(s, i+1)
+			if i >= len(s) || s[i] != '"' {
+				return "", nil, 0, &core.ParseError{Field: "label " + item, Value: s[i:], Problem: "unquoted value at", Allowed: `a value in double quotes`}
 			}
-			v.WriteByte(c)
-			i++
+			v, next, err := parseQuoted(s, i)
+			if err != nil {
+				err.Field = "label " + item
+				return "", nil, 0, err
+			}
+			labels = append(labels, Label{Name: item, Value: v})
+			i = skipBlank(s, next)
 		}
-		if !closed {
-			return nil, 0, &core.ParseError{Field: " label " + name, Value: s[start:], Problem: "unterminated value at", Allowed: `a closing double quote`}
-		}
-		labels = append(labels, Label{Name: name, Value: v.String()})
-		i = skipBlank(s, i)
 		if i < len(s) && s[i] == ',' {
 			i++
 			continue
 		}
 		if i < len(s) && s[i] == '}' {
-			return labels, i + 1, nil
+			return name, labels, i + 1, nil
 		}
-		return nil, 0, &core.ParseError{Field: " labels", Value: s[i:], Problem: "expected ',' or '}' at", Allowed: `name="value", …}`}
+		return "", nil, 0, &core.ParseError{Field: "labels", Value: s[i:], Problem: "expected ',' or '}' at", Allowed: `name="value", …}`}
 	}
 }

@@ -62,6 +62,12 @@ func (e *LogGapError) Error() string {
 // not give this agent (a job started by hand): its log stays local.
 var ErrUnknownRun = errors.New("link: the server knows no such run of this agent")
 
+// ErrRejected is what errors.Is finds in the error of a request the
+// server refused for the agent's credentials: 401 (no such token,
+// revoked, expired) or 403 (a token whose role is not agent). Sending the
+// same token again cannot succeed, so the loop stops on it.
+var ErrRejected = errors.New("link: the server rejects this agent's token")
+
 // Error is a request the server answered with an error status.
 type Error struct {
 	Method, Path string
@@ -83,6 +89,11 @@ func (e *Error) Error() string {
 		s += ": " + e.Message
 	}
 	return s
+}
+
+// Is makes errors.Is(e, ErrRejected) true for a 401 or a 403.
+func (e *Error) Is(target error) bool {
+	return target == ErrRejected && (e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden)
 }
 
 // Heartbeat posts hb; the first one is the agent's join.

@@ -18,6 +18,10 @@ import (
 // after the n-th failure in a row) and, once the server answers again,
 // heartbeats first.
 //
+// An error that is ErrRejected (the server refuses the agent's token) is
+// not retried: Step records it (Err) and Run returns it, since the same
+// token will be refused however long the loop waits.
+//
 // Step does one round and says how long to wait; Run repeats it. Tests
 // call Step on a manual clock and see every wait.
 type Loop struct {
@@ -47,6 +51,7 @@ type Loop struct {
 	failures int
 	nextBeat time.Time // zero: heartbeat at the next step
 	started  bool
+	rejected error // the ErrRejected error that stopped the loop
 }
 
 func (l *Loop) init() {
@@ -84,11 +89,18 @@ func (l *Loop) init() {
 // Failures returns how many calls in a row have failed.
 func (l *Loop) Failures() int { return l.failures }
 
+// Err returns the error that stopped the loop for good (one that is
+// ErrRejected), or nil.
+func (l *Loop) Err() error { return l.rejected }
+
 // Step heartbeats and fetches commands when due, sends what the outbox
 // holds (up to MaxBatches sends), and returns how long to wait before
 // the next step: 0 when more is waiting, the backoff after a failure.
 func (l *Loop) Step(ctx context.Context) time.Duration {
 	l.init()
+	if l.rejected != nil {
+		return 0
+	}
 	now := l.Clock.Now()
 	if l.nextBeat.IsZero() || !now.Before(l.nextBeat) {
 		hb := Heartbeat{}
@@ -163,6 +175,11 @@ func (l *Loop) fail(ctx context.Context, err error) time.Duration {
 	}
 	l.failures++
 	l.nextBeat = time.Time{}
+	if errors.Is(err, ErrRejected) {
+		l.rejected = err
+		l.Logger.Error("the server rejects this agent's token: not retrying (give an agent token, --token or GPUFLEET_TOKEN)", "err", err)
+		return 0
+	}
 	ceiling := l.Backoff(l.failures)
 	wait := time.Duration(l.Rand.Int64N(int64(ceiling) + 1))
 	l.Logger.Warn("link failed", "err", err, "failures", l.failures, "retry_in", wait)
@@ -185,11 +202,15 @@ func (l *Loop) Backoff(n int) time.Duration {
 }
 
 // Run steps until ctx is done, waiting as Step says or, while the server
-// answers, until wake receives (new records to send).
+// answers, until wake receives (new records to send). It returns nil when
+// ctx is cancelled, and the error when the server rejects the token.
 func (l *Loop) Run(ctx context.Context, wake <-chan struct{}) error {
 	l.init()
 	for {
 		wait := l.Step(ctx)
+		if l.rejected != nil {
+			return l.rejected
+		}
 		if err := ctx.Err(); err != nil {
 			if errors.Is(err, context.Canceled) {
 				return nil

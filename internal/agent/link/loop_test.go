@@ -2,6 +2,7 @@ package link_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -281,4 +282,40 @@ func TestRunBacksOffDespiteWakes(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// TestRunStopsOnRejectedToken: a 401 or a 403 (a revoked token, or one
+// that is not an agent token) ends Run with an error that is ErrRejected
+// after one call, while other failures (a 500, a partition) keep being
+// retried with backoff.
+func TestRunStopsOnRejectedToken(t *testing.T) {
+	for _, status := range []int{401, 403} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			c := clock.NewManual(t0)
+			srv := fake.New()
+			srv.Reject(status)
+			l := &link.Loop{Up: srv, Queue: &memQueue{}, Clock: c, BackoffBase: time.Second, BackoffMax: time.Minute}
+			done := make(chan error, 1)
+			go func() { done <- l.Run(context.Background(), nil) }()
+			select {
+			case err := <-done:
+				if !errors.Is(err, link.ErrRejected) {
+					t.Errorf("Run = %v, want an error that is link.ErrRejected", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("Run still retrying a %d after 5 s (%d calls)", status, srv.Calls())
+			}
+			if srv.Calls() != 1 {
+				t.Errorf("%d calls, want 1: a refused token is not retried", srv.Calls())
+			}
+			if w := l.Step(context.Background()); w != 0 || srv.Calls() != 1 || l.Err() == nil {
+				t.Errorf("Step after the rejection: wait %v, %d calls, Err %v; want no call and the error kept", w, srv.Calls(), l.Err())
+			}
+		})
+	}
+	for _, err := range []error{&link.Error{Status: 500}, &link.Error{Status: 429}, fake.ErrDown} {
+		if errors.Is(err, link.ErrRejected) {
+			t.Errorf("%v is ErrRejected; want it retried", err)
+		}
+	}
 }

@@ -28,6 +28,7 @@ type Server struct {
 	heartbeats []link.Heartbeat
 	commands   []link.Command
 	calls      int
+	reject     int // an HTTP status every call fails with; 0: none
 	changed    chan struct{}
 }
 
@@ -49,6 +50,14 @@ func (s *Server) FailNext(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failNext = n
+}
+
+// Reject makes every call fail as a server refusing the agent's token
+// does, with a *link.Error of status (401 or 403); 0 accepts again.
+func (s *Server) Reject(status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reject = status
 }
 
 // LoseReplies makes the next n calls that send records apply them and
@@ -118,6 +127,9 @@ func (s *Server) refuse(ctx context.Context) error {
 	}
 	if s.down {
 		return ErrDown
+	}
+	if s.reject != 0 {
+		return &link.Error{Method: "POST", Path: "/fake", Status: s.reject, Code: "unauthenticated", Message: "fake: token refused"}
 	}
 	if s.failNext > 0 {
 		s.failNext--
