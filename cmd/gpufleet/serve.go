@@ -70,13 +70,6 @@ several servers may share it, one of them runs the loop.`,
 			}
 			defer st.Close()
 			clk := clock.Real{}
-			secret, err := api.EnsureAdminToken(ctx, st, clk)
-			if err != nil {
-				return fmt.Errorf("serve: %w", err)
-			}
-			if secret != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "admin token (shown once, store it now): %s\n", secret)
-			}
 			var cloud provider.Provider
 			switch providerKind {
 			case "sim":
@@ -107,6 +100,16 @@ several servers may share it, one of them runs the loop.`,
 			loop, err := server.NewLoop(server.Config{Store: st, Provider: cloud, Offers: c.Offers, Engine: ecfg, Clock: clk, Log: log, Tick: tick})
 			if err != nil {
 				return fmt.Errorf("serve: %w", err)
+			}
+			// The admin token is shown once: it is made only when nothing
+			// left can fail, so a start refused for a bad flag or provider
+			// does not store a token nobody saw.
+			secret, err := api.EnsureAdminToken(ctx, st, clk)
+			if err != nil {
+				return fmt.Errorf("serve: %w", err)
+			}
+			if secret != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "admin token (shown once, store it now): %s\n", secret)
 			}
 			srv := api.New(c, clk, log, api.WithStore(st), api.WithCollectors(loop.Collectors()...), api.WithReadiness(loop)).HTTPServer(addr)
 			log.Info("gpufleet serving", "addr", "http://"+ln.Addr().String(), "offers", len(c.Offers), "currency", c.Currency, "db", redact(db))

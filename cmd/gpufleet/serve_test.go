@@ -52,6 +52,27 @@ func TestServeBadAddr(t *testing.T) {
 	}
 }
 
+// TestServeRefusedKeepsTheToken: a start refused for a bad provider or
+// wait target stores no admin token, so the next good start prints one.
+func TestServeRefusedKeepsTheToken(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for _, args := range [][]string{
+		{"serve", "--addr", "127.0.0.1:0", "--provider", "nope"},
+		{"serve", "--addr", "127.0.0.1:0", "--wait-target", "core=soon"},
+		{"serve", "--addr", "127.0.0.1:0", "--provider", "static", "--provider-config", "missing.yaml"},
+	} {
+		code, _, errs := runCLI(t, args...)
+		if code == 0 || strings.Contains(errs, "admin token") {
+			t.Errorf("%v: exit %d, %q", args, code, errs)
+		}
+	}
+	token, _, stop := serveWith(t)
+	defer stop()
+	if !strings.HasPrefix(token, "gpf_") {
+		t.Errorf("no admin token printed on the first good start: %q", token)
+	}
+}
+
 // TestLogLevel: --log-level sets the least level logged; a bad one is a
 // usage error naming the flag.
 func TestLogLevel(t *testing.T) {
