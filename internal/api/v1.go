@@ -222,6 +222,9 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 			u, err := tx.Users().GetUser(r.Context(), t.User)
 			switch {
 			case errors.Is(err, store.ErrNotFound):
+				if err := core.CheckName("user", t.User); err != nil {
+					return err
+				}
 				u = store.User{ID: t.User, Team: t.Team, Name: t.User, Role: role, Created: now}
 				if err := store.ValidateNewUser(&u); err != nil {
 					return err
@@ -356,16 +359,24 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 	if req.Tier == "" {
 		req.Tier = string(core.TierRegular)
 	}
+	// Seconds become durations only in range: 2^62 s in nanoseconds
+	// would wrap (to 0 for 2^62).
+	est, err := core.Seconds("est_duration_seconds", req.EstDurationSeconds)
+	if err != nil {
+		writeValidation(w, err)
+		return
+	}
+	ckpt, err := core.Seconds("checkpoint_interval_seconds", req.CheckpointSeconds)
+	if err != nil {
+		writeValidation(w, err)
+		return
+	}
 	j := core.Job{ID: req.ID, Team: req.Team, User: req.User, Tier: core.Tier(req.Tier),
 		Request: core.Request{GPUs: req.GPUs, MilliPerGPU: core.Milli(req.GPUMilli), MemPerGPUMiB: req.GPUMemMiB, Models: req.Models,
 			Throughput: req.Throughput, CPUMilli: req.CPUMilli, MemMiB: req.MemMiB},
-		Shards: req.Shards, EstDuration: time.Duration(req.EstDurationSeconds) * time.Second, Deadline: req.Deadline,
-		Interruptible: req.Interruptible, Deferrable: req.Deferrable, CheckpointInterval: time.Duration(req.CheckpointSeconds) * time.Second,
+		Shards: req.Shards, EstDuration: est, Deadline: req.Deadline,
+		Interruptible: req.Interruptible, Deferrable: req.Deferrable, CheckpointInterval: ckpt,
 		Command: req.Command, Image: req.Image, Submit: s.clock.Now(), State: core.JobPending}
-	if req.EstDurationSeconds < 0 || req.EstDurationSeconds > int64(100*365*24*3600) {
-		writeError(w, http.StatusBadRequest, "invalid_argument", "est_duration_seconds", "est_duration_seconds: want 0..100 years")
-		return
-	}
 	if err := store.ValidateJob(&j); err != nil {
 		writeValidation(w, err)
 		return

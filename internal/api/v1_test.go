@@ -288,6 +288,9 @@ func TestBadInput(t *testing.T) {
 		{"bad share", `{"gpus":2,"gpu_milli":500}`, 400, "gpu_milli"},
 		{"hash in id", `{"id":"a#1","gpus":1}`, 400, "id"},
 		{"negative duration", `{"gpus":1,"est_duration_seconds":-1}`, 400, "est_duration_seconds"},
+		{"duration 2^62 s", `{"gpus":1,"est_duration_seconds":4611686018427387904}`, 400, "est_duration_seconds"},
+		{"checkpoint 2^62 s", `{"gpus":1,"checkpoint_interval_seconds":4611686018427387904}`, 400, "checkpoint_interval_seconds"},
+		{"checkpoint negative", `{"gpus":1,"checkpoint_interval_seconds":-5}`, 400, "checkpoint_interval_seconds"},
 		{"wrong type", `{"gpus":"one"}`, 400, "gpus"},
 		{"unknown field", `{"gpus":1,"colour":"red"}`, 400, ""},
 		{"too large", `{"image":"` + strings.Repeat("x", MaxBodyBytes) + `"}`, 413, ""},
@@ -423,5 +426,25 @@ func TestEnsureAdminToken(t *testing.T) {
 	again, err := EnsureAdminToken(ctx, st, clk)
 	if err != nil || again != "" {
 		t.Fatalf("second start: %q %v", again, err)
+	}
+}
+
+// TestIDRule: ids that become path segments, keys and CSV cells follow
+// core.CheckName everywhere they are chosen: job ids (admin), team ids,
+// and the users a token creates.
+func TestIDRule(t *testing.T) {
+	f := newFixture(t)
+	for _, bad := range []string{"a/b", "..", "../a", "a\\nb", "a b", " a", "=cmd|' /C calc'!A0", "a#1"} {
+		for _, tc := range []struct{ path, body, field string }{
+			{"/api/v1/jobs", `{"id":"` + bad + `","team":"a","gpus":1}`, "id"},
+			{"/api/v1/teams", `{"id":"` + bad + `","name":"n"}`, "id"},
+			{"/api/v1/tokens", `{"user":"` + bad + `","team":"a","role":"member"}`, "user"},
+		} {
+			code, b, _ := f.call(t, "admin", "POST", tc.path, tc.body)
+			var e ErrorBody
+			if json.Unmarshal(b, &e) != nil || code != 400 || e.Error.Field != tc.field || !strings.Contains(e.Error.Message, core.NameRule) {
+				t.Errorf("POST %s %s: %d %s, want 400 naming %s and the rule", tc.path, tc.body, code, b, tc.field)
+			}
+		}
 	}
 }
