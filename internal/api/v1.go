@@ -31,16 +31,31 @@ func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // storeError answers err from the store: field errors 400, not found 404,
-// conflicts 409, anything else 500.
+// conflicts 409, anything else 500. A store.RowError is shown in its own
+// words (its field, else field); a bare ErrNotFound or ErrConflict may
+// carry a database's text, so it is logged and answered with a message
+// of ours that names field.
 func (s *Server) storeError(w http.ResponseWriter, r *http.Request, err error, field string) {
 	var fe *core.FieldError
+	var re *store.RowError
+	status, code := http.StatusConflict, "conflict"
+	if errors.Is(err, store.ErrNotFound) {
+		status, code = http.StatusNotFound, "not_found"
+	}
 	switch {
 	case errors.As(err, &fe):
 		writeError(w, http.StatusBadRequest, "invalid_argument", fe.Field, err.Error())
+	case errors.As(err, &re):
+		if re.Field != "" {
+			field = re.Field
+		}
+		writeError(w, status, code, field, re.Msg)
 	case errors.Is(err, store.ErrNotFound):
-		writeError(w, http.StatusNotFound, "not_found", field, err.Error())
+		s.log.Warn("api: not found", "method", r.Method, "path", r.URL.Path, "err", err)
+		writeError(w, status, code, field, fmt.Sprintf("%s: refers to something that does not exist", field))
 	case errors.Is(err, store.ErrConflict):
-		writeError(w, http.StatusConflict, "conflict", field, err.Error())
+		s.log.Warn("api: conflict", "method", r.Method, "path", r.URL.Path, "err", err)
+		writeError(w, status, code, field, fmt.Sprintf("%s: conflicts with what is stored", field))
 	default:
 		s.internal(w, r, err)
 	}
@@ -258,7 +273,12 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 }
 
 // JobRequest is the body of POST /api/v1/jobs. Team defaults to the
-// token's team; ID is generated when empty.
+// token's team, User to the token's user. ID is the server's (job- and 16
+// random hex digits) for a team token, which may not set it: job ids are
+// global (units, events, agent commands and logs key on them), so an id a
+// team chose could tell it that another team's job exists, or take an id
+// before its owner. An admin may set ID (an import, a test); a retry is
+// made safe by the Idempotency-Key header, which is per team.
 type JobRequest struct {
 	ID                 string           `json:"id"`
 	Team               string           `json:"team"`
@@ -340,10 +360,27 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 	if req.User == "" {
 		req.User = p.User
 	}
+	if p.Role != store.RoleAdmin {
+		if req.User != p.User {
+			writeError(w, http.StatusForbidden, "forbidden", "user", fmt.Sprintf("user: a team token submits as its own user %q; only an admin sets another", p.User))
+			return
+		}
+		if req.ID != "" {
+			writeError(w, http.StatusBadRequest, "invalid_argument", "id",
+				fmt.Sprintf("id: invalid value %q: want none; the server names a team's jobs (job- and 16 hex digits), and the Idempotency-Key header makes a retry safe", req.ID))
+			return
+		}
+	}
 	key := r.Header.Get("Idempotency-Key")
 	if len(key) > MaxIdempotencyKey {
 		writeError(w, http.StatusBadRequest, "invalid_argument", "Idempotency-Key", fmt.Sprintf("Idempotency-Key: at most %d bytes", MaxIdempotencyKey))
 		return
+	}
+	if key != "" {
+		if err := store.CheckID("Idempotency-Key", key); err != nil {
+			writeValidation(w, err)
+			return
+		}
 	}
 	if req.ID == "" {
 		id, err := newID("job")
@@ -382,6 +419,11 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	job, created, err := s.store.Jobs().SubmitJob(r.Context(), j, key)
+	var re *store.RowError
+	if errors.As(err, &re) && re.Field == "idempotency_key" {
+		writeError(w, http.StatusConflict, "conflict", "Idempotency-Key", strings.Replace(re.Msg, "idempotency key", "Idempotency-Key", 1))
+		return
+	}
 	if err != nil {
 		s.storeError(w, r, err, "team")
 		return

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -147,7 +148,7 @@ func TestRoleMatrix(t *testing.T) {
 		{"GET /api/v1/teams", "GET", "/api/v1/teams", nil, want{"none": 401, "admin": 200, "team-admin": 403, "member": 403, "viewer": 403, "agent": 403}},
 		{"POST /api/v1/tokens", "POST", "/api/v1/tokens", func(r string) string { return `{"user":"x-` + r + `","team":"a","role":"member","name":"n"}` },
 			want{"none": 401, "admin": 201, "team-admin": 201, "member": 403, "viewer": 403, "agent": 403}},
-		{"POST /api/v1/jobs", "POST", "/api/v1/jobs", func(r string) string { return `{"id":"new-` + r + `","team":"a","gpus":1}` },
+		{"POST /api/v1/jobs", "POST", "/api/v1/jobs", func(string) string { return `{"team":"a","gpus":1}` },
 			want{"none": 401, "admin": 201, "team-admin": 201, "member": 201, "viewer": 403, "agent": 403}},
 		{"GET /api/v1/jobs", "GET", "/api/v1/jobs", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 403}},
 		{"GET /api/v1/jobs/{id}", "GET", "/api/v1/jobs/ja", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 403}},
@@ -270,9 +271,87 @@ func TestIdempotentSubmit(t *testing.T) {
 	if code != 201 {
 		t.Fatalf("new key: %d", code)
 	}
-	code, b, _ = f.call(t, "member", "POST", "/api/v1/jobs", `{"id":"ja","gpus":1}`)
-	if code != 409 {
+	var e ErrorBody
+	code, b, _ = f.call(t, "member", "POST", "/api/v1/jobs", `{"gpus":3}`, "Idempotency-Key", "k1")
+	if json.Unmarshal(b, &e) != nil || code != 409 || e.Error.Field != "Idempotency-Key" ||
+		e.Error.Message != fmt.Sprintf(`Idempotency-Key "k1" was used for job %q with a different body`, first.ID) {
+		t.Fatalf("conflict names the header: %d %s", code, b)
+	}
+	code, b, _ = f.call(t, "admin", "POST", "/api/v1/jobs", `{"id":"jb","team":"a","gpus":1}`)
+	if json.Unmarshal(b, &e) != nil || code != 409 || e.Error.Field != "id" || e.Error.Message != `job "jb" already exists` {
 		t.Fatalf("existing id: %d %s", code, b)
+	}
+}
+
+// TestJobIDs: a team token cannot choose a job id, so it can neither
+// learn that another team's id exists (the answer is the same as for a
+// free id) nor take an id first; the server's ids are unique.
+func TestJobIDs(t *testing.T) {
+	f := newFixture(t)
+	_, taken, _ := f.call(t, "member", "POST", "/api/v1/jobs", `{"id":"jb","gpus":1}`)
+	code, free, _ := f.call(t, "member", "POST", "/api/v1/jobs", `{"id":"jz","gpus":1}`)
+	if code != 400 || strings.Replace(string(taken), "jb", "jz", 1) != string(free) {
+		t.Errorf("another team's id and a free one answer differently:\n%s\n%s", taken, free)
+	}
+	seen := map[string]bool{}
+	for range 20 {
+		code, b, _ := f.call(t, "member", "POST", "/api/v1/jobs", `{"gpus":1}`)
+		var j JobView
+		if code != 201 || json.Unmarshal(b, &j) != nil || core.CheckName("id", j.ID) != nil || !strings.HasPrefix(j.ID, "job-") || seen[j.ID] {
+			t.Fatalf("generated id: %d %s", code, b)
+		}
+		seen[j.ID] = true
+	}
+}
+
+// TestSubmitAsUser: a team token submits as its own user; an admin may
+// name another.
+func TestSubmitAsUser(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		role, body string
+		code       int
+		user       string
+	}{
+		{"member", `{"gpus":1}`, 201, "u-member"},
+		{"member", `{"gpus":1,"user":"u-member"}`, 201, "u-member"},
+		{"member", `{"gpus":1,"user":"u-other"}`, 403, ""},
+		{"team-admin", `{"gpus":1,"user":"u-member"}`, 403, ""},
+		{"admin", `{"gpus":1,"team":"a","user":"carol"}`, 201, "carol"},
+		{"admin", `{"gpus":1,"team":"a"}`, 201, "u-admin"},
+	} {
+		code, b, _ := f.call(t, tc.role, "POST", "/api/v1/jobs", tc.body)
+		var j JobView
+		var e ErrorBody
+		switch {
+		case code != tc.code:
+			t.Errorf("%s %s: %d %s, want %d", tc.role, tc.body, code, b, tc.code)
+		case code == 201 && (json.Unmarshal(b, &j) != nil || j.User != tc.user):
+			t.Errorf("%s %s: user %q, want %q", tc.role, tc.body, j.User, tc.user)
+		case code == 403 && (json.Unmarshal(b, &e) != nil || e.Error.Field != "user"):
+			t.Errorf("%s %s: %s, want the field user", tc.role, tc.body, b)
+		}
+	}
+}
+
+// TestStoreErrorsInWords: conflicts and missing rows are answered with
+// the field, the value and no database text.
+func TestStoreErrorsInWords(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		path, body string
+		code       int
+		field, msg string
+	}{
+		{"/api/v1/teams", `{"id":"a","name":"again"}`, 409, "id", `team "a" already exists`},
+		{"/api/v1/tokens", `{"user":"zed","team":"zz","role":"member"}`, 404, "team", `team "zz" does not exist`},
+		{"/api/v1/jobs", `{"team":"zz","gpus":1}`, 404, "team", `team "zz" does not exist`},
+	} {
+		code, b, _ := f.call(t, "admin", "POST", tc.path, tc.body)
+		var e ErrorBody
+		if json.Unmarshal(b, &e) != nil || code != tc.code || e.Error.Field != tc.field || e.Error.Message != tc.msg {
+			t.Errorf("POST %s %s: %d %s, want %d %s %q", tc.path, tc.body, code, b, tc.code, tc.field, tc.msg)
+		}
 	}
 }
 

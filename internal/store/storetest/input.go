@@ -258,3 +258,50 @@ func testInjection(t *testing.T, open Opener) {
 		t.Errorf("%d samples for one hostile lease, want 1", len(ss))
 	}
 }
+
+// testRowErrors: a taken id, a missing reference and a reused
+// idempotency key are *store.RowError values that name the field and
+// the value in words of their own, with no database text, and wrap
+// ErrConflict or ErrNotFound.
+func testRowErrors(t *testing.T, open Opener) {
+	s := open(t)
+	c := ctx(t)
+	setupTeams(t, s, "ml")
+	submit(t, s, job("j", "ml"))
+	ok(t, s.Users().CreateUser(c, store.User{ID: "ann", Team: "ml", Role: store.RoleMember, Created: at(0)}), "user")
+	_, _, err := s.Jobs().SubmitJob(c, job("k", "ml"), "key1")
+	ok(t, err, "submit with key")
+	other := job("k2", "ml")
+	other.Request.GPUs = 3
+	for _, tc := range []struct {
+		name  string
+		err   error
+		kind  error
+		field string
+		msg   string
+	}{
+		{"team id taken", s.Teams().CreateTeam(c, team("ml")), store.ErrConflict, "id", `team "ml" already exists`},
+		{"user id taken", s.Users().CreateUser(c, store.User{ID: "ann", Team: "ml", Role: store.RoleMember, Created: at(0)}), store.ErrConflict, "id", `user "ann" already exists`},
+		{"user of an unknown team", s.Users().CreateUser(c, store.User{ID: "bob", Team: "zz", Role: store.RoleMember, Created: at(0)}), store.ErrNotFound, "team", `team "zz" does not exist`},
+		{"token of an unknown user", s.Tokens().CreateToken(c, store.Token{ID: "t1", Hash: store.HashToken("a"), User: "nobody", Team: "ml", Role: store.RoleMember, Created: at(0)}),
+			store.ErrNotFound, "user", `user "nobody" does not exist`},
+		{"token of an unknown team", s.Tokens().CreateToken(c, store.Token{ID: "t2", Hash: store.HashToken("b"), User: "ann", Team: "zz", Role: store.RoleMember, Created: at(0)}),
+			store.ErrNotFound, "team", `team "zz" does not exist`},
+		{"job id taken", func() error { _, _, err := s.Jobs().SubmitJob(c, job("j", "ml"), ""); return err }(), store.ErrConflict, "id", `job "j" already exists`},
+		{"job of an unknown team", func() error { _, _, err := s.Jobs().SubmitJob(c, job("x", "zz"), ""); return err }(), store.ErrNotFound, "team", `team "zz" does not exist`},
+		{"key reused", func() error { _, _, err := s.Jobs().SubmitJob(c, other, "key1"); return err }(), store.ErrConflict, "idempotency_key",
+			`idempotency key "key1" was used for job "k" with a different body`},
+	} {
+		var re *store.RowError
+		if !errors.Is(tc.err, tc.kind) || !errors.As(tc.err, &re) {
+			t.Errorf("%s: %v, want a *store.RowError wrapping %v", tc.name, tc.err, tc.kind)
+			continue
+		}
+		diff(t, tc.name, []string{tc.field, tc.msg}, []string{re.Field, re.Msg})
+		for _, raw := range []string{"UNIQUE", "constraint", "duplicate key", "violates", "SQLSTATE"} {
+			if strings.Contains(tc.err.Error(), raw) {
+				t.Errorf("%s: %q carries database text %q", tc.name, tc.err, raw)
+			}
+		}
+	}
+}
