@@ -64,6 +64,11 @@ several servers may share it, one of them runs the loop.`,
 				return fmt.Errorf("serve: %w", err)
 			}
 			defer st.Close()
+			if s, ok := st.(interface{ Tightened() []string }); ok {
+				for _, f := range s.Tightened() {
+					log.Warn("store: the database file was readable by others; made it owner-only (0600)", "file", f)
+				}
+			}
 			clk := clock.Real{}
 			secret, err := api.EnsureAdminToken(ctx, st, clk)
 			if err != nil {
