@@ -151,7 +151,7 @@ gpu_milli: 250
 est_duration: 2h
 checkpoint_interval: 10m
 deadline: 2026-03-03T00:00:00Z
-models: [A100, H100]
+models: [NVIDIA A100, NVIDIA H100]
 command: [python, eval.py]
 idempotency_key: eval-1
 `)
@@ -193,7 +193,7 @@ idempotency_key: eval-1
 	if out := must(secret, "jobs", "--state", "cancelled"); strings.Contains(out, train) {
 		t.Errorf("no job is cancelled yet: %s", out)
 	}
-	if out := must(secret, "job", eval); !strings.Contains(out, "A100,H100") || !strings.Contains(out, "python eval.py") || !strings.Contains(out, "2026-03-03T00:00:00Z") {
+	if out := must(secret, "job", eval); !strings.Contains(out, "NVIDIA A100,NVIDIA H100") || !strings.Contains(out, "python eval.py") || !strings.Contains(out, "2026-03-03T00:00:00Z") {
 		t.Errorf("job: %s", out)
 	}
 	if out := must(secret, "cancel", train); !strings.Contains(out, "job "+train+":") {

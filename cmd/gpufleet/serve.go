@@ -95,11 +95,17 @@ several servers may share it, one of them runs the loop.`,
 			if ecfg.Fleet.WaitTarget, err = parseWaitTargets(waits); err != nil {
 				return usageError{err}
 			}
-			loop, err := server.NewLoop(server.Config{Store: st, Provider: cloud, Offers: c.Offers, Engine: ecfg, Clock: clk, Log: log, Tick: tick})
+			// The sim provider's limit per offer bounds what a job may ask
+			// (submissions) and what a waiting job can get (the loop).
+			var capacity fleet.Capacity
+			if pc, ok := cloud.(interface{ Capacity(offerID string) int }); ok {
+				capacity = pc.Capacity
+			}
+			loop, err := server.NewLoop(server.Config{Store: st, Provider: cloud, Offers: c.Offers, Engine: ecfg, Clock: clk, Log: log, Tick: tick, Capacity: capacity})
 			if err != nil {
 				return fmt.Errorf("serve: %w", err)
 			}
-			srv := api.New(c, clk, log, api.WithStore(st), api.WithCollectors(loop.Collectors()...)).HTTPServer(addr)
+			srv := api.New(c, clk, log, api.WithStore(st), api.WithCollectors(loop.Collectors()...), api.WithCapacity(capacity)).HTTPServer(addr)
 			log.Info("gpufleet serving", "addr", "http://"+ln.Addr().String(), "offers", len(c.Offers), "currency", c.Currency, "db", redact(db))
 			lctx, stop := context.WithCancel(ctx)
 			var wg sync.WaitGroup

@@ -16,6 +16,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/billing"
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/fleet"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	"github.com/gpufleet/gpufleet/internal/store"
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,6 +38,7 @@ type Server struct {
 	mux      *http.ServeMux
 
 	store      store.Store
+	capacity   fleet.Capacity
 	limiter    *limiter
 	submitted  prometheus.Counter
 	collectors []prometheus.Collector
@@ -48,6 +50,12 @@ type Option func(*Server)
 // WithStore serves the /api/v1 teams, tokens, jobs, leases and events
 // routes from st. Without a store those routes answer 503.
 func WithStore(st store.Store) Option { return func(s *Server) { s.store = st } }
+
+// WithCapacity tells the server how many machines of each offer its
+// provider may hold, so that a job larger than that is refused at submit
+// (fleet.Feasible) instead of waiting forever. Without it only the
+// catalog bounds a job.
+func WithCapacity(c fleet.Capacity) Option { return func(s *Server) { s.capacity = c } }
 
 // WithRateLimit sets the per-token rate limit (DefaultRateLimit otherwise;
 // a zero Rate disables it).
@@ -121,7 +129,7 @@ func (s *Server) routes() []route {
 		{"POST /api/v1/teams", "Create a team (admin).", s.createTeam, adminOnly},
 		{"GET /api/v1/teams", "List the teams (admin).", s.listTeams, adminOnly},
 		{"POST /api/v1/tokens", "Create a token, creating its user if new; the secret is in this response only (admin, or team-admin for its team).", s.createToken, managers},
-		{"POST /api/v1/jobs", "Submit a job; an Idempotency-Key header makes retries safe (201 new, 200 replay, 409 a different body).", s.submitJob, writers},
+		{"POST /api/v1/jobs", "Submit a job. The server names a team token's job (job- and 16 hex digits; only an admin sets id) and a team token submits as its own user. An Idempotency-Key header makes retries safe (201 new, 200 replay, 409 a different body); a job no offer can ever run is a 422 naming the field.", s.submitJob, writers},
 		{"GET /api/v1/jobs", "List jobs, newest first, filtered by team, state (comma-separated) and tier; cursor pagination.", s.listJobs, readers},
 		{"GET /api/v1/jobs/{id}", "One job; another team's job is a 404.", s.getJob, readers},
 		{"POST /api/v1/jobs/{id}/cancel", "Cancel a job; the control loop stops its units.", s.cancelJob, writers},

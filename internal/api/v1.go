@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/fleet"
 	"github.com/gpufleet/gpufleet/internal/store"
 )
 
@@ -416,6 +417,17 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 		Command: req.Command, Image: req.Image, Submit: s.clock.Now(), State: core.JobPending}
 	if err := store.ValidateJob(&j); err != nil {
 		writeValidation(w, err)
+		return
+	}
+	// A job no offer can ever run is refused here: it would wait forever,
+	// as no acquisition is ever made for it.
+	if err := fleet.Feasible(&j, s.catalog.Offers, s.capacity); err != nil {
+		var fe *core.FieldError
+		field := ""
+		if errors.As(err, &fe) {
+			field = fe.Field
+		}
+		writeError(w, http.StatusUnprocessableEntity, "unrunnable", field, "no offer can ever run this job: "+err.Error())
 		return
 	}
 	job, created, err := s.store.Jobs().SubmitJob(r.Context(), j, key)

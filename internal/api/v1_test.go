@@ -527,3 +527,31 @@ func TestIDRule(t *testing.T) {
 		}
 	}
 }
+
+// TestUnrunnableJobs: a job no offer of the catalog (within the
+// provider's capacity) can ever run is a 422 naming the field and what
+// is allowed, and is not stored.
+func TestUnrunnableJobs(t *testing.T) {
+	f := newFixture(t, WithCapacity(func(string) int { return 16 })) // 16 machines of 8 V100s of 32 GiB
+	for _, tc := range []struct {
+		body, field, allowed string
+	}{
+		{`{"gpus":1,"models":["Z100"]}`, "models", "GPU models the catalog offers: V100"},
+		{`{"gpus":1,"gpu_mem_mib":900000}`, "gpu_mem_mib", "at most 32768 MiB"},
+		{`{"gpus":1000}`, "gpus", "at most 128"},
+	} {
+		code, b, _ := f.call(t, "member", "POST", "/api/v1/jobs", tc.body)
+		var e ErrorBody
+		if json.Unmarshal(b, &e) != nil || code != 422 || e.Error.Code != "unrunnable" || e.Error.Field != tc.field || !strings.Contains(e.Error.Message, tc.allowed) {
+			t.Errorf("%s: %d %s, want 422 on %s allowing %q", tc.body, code, b, tc.field, tc.allowed)
+		}
+	}
+	if code, b, _ := f.call(t, "member", "POST", "/api/v1/jobs", `{"gpus":128,"models":["V100"],"gpu_mem_mib":32768}`); code != 201 {
+		t.Errorf("the largest runnable job: %d %s", code, b)
+	}
+	_, b, _ := f.call(t, "member", "GET", "/api/v1/jobs", "")
+	var page JobsPage
+	if json.Unmarshal(b, &page) != nil || len(page.Jobs) != 2 { // ja and the runnable one
+		t.Errorf("stored jobs: %s", b)
+	}
+}
