@@ -51,12 +51,16 @@ func (s *Server) storeError(w http.ResponseWriter, r *http.Request, err error, f
 			field = re.Field
 		}
 		writeError(w, status, code, field, re.Msg)
-	case errors.Is(err, store.ErrNotFound):
-		s.log.Warn("api: not found", "method", r.Method, "path", r.URL.Path, "err", err)
-		writeError(w, status, code, field, fmt.Sprintf("%s: refers to something that does not exist", field))
-	case errors.Is(err, store.ErrConflict):
-		s.log.Warn("api: conflict", "method", r.Method, "path", r.URL.Path, "err", err)
-		writeError(w, status, code, field, fmt.Sprintf("%s: conflicts with what is stored", field))
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict):
+		s.log.Warn("api: "+code, "method", r.Method, "path", r.URL.Path, "err", err)
+		msg := "the request conflicts with what is stored"
+		if status == http.StatusNotFound {
+			msg = "the request refers to something that does not exist"
+		}
+		if field != "" {
+			msg = field + ": " + msg[len("the request "):]
+		}
+		writeError(w, status, code, field, msg)
 	default:
 		s.internal(w, r, err)
 	}
@@ -233,6 +237,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		writeValidation(w, err)
 		return
 	}
+	otherTeam := false // the user exists in another team
 	err = s.store.Tx(r.Context(), func(tx store.Tx) error {
 		if t.User != "" {
 			u, err := tx.Users().GetUser(r.Context(), t.User)
@@ -251,6 +256,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 			case err != nil:
 				return err
 			case u.Team != t.Team:
+				otherTeam = true
 				return &core.FieldError{Field: "user", Value: t.User, Allowed: fmt.Sprintf("a user of team %q (this one is of %q)", t.Team, u.Team)}
 			}
 		}
@@ -261,8 +267,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 			map[string]string{store.EventTeam: t.Team, "token_role": string(role), "token_team": t.Team, "token_user": t.User})
 	})
 	if err != nil {
-		var fe *core.FieldError
-		if p.Role == store.RoleTeamAdmin && errors.As(err, &fe) && fe.Field == "user" {
+		if p.Role == store.RoleTeamAdmin && otherTeam {
 			// Do not reveal another team's users to a team-admin.
 			writeError(w, http.StatusForbidden, "forbidden", "user", "the user is not of your team")
 			return

@@ -555,3 +555,41 @@ func TestUnrunnableJobs(t *testing.T) {
 		t.Errorf("stored jobs: %s", b)
 	}
 }
+
+// TestTeamAdminBadUserName: a team-admin naming a user outside the id
+// rule is told so (400), not that the user is of another team (403).
+func TestTeamAdminBadUserName(t *testing.T) {
+	f := newFixture(t)
+	code, b, _ := f.call(t, "team-admin", "POST", "/api/v1/tokens", `{"user":"a b","role":"member"}`)
+	var e ErrorBody
+	if json.Unmarshal(b, &e) != nil || code != 400 || e.Error.Field != "user" || !strings.Contains(e.Error.Message, core.NameRule) {
+		t.Errorf("%d %s, want 400 on user quoting the rule", code, b)
+	}
+	if code, b, _ := f.call(t, "team-admin", "POST", "/api/v1/tokens", `{"user":"u-other","role":"member"}`); code != 403 {
+		t.Errorf("a user of team b: %d %s, want 403", code, b)
+	}
+}
+
+// TestStoreErrorHidesDriverText: a bare conflict or missing row from a
+// driver is answered in our words, naming the field, never its text.
+func TestStoreErrorHidesDriverText(t *testing.T) {
+	s := New(testCatalog(), clock.NewManual(t0), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for _, tc := range []struct {
+		err   error
+		field string
+		code  int
+		want  string
+	}{
+		{fmt.Errorf("create x: %w: constraint failed: UNIQUE constraint failed: x.id (2067)", store.ErrConflict), "id", 409, "id: conflicts with what is stored"},
+		{fmt.Errorf("%w: a referenced row does not exist: FOREIGN KEY constraint failed (787)", store.ErrNotFound), "team", 404, "team: refers to something that does not exist"},
+		{fmt.Errorf("%w: duplicate key value violates unique constraint", store.ErrConflict), "", 409, "the request conflicts with what is stored"},
+		{fmt.Errorf("submit: %w", store.Exists("id", "job", "j1")), "team", 409, `job "j1" already exists`},
+	} {
+		w := httptest.NewRecorder()
+		s.storeError(w, httptest.NewRequest("POST", "/x", nil), tc.err, tc.field)
+		var e ErrorBody
+		if json.Unmarshal(w.Body.Bytes(), &e) != nil || w.Code != tc.code || e.Error.Message != tc.want {
+			t.Errorf("%v: %d %s, want %d %q", tc.err, w.Code, w.Body, tc.code, tc.want)
+		}
+	}
+}
