@@ -162,7 +162,7 @@ answers the same job instead of creating a second one.`,
 	fl := cmd.Flags()
 	fl.StringVarP(&file, "file", "f", "", "YAML job file")
 	fl.StringVar(&key, "idempotency-key", "", "make retries of this submission safe")
-	fl.StringVar(&req.ID, "id", "", "job id (generated if empty)")
+	fl.StringVar(&req.ID, "id", "", "job id, admin tokens only (the server names a team token's jobs: job- and 16 hex digits)")
 	fl.StringVar(&req.Team, "team", "", "team (default: the token's)")
 	fl.StringVar(&req.Tier, "tier", "", "core, regular (default) or offline")
 	fl.IntVar(&req.GPUs, "gpus", 0, "GPUs per shard")

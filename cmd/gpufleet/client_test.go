@@ -138,27 +138,32 @@ func TestClientCommands(t *testing.T) {
 
 	// submit from flags, with a command after --.
 	var j api.JobView
-	if err := json.Unmarshal([]byte(must(secret, "submit", "--id", "train", "--gpus", "2", "--duration", "90m", "--json", "--", "python", "train.py", "--epochs=3")), &j); err != nil {
+	if err := json.Unmarshal([]byte(must(secret, "submit", "--gpus", "2", "--duration", "90m", "--json", "--", "python", "train.py", "--epochs=3")), &j); err != nil {
 		t.Fatal(err)
 	}
-	if j.Team != "ml" || j.GPUs != 2 || j.EstDurationSeconds != 5400 || strings.Join(j.Command, " ") != "python train.py --epochs=3" {
+	if j.Team != "ml" || j.GPUs != 2 || j.EstDurationSeconds != 5400 || strings.Join(j.Command, " ") != "python train.py --epochs=3" || !strings.HasPrefix(j.ID, "job-") {
 		t.Errorf("submitted %+v", j)
 	}
+	train := j.ID // the server names a team token's jobs
+	if code, _, errs := as(secret, "submit", "--id", "train", "--gpus", "1"); code != 1 || !strings.Contains(errs, "field id") {
+		t.Errorf("a member chooses an id: %d %q", code, errs)
+	}
 	// submit from a file, with an idempotency key in it; a flag overrides.
-	job := writeFile(t, "job.yaml", `id: eval
-tier: offline
+	job := writeFile(t, "job.yaml", `tier: offline
 gpus: 1
 gpu_milli: 250
 est_duration: 2h
 checkpoint_interval: 10m
 deadline: 2026-03-03T00:00:00Z
-models: [A100, H100]
+models: [NVIDIA A100, NVIDIA H100]
 command: [python, eval.py]
 idempotency_key: eval-1
 `)
-	if out := must(secret, "submit", "-f", job, "--tier", "regular"); !strings.Contains(out, "job eval submitted") || !strings.Contains(out, "regular") {
-		t.Errorf("submit -f: %s", out)
+	var ev api.JobView
+	if err := json.Unmarshal([]byte(must(secret, "submit", "-f", job, "--tier", "regular", "--json")), &ev); err != nil || ev.Tier != "regular" {
+		t.Errorf("submit -f: %+v %v", ev, err)
 	}
+	eval := ev.ID
 	if out := must(secret, "submit", "-f", job, "--tier", "regular"); !strings.Contains(out, "already submitted") {
 		t.Errorf("submit -f again: %s", out)
 	}
@@ -178,7 +183,7 @@ idempotency_key: eval-1
 	}
 
 	out := must(secret, "jobs")
-	if !strings.Contains(out, "train") || !strings.Contains(out, "eval") || !strings.Contains(out, "0.25") || !strings.HasPrefix(out, "ID") {
+	if !strings.Contains(out, train) || !strings.Contains(out, eval) || !strings.Contains(out, "0.25") || !strings.HasPrefix(out, "ID") {
 		t.Errorf("jobs: %s", out)
 	}
 	code, out, errs := as(secret, "jobs", "--limit", "1")
@@ -189,13 +194,13 @@ idempotency_key: eval-1
 	if err := json.Unmarshal([]byte(must(secret, "jobs", "--limit", "1", "--all", "--json")), &page); err != nil || len(page.Jobs) != 2 || page.Next != "" {
 		t.Errorf("jobs --all --json: %+v %v", page, err)
 	}
-	if out := must(secret, "jobs", "--state", "cancelled"); strings.Contains(out, "train") {
+	if out := must(secret, "jobs", "--state", "cancelled"); strings.Contains(out, train) {
 		t.Errorf("no job is cancelled yet: %s", out)
 	}
-	if out := must(secret, "job", "eval"); !strings.Contains(out, "A100,H100") || !strings.Contains(out, "python eval.py") || !strings.Contains(out, "2026-03-03T00:00:00Z") {
+	if out := must(secret, "job", eval); !strings.Contains(out, "NVIDIA A100,NVIDIA H100") || !strings.Contains(out, "python eval.py") || !strings.Contains(out, "2026-03-03T00:00:00Z") {
 		t.Errorf("job: %s", out)
 	}
-	if out := must(secret, "cancel", "train"); !strings.Contains(out, "job train:") {
+	if out := must(secret, "cancel", train); !strings.Contains(out, "job "+train+":") {
 		t.Errorf("cancel: %s", out)
 	}
 	if code, _, errs := as(secret, "job"); code != 2 || !strings.Contains(errs, "accepts 1 arg") {
@@ -206,7 +211,7 @@ idempotency_key: eval-1
 	if code, _, errs := as(secret, "job", "site"); code != 1 || !strings.Contains(errs, "404") {
 		t.Errorf("another team's job: %d %q", code, errs)
 	}
-	if code, out, errs := as(secret, "logs", "eval", "--tail", "100"); code != 0 || out != "" {
+	if code, out, errs := as(secret, "logs", eval, "--tail", "100"); code != 0 || out != "" {
 		t.Errorf("logs of a job that never ran: %d %q %q", code, out, errs)
 	}
 	if out := must(admin, "leases"); !strings.HasPrefix(out, "ID") {

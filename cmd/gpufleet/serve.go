@@ -69,6 +69,11 @@ several servers may share it, one of them runs the loop.`,
 				return fmt.Errorf("serve: %w", err)
 			}
 			defer st.Close()
+			if s, ok := st.(interface{ Tightened() []string }); ok {
+				for _, f := range s.Tightened() {
+					log.Warn("store: the database file was readable by others; made it owner-only (0600)", "file", f)
+				}
+			}
 			clk := clock.Real{}
 			var cloud provider.Provider
 			switch providerKind {
@@ -97,7 +102,13 @@ several servers may share it, one of them runs the loop.`,
 			if ecfg.Fleet.WaitTarget, err = parseWaitTargets(waits); err != nil {
 				return usageError{err}
 			}
-			loop, err := server.NewLoop(server.Config{Store: st, Provider: cloud, Offers: c.Offers, Engine: ecfg, Clock: clk, Log: log, Tick: tick})
+			// The sim provider's limit per offer bounds what a job may ask
+			// (submissions) and what a waiting job can get (the loop).
+			var capacity fleet.Capacity
+			if pc, ok := cloud.(interface{ Capacity(offerID string) int }); ok {
+				capacity = pc.Capacity
+			}
+			loop, err := server.NewLoop(server.Config{Store: st, Provider: cloud, Offers: c.Offers, Engine: ecfg, Clock: clk, Log: log, Tick: tick, Capacity: capacity})
 			if err != nil {
 				return fmt.Errorf("serve: %w", err)
 			}
@@ -111,7 +122,7 @@ several servers may share it, one of them runs the loop.`,
 			if secret != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "admin token (shown once, store it now): %s\n", secret)
 			}
-			srv := api.New(c, clk, log, api.WithStore(st), api.WithCollectors(loop.Collectors()...), api.WithReadiness(loop)).HTTPServer(addr)
+			srv := api.New(c, clk, log, api.WithStore(st), api.WithCollectors(loop.Collectors()...), api.WithReadiness(loop), api.WithCapacity(capacity)).HTTPServer(addr)
 			log.Info("gpufleet serving", "addr", "http://"+ln.Addr().String(), "offers", len(c.Offers), "currency", c.Currency, "db", redact(db))
 			lctx, stop := context.WithCancel(ctx)
 			var wg sync.WaitGroup

@@ -31,8 +31,8 @@ func benchSubmit(b *testing.B, f *fixture) {
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			i := n.Add(1)
-			req, _ := http.NewRequest("POST", f.ts.URL+"/api/v1/jobs", strings.NewReader(fmt.Sprintf(`{"id":"b%d","gpus":1,"est_duration_seconds":600}`, i)))
+			n.Add(1)
+			req, _ := http.NewRequest("POST", f.ts.URL+"/api/v1/jobs", strings.NewReader(`{"gpus":1,"est_duration_seconds":600}`))
 			req.Header.Set("Authorization", "Bearer "+f.tokens["member"])
 			req.Header.Set("Content-Type", "application/json")
 			t0 := time.Now()
@@ -84,6 +84,22 @@ func BenchmarkQuote(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// BenchmarkCheckJSON is the strict decoder's extra pass over a job body
+// (duplicate keys, trailing data):
+//
+//	go test -run '^$' -bench CheckJSON ./internal/api
+func BenchmarkCheckJSON(b *testing.B) {
+	body := []byte(`{"team":"ml","tier":"regular","gpus":8,"gpu_milli":1000,"gpu_mem_mib":40960,"models":["NVIDIA A100","NVIDIA H100"],` +
+		`"throughput":{"NVIDIA A100":120,"NVIDIA H100":300},"cpu_milli":8000,"mem_mib":65536,"shards":1,"est_duration_seconds":5400,` +
+		`"deadline":"2026-12-03T00:00:00Z","interruptible":true,"checkpoint_interval_seconds":600,"command":["python","train.py","--epochs=3"],"image":"ghcr.io/acme/train:3"}`)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if err := checkJSON(body); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -1,20 +1,24 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/gpufleet/gpufleet/internal/billing"
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/fleet"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	"github.com/gpufleet/gpufleet/internal/store"
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,6 +40,7 @@ type Server struct {
 	mux      *http.ServeMux
 
 	store       store.Store
+	capacity    fleet.Capacity
 	limiter     *limiter
 	anonLimiter *limiter
 	submitted   prometheus.Counter
@@ -58,6 +63,12 @@ type Option func(*Server)
 // WithStore serves the /api/v1 teams, tokens, jobs, leases and events
 // routes from st. Without a store those routes answer 503.
 func WithStore(st store.Store) Option { return func(s *Server) { s.store = st } }
+
+// WithCapacity tells the server how many machines of each offer its
+// provider may hold, so that a job larger than that is refused at submit
+// (fleet.Feasible) instead of waiting forever. Without it only the
+// catalog bounds a job.
+func WithCapacity(c fleet.Capacity) Option { return func(s *Server) { s.capacity = c } }
 
 // WithRateLimit sets the per-token rate limit (DefaultRateLimit otherwise;
 // a zero Rate disables it).
@@ -151,7 +162,7 @@ func (s *Server) routes() []route {
 		{"POST /api/v1/teams", "Create a team (admin).", s.createTeam, adminOnly},
 		{"GET /api/v1/teams", "List the teams (admin).", s.listTeams, adminOnly},
 		{"POST /api/v1/tokens", "Create a token, creating its user if new; the secret is in this response only (admin, or team-admin for its team).", s.createToken, managers},
-		{"POST /api/v1/jobs", "Submit a job; an Idempotency-Key header makes retries safe (201 new, 200 replay, 409 a different body).", s.submitJob, writers},
+		{"POST /api/v1/jobs", "Submit a job. The server names a team token's job (job- and 16 hex digits; only an admin sets id) and a team token submits as its own user. An Idempotency-Key header makes retries safe (201 new, 200 replay, 409 a different body); a job no offer can ever run is a 422 naming the field.", s.submitJob, writers},
 		{"GET /api/v1/jobs", "List jobs, newest first, filtered by team, state (comma-separated) and tier; cursor pagination.", s.listJobs, readers},
 		{"GET /api/v1/jobs/{id}", "One job; another team's job is a 404.", s.getJob, readers},
 		{"POST /api/v1/jobs/{id}/cancel", "Cancel a job; the control loop stops its units.", s.cancelJob, writers},
@@ -325,14 +336,20 @@ func Quote(c *pricing.Catalog, req QuoteRequest) (billing.Quote, error) {
 	return billing.QuoteLease(o, mode, billing.Span{Start: req.Start, End: req.End}, req.Count, c.Vouchers)
 }
 
-// decode reads a JSON body strictly: unknown fields and trailing data are
-// errors, and so is a body over MaxBodyBytes.
+// decode reads a JSON body strictly: unknown fields, a key given twice
+// in one object, anything after the value, and a body over MaxBodyBytes
+// are errors. encoding/json keeps the last of two equal keys (and matches
+// keys without regard to case), so {"gpus":1,"GPUS":1000} would pass a
+// reviewer who reads the first; checkJSON refuses it before decoding.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil && dec.More() {
-		err = errors.New("trailing data after the JSON object")
+	body, err := io.ReadAll(r.Body)
+	if err == nil {
+		err = checkJSON(body)
+	}
+	if err == nil {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		err = dec.Decode(v)
 	}
 	if err == nil {
 		return true
@@ -342,6 +359,11 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "", fmt.Sprintf("request body over %d bytes", tooBig.Limit))
 		return false
 	}
+	var dup *duplicateKeyError
+	if errors.As(err, &dup) {
+		writeError(w, http.StatusBadRequest, "invalid_json", dup.path, err.Error())
+		return false
+	}
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) {
 		writeError(w, http.StatusBadRequest, "invalid_argument", typeErr.Field, fmt.Sprintf("field %s: want %s", typeErr.Field, typeErr.Type))
@@ -349,6 +371,106 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	}
 	writeError(w, http.StatusBadRequest, "invalid_json", "", "invalid JSON body: "+err.Error())
 	return false
+}
+
+// duplicateKeyError is a key given twice in one JSON object.
+type duplicateKeyError struct {
+	path  string // the key's path, e.g. quotas[1].gpu_class
+	first string // the first spelling, when it differs in case
+}
+
+func (e *duplicateKeyError) Error() string {
+	if e.first != "" {
+		return fmt.Sprintf("invalid JSON body: key %s given twice (as %q too; keys match without regard to case)", e.path, e.first)
+	}
+	return fmt.Sprintf("invalid JSON body: key %s given twice", e.path)
+}
+
+// checkJSON reports the first key given twice in an object of data (keys
+// equal under Unicode case folding, as encoding/json matches them), and
+// anything but white space after the first value. Syntax errors are left
+// to the decoder, which reports them with their offset.
+func checkJSON(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := checkValue(dec, ""); err != nil {
+		if errors.Is(err, errSyntax) {
+			return nil
+		}
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
+}
+
+// errSyntax stops checkJSON at malformed JSON (or an empty body), which
+// the decoder then reports with its offset.
+var errSyntax = errors.New("json syntax")
+
+// checkValue reads one value from dec, checking the keys of its objects;
+// path names the value in errors.
+func checkValue(dec *json.Decoder, path string) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return errSyntax
+	}
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]string{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return errSyntax
+			}
+			key, _ := kt.(string)
+			p := key
+			if path != "" {
+				p = path + "." + key
+			}
+			fold := foldKey(key)
+			if first, ok := seen[fold]; ok {
+				e := &duplicateKeyError{path: p}
+				if first != key {
+					e.first = first
+				}
+				return e
+			}
+			seen[fold] = key
+			if err := checkValue(dec, p); err != nil {
+				return err
+			}
+		}
+		if _, err := dec.Token(); err != nil { // '}'
+			return errSyntax
+		}
+	case json.Delim('['):
+		for i := 0; dec.More(); i++ {
+			if err := checkValue(dec, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+		if _, err := dec.Token(); err != nil { // ']'
+			return errSyntax
+		}
+	}
+	return nil
+}
+
+// foldKey maps s to one representative of its case-folding class: each
+// rune becomes the smallest rune of its unicode.SimpleFold orbit, so two
+// keys that strings.EqualFold matches map to one string.
+func foldKey(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		m := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			m = min(m, f)
+		}
+		b.WriteRune(m)
+	}
+	return b.String()
 }
 
 // ErrorBody is the JSON of every error response.

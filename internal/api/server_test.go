@@ -208,3 +208,118 @@ func TestReadyzAsksReadiness(t *testing.T) {
 		t.Errorf("ready again: %d %s", code, body)
 	}
 }
+
+// TestStrictJSON: a body is one JSON value with each key once per object
+// (without regard to case, as encoding/json matches keys); anything else
+// is a 400 that names the key.
+func TestStrictJSON(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		name, path, body string
+		code             int
+		field, msg       string
+	}{
+		{"one value", "/api/v1/jobs", `{"gpus":1}`, 201, "", ""},
+		{"white space after", "/api/v1/jobs", "{\"gpus\":1}\n\t ", 201, "", ""},
+		{"duplicate key", "/api/v1/jobs", `{"gpus":1,"gpus":1000}`, 400, "gpus", "key gpus given twice"},
+		{"duplicate key, other case", "/api/v1/jobs", `{"gpus":1,"GPUS":1000}`, 400, "GPUS", `as "gpus" too`},
+		{"duplicate map key", "/api/v1/jobs", `{"gpus":1,"throughput":{"A100":1,"A100":2}}`, 400, "throughput.A100", "given twice"},
+		{"duplicate nested key", "/api/v1/teams", `{"id":"q","name":"q","quotas":[{"gpu_class":"A100"},{"gpu_class":"A100","gpu_class":"H100"}]}`, 400, "quotas[1].gpu_class", "given twice"},
+		{"trailing brace", "/api/v1/jobs", `{"gpus":1}}`, 400, "", "trailing data"},
+		{"trailing bracket", "/api/v1/jobs", `{"gpus":1}]`, 400, "", "trailing data"},
+		{"second object", "/api/v1/jobs", `{"gpus":1}{"gpus":2}`, 400, "", "trailing data"},
+		{"trailing text", "/api/v1/jobs", `{"gpus":1} x`, 400, "", "trailing data"},
+		{"syntax error", "/api/v1/jobs", `{"gpus":1,}`, 400, "", "invalid JSON body"},
+		{"empty body", "/api/v1/jobs", ``, 400, "", "invalid JSON body"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			role := "member"
+			if strings.HasPrefix(tc.path, "/api/v1/teams") {
+				role = "admin"
+			}
+			code, b, _ := f.call(t, role, "POST", tc.path, tc.body)
+			var e ErrorBody
+			if err := json.Unmarshal(b, &e); err != nil || code != tc.code || e.Error.Field != tc.field || !strings.Contains(e.Error.Message, tc.msg) {
+				t.Errorf("got %d %s, want %d field %q message with %q", code, b, tc.code, tc.field, tc.msg)
+			}
+		})
+	}
+}
+
+// FuzzCheckJSON: checkJSON accepts a valid document only if no object in
+// it repeats a key (so decoding loses nothing), and never panics.
+func FuzzCheckJSON(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, `{"a":1,"a":2}`, `{"a":1,"A":2}`, `[{"a":{"b":1,"b":2}}]`, `{"a":1}}`, `1 2`, `"x"`, `{"a":[1,{"k":"v","K":"w"}]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		err := checkJSON(data)
+		if err != nil || !json.Valid(data) {
+			return
+		}
+		var v any
+		if json.Unmarshal(data, &v) != nil {
+			t.Fatalf("valid %q does not decode", data)
+		}
+		if keys, kept := keyTokens(t, data), mapEntries(v); keys != kept {
+			t.Fatalf("accepted %q: %d keys, %d after decoding", data, keys, kept)
+		}
+	})
+}
+
+// keyTokens counts the object keys in data.
+func keyTokens(t *testing.T, data []byte) int {
+	type frame struct{ obj, wantKey bool }
+	var st []frame
+	done := func() { // a value ended: its object wants a key next
+		if len(st) > 0 && st[len(st)-1].obj {
+			st[len(st)-1].wantKey = true
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	n := 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return n
+		}
+		if top := len(st) - 1; top >= 0 && st[top].obj && st[top].wantKey && tok != json.Delim('}') {
+			n++
+			st[top].wantKey = false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			st = append(st, frame{obj: true, wantKey: true})
+		case json.Delim('['):
+			st = append(st, frame{})
+		case json.Delim('}'), json.Delim(']'):
+			st = st[:len(st)-1]
+			done()
+		default:
+			done()
+		}
+	}
+}
+
+// mapEntries counts the entries of every map in v, keys equal under case
+// folding counted once.
+func mapEntries(v any) int {
+	switch x := v.(type) {
+	case map[string]any:
+		folded := map[string]bool{}
+		n := 0
+		for k, e := range x {
+			folded[strings.ToLower(k)] = true
+			n += mapEntries(e)
+		}
+		return n + len(folded)
+	case []any:
+		n := 0
+		for _, e := range x {
+			n += mapEntries(e)
+		}
+		return n
+	}
+	return 0
+}

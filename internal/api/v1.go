@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/fleet"
 	"github.com/gpufleet/gpufleet/internal/store"
 )
 
@@ -31,16 +32,35 @@ func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // storeError answers err from the store: field errors 400, not found 404,
-// conflicts 409, anything else 500.
+// conflicts 409, anything else 500. A store.RowError is shown in its own
+// words (its field, else field); a bare ErrNotFound or ErrConflict may
+// carry a database's text, so it is logged and answered with a message
+// of ours that names field.
 func (s *Server) storeError(w http.ResponseWriter, r *http.Request, err error, field string) {
 	var fe *core.FieldError
+	var re *store.RowError
+	status, code := http.StatusConflict, "conflict"
+	if errors.Is(err, store.ErrNotFound) {
+		status, code = http.StatusNotFound, "not_found"
+	}
 	switch {
 	case errors.As(err, &fe):
 		writeError(w, http.StatusBadRequest, "invalid_argument", fe.Field, err.Error())
-	case errors.Is(err, store.ErrNotFound):
-		writeError(w, http.StatusNotFound, "not_found", field, err.Error())
-	case errors.Is(err, store.ErrConflict):
-		writeError(w, http.StatusConflict, "conflict", field, err.Error())
+	case errors.As(err, &re):
+		if re.Field != "" {
+			field = re.Field
+		}
+		writeError(w, status, code, field, re.Msg)
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict):
+		s.log.Warn("api: "+code, "method", r.Method, "path", r.URL.Path, "err", err)
+		msg := "the request conflicts with what is stored"
+		if status == http.StatusNotFound {
+			msg = "the request refers to something that does not exist"
+		}
+		if field != "" {
+			msg = field + ": " + msg[len("the request "):]
+		}
+		writeError(w, status, code, field, msg)
 	default:
 		s.internal(w, r, err)
 	}
@@ -217,11 +237,15 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		writeValidation(w, err)
 		return
 	}
+	otherTeam := false // the user exists in another team
 	err = s.store.Tx(r.Context(), func(tx store.Tx) error {
 		if t.User != "" {
 			u, err := tx.Users().GetUser(r.Context(), t.User)
 			switch {
 			case errors.Is(err, store.ErrNotFound):
+				if err := core.CheckName("user", t.User); err != nil {
+					return err
+				}
 				u = store.User{ID: t.User, Team: t.Team, Name: t.User, Role: role, Created: now}
 				if err := store.ValidateNewUser(&u); err != nil {
 					return err
@@ -232,6 +256,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 			case err != nil:
 				return err
 			case u.Team != t.Team:
+				otherTeam = true
 				return &core.FieldError{Field: "user", Value: t.User, Allowed: fmt.Sprintf("a user of team %q (this one is of %q)", t.Team, u.Team)}
 			}
 		}
@@ -242,8 +267,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 			map[string]string{store.EventTeam: t.Team, "token_role": string(role), "token_team": t.Team, "token_user": t.User})
 	})
 	if err != nil {
-		var fe *core.FieldError
-		if p.Role == store.RoleTeamAdmin && errors.As(err, &fe) && fe.Field == "user" {
+		if p.Role == store.RoleTeamAdmin && otherTeam {
 			// Do not reveal another team's users to a team-admin.
 			writeError(w, http.StatusForbidden, "forbidden", "user", "the user is not of your team")
 			return
@@ -255,7 +279,12 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 }
 
 // JobRequest is the body of POST /api/v1/jobs. Team defaults to the
-// token's team; ID is generated when empty.
+// token's team, User to the token's user. ID is the server's (job- and 16
+// random hex digits) for a team token, which may not set it: job ids are
+// global (units, events, agent commands and logs key on them), so an id a
+// team chose could tell it that another team's job exists, or take an id
+// before its owner. An admin may set ID (an import, a test); a retry is
+// made safe by the Idempotency-Key header, which is per team.
 type JobRequest struct {
 	ID                 string           `json:"id"`
 	Team               string           `json:"team"`
@@ -337,10 +366,27 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 	if req.User == "" {
 		req.User = p.User
 	}
+	if p.Role != store.RoleAdmin {
+		if req.User != p.User {
+			writeError(w, http.StatusForbidden, "forbidden", "user", fmt.Sprintf("user: a team token submits as its own user %q; only an admin sets another", p.User))
+			return
+		}
+		if req.ID != "" {
+			writeError(w, http.StatusBadRequest, "invalid_argument", "id",
+				fmt.Sprintf("id: invalid value %q: want none; the server names a team's jobs (job- and 16 hex digits), and the Idempotency-Key header makes a retry safe", req.ID))
+			return
+		}
+	}
 	key := r.Header.Get("Idempotency-Key")
 	if len(key) > MaxIdempotencyKey {
 		writeError(w, http.StatusBadRequest, "invalid_argument", "Idempotency-Key", fmt.Sprintf("Idempotency-Key: at most %d bytes", MaxIdempotencyKey))
 		return
+	}
+	if key != "" {
+		if err := store.CheckID("Idempotency-Key", key); err != nil {
+			writeValidation(w, err)
+			return
+		}
 	}
 	if req.ID == "" {
 		id, err := newID("job")
@@ -356,21 +402,45 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 	if req.Tier == "" {
 		req.Tier = string(core.TierRegular)
 	}
+	// Seconds become durations only in range: 2^62 s in nanoseconds
+	// would wrap (to 0 for 2^62).
+	est, err := core.Seconds("est_duration_seconds", req.EstDurationSeconds)
+	if err != nil {
+		writeValidation(w, err)
+		return
+	}
+	ckpt, err := core.Seconds("checkpoint_interval_seconds", req.CheckpointSeconds)
+	if err != nil {
+		writeValidation(w, err)
+		return
+	}
 	j := core.Job{ID: req.ID, Team: req.Team, User: req.User, Tier: core.Tier(req.Tier),
 		Request: core.Request{GPUs: req.GPUs, MilliPerGPU: core.Milli(req.GPUMilli), MemPerGPUMiB: req.GPUMemMiB, Models: req.Models,
 			Throughput: req.Throughput, CPUMilli: req.CPUMilli, MemMiB: req.MemMiB},
-		Shards: req.Shards, EstDuration: time.Duration(req.EstDurationSeconds) * time.Second, Deadline: req.Deadline,
-		Interruptible: req.Interruptible, Deferrable: req.Deferrable, CheckpointInterval: time.Duration(req.CheckpointSeconds) * time.Second,
+		Shards: req.Shards, EstDuration: est, Deadline: req.Deadline,
+		Interruptible: req.Interruptible, Deferrable: req.Deferrable, CheckpointInterval: ckpt,
 		Command: req.Command, Image: req.Image, Submit: s.clock.Now(), State: core.JobPending}
-	if req.EstDurationSeconds < 0 || req.EstDurationSeconds > int64(100*365*24*3600) {
-		writeError(w, http.StatusBadRequest, "invalid_argument", "est_duration_seconds", "est_duration_seconds: want 0..100 years")
-		return
-	}
 	if err := store.ValidateJob(&j); err != nil {
 		writeValidation(w, err)
 		return
 	}
+	// A job no offer can ever run is refused here: it would wait forever,
+	// as no acquisition is ever made for it.
+	if err := fleet.Feasible(&j, s.catalog.Offers, s.capacity); err != nil {
+		var fe *core.FieldError
+		field := ""
+		if errors.As(err, &fe) {
+			field = fe.Field
+		}
+		writeError(w, http.StatusUnprocessableEntity, "unrunnable", field, "no offer can ever run this job: "+err.Error())
+		return
+	}
 	job, created, err := s.store.Jobs().SubmitJob(r.Context(), j, key)
+	var re *store.RowError
+	if errors.As(err, &re) && re.Field == "idempotency_key" {
+		writeError(w, http.StatusConflict, "conflict", "Idempotency-Key", strings.Replace(re.Msg, "idempotency key", "Idempotency-Key", 1))
+		return
+	}
 	if err != nil {
 		s.storeError(w, r, err, "team")
 		return

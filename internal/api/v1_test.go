@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -152,7 +153,7 @@ func TestRoleMatrix(t *testing.T) {
 		{"GET /api/v1/teams", "GET", "/api/v1/teams", nil, want{"none": 401, "admin": 200, "team-admin": 403, "member": 403, "viewer": 403, "agent": 403}},
 		{"POST /api/v1/tokens", "POST", "/api/v1/tokens", func(r string) string { return `{"user":"x-` + r + `","team":"a","role":"member","name":"n"}` },
 			want{"none": 401, "admin": 201, "team-admin": 201, "member": 403, "viewer": 403, "agent": 403}},
-		{"POST /api/v1/jobs", "POST", "/api/v1/jobs", func(r string) string { return `{"id":"new-` + r + `","team":"a","gpus":1}` },
+		{"POST /api/v1/jobs", "POST", "/api/v1/jobs", func(string) string { return `{"team":"a","gpus":1}` },
 			want{"none": 401, "admin": 201, "team-admin": 201, "member": 201, "viewer": 403, "agent": 403}},
 		{"GET /api/v1/jobs", "GET", "/api/v1/jobs", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 403}},
 		{"GET /api/v1/jobs/{id}", "GET", "/api/v1/jobs/ja", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 403}},
@@ -275,9 +276,87 @@ func TestIdempotentSubmit(t *testing.T) {
 	if code != 201 {
 		t.Fatalf("new key: %d", code)
 	}
-	code, b, _ = f.call(t, "member", "POST", "/api/v1/jobs", `{"id":"ja","gpus":1}`)
-	if code != 409 {
+	var e ErrorBody
+	code, b, _ = f.call(t, "member", "POST", "/api/v1/jobs", `{"gpus":3}`, "Idempotency-Key", "k1")
+	if json.Unmarshal(b, &e) != nil || code != 409 || e.Error.Field != "Idempotency-Key" ||
+		e.Error.Message != fmt.Sprintf(`Idempotency-Key "k1" was used for job %q with a different body`, first.ID) {
+		t.Fatalf("conflict names the header: %d %s", code, b)
+	}
+	code, b, _ = f.call(t, "admin", "POST", "/api/v1/jobs", `{"id":"jb","team":"a","gpus":1}`)
+	if json.Unmarshal(b, &e) != nil || code != 409 || e.Error.Field != "id" || e.Error.Message != `job "jb" already exists` {
 		t.Fatalf("existing id: %d %s", code, b)
+	}
+}
+
+// TestJobIDs: a team token cannot choose a job id, so it can neither
+// learn that another team's id exists (the answer is the same as for a
+// free id) nor take an id first; the server's ids are unique.
+func TestJobIDs(t *testing.T) {
+	f := newFixture(t)
+	_, taken, _ := f.call(t, "member", "POST", "/api/v1/jobs", `{"id":"jb","gpus":1}`)
+	code, free, _ := f.call(t, "member", "POST", "/api/v1/jobs", `{"id":"jz","gpus":1}`)
+	if code != 400 || strings.Replace(string(taken), "jb", "jz", 1) != string(free) {
+		t.Errorf("another team's id and a free one answer differently:\n%s\n%s", taken, free)
+	}
+	seen := map[string]bool{}
+	for range 20 {
+		code, b, _ := f.call(t, "member", "POST", "/api/v1/jobs", `{"gpus":1}`)
+		var j JobView
+		if code != 201 || json.Unmarshal(b, &j) != nil || core.CheckName("id", j.ID) != nil || !strings.HasPrefix(j.ID, "job-") || seen[j.ID] {
+			t.Fatalf("generated id: %d %s", code, b)
+		}
+		seen[j.ID] = true
+	}
+}
+
+// TestSubmitAsUser: a team token submits as its own user; an admin may
+// name another.
+func TestSubmitAsUser(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		role, body string
+		code       int
+		user       string
+	}{
+		{"member", `{"gpus":1}`, 201, "u-member"},
+		{"member", `{"gpus":1,"user":"u-member"}`, 201, "u-member"},
+		{"member", `{"gpus":1,"user":"u-other"}`, 403, ""},
+		{"team-admin", `{"gpus":1,"user":"u-member"}`, 403, ""},
+		{"admin", `{"gpus":1,"team":"a","user":"carol"}`, 201, "carol"},
+		{"admin", `{"gpus":1,"team":"a"}`, 201, "u-admin"},
+	} {
+		code, b, _ := f.call(t, tc.role, "POST", "/api/v1/jobs", tc.body)
+		var j JobView
+		var e ErrorBody
+		switch {
+		case code != tc.code:
+			t.Errorf("%s %s: %d %s, want %d", tc.role, tc.body, code, b, tc.code)
+		case code == 201 && (json.Unmarshal(b, &j) != nil || j.User != tc.user):
+			t.Errorf("%s %s: user %q, want %q", tc.role, tc.body, j.User, tc.user)
+		case code == 403 && (json.Unmarshal(b, &e) != nil || e.Error.Field != "user"):
+			t.Errorf("%s %s: %s, want the field user", tc.role, tc.body, b)
+		}
+	}
+}
+
+// TestStoreErrorsInWords: conflicts and missing rows are answered with
+// the field, the value and no database text.
+func TestStoreErrorsInWords(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		path, body string
+		code       int
+		field, msg string
+	}{
+		{"/api/v1/teams", `{"id":"a","name":"again"}`, 409, "id", `team "a" already exists`},
+		{"/api/v1/tokens", `{"user":"zed","team":"zz","role":"member"}`, 404, "team", `team "zz" does not exist`},
+		{"/api/v1/jobs", `{"team":"zz","gpus":1}`, 404, "team", `team "zz" does not exist`},
+	} {
+		code, b, _ := f.call(t, "admin", "POST", tc.path, tc.body)
+		var e ErrorBody
+		if json.Unmarshal(b, &e) != nil || code != tc.code || e.Error.Field != tc.field || e.Error.Message != tc.msg {
+			t.Errorf("POST %s %s: %d %s, want %d %s %q", tc.path, tc.body, code, b, tc.code, tc.field, tc.msg)
+		}
 	}
 }
 
@@ -293,6 +372,9 @@ func TestBadInput(t *testing.T) {
 		{"bad share", `{"gpus":2,"gpu_milli":500}`, 400, "gpu_milli"},
 		{"hash in id", `{"id":"a#1","gpus":1}`, 400, "id"},
 		{"negative duration", `{"gpus":1,"est_duration_seconds":-1}`, 400, "est_duration_seconds"},
+		{"duration 2^62 s", `{"gpus":1,"est_duration_seconds":4611686018427387904}`, 400, "est_duration_seconds"},
+		{"checkpoint 2^62 s", `{"gpus":1,"checkpoint_interval_seconds":4611686018427387904}`, 400, "checkpoint_interval_seconds"},
+		{"checkpoint negative", `{"gpus":1,"checkpoint_interval_seconds":-5}`, 400, "checkpoint_interval_seconds"},
 		{"wrong type", `{"gpus":"one"}`, 400, "gpus"},
 		{"unknown field", `{"gpus":1,"colour":"red"}`, 400, ""},
 		{"too large", `{"image":"` + strings.Repeat("x", MaxBodyBytes) + `"}`, 413, ""},
@@ -428,5 +510,91 @@ func TestEnsureAdminToken(t *testing.T) {
 	again, err := EnsureAdminToken(ctx, st, clk)
 	if err != nil || again != "" {
 		t.Fatalf("second start: %q %v", again, err)
+	}
+}
+
+// TestIDRule: ids that become path segments, keys and CSV cells follow
+// core.CheckName everywhere they are chosen: job ids (admin), team ids,
+// and the users a token creates.
+func TestIDRule(t *testing.T) {
+	f := newFixture(t)
+	for _, bad := range []string{"a/b", "..", "../a", "a\\nb", "a b", " a", "=cmd|' /C calc'!A0", "a#1"} {
+		for _, tc := range []struct{ path, body, field string }{
+			{"/api/v1/jobs", `{"id":"` + bad + `","team":"a","gpus":1}`, "id"},
+			{"/api/v1/teams", `{"id":"` + bad + `","name":"n"}`, "id"},
+			{"/api/v1/tokens", `{"user":"` + bad + `","team":"a","role":"member"}`, "user"},
+		} {
+			code, b, _ := f.call(t, "admin", "POST", tc.path, tc.body)
+			var e ErrorBody
+			if json.Unmarshal(b, &e) != nil || code != 400 || e.Error.Field != tc.field || !strings.Contains(e.Error.Message, core.NameRule) {
+				t.Errorf("POST %s %s: %d %s, want 400 naming %s and the rule", tc.path, tc.body, code, b, tc.field)
+			}
+		}
+	}
+}
+
+// TestUnrunnableJobs: a job no offer of the catalog (within the
+// provider's capacity) can ever run is a 422 naming the field and what
+// is allowed, and is not stored.
+func TestUnrunnableJobs(t *testing.T) {
+	f := newFixture(t, WithCapacity(func(string) int { return 16 })) // 16 machines of 8 V100s of 32 GiB
+	for _, tc := range []struct {
+		body, field, allowed string
+	}{
+		{`{"gpus":1,"models":["Z100"]}`, "models", "GPU models the catalog offers: V100"},
+		{`{"gpus":1,"gpu_mem_mib":900000}`, "gpu_mem_mib", "at most 32768 MiB"},
+		{`{"gpus":1000}`, "gpus", "at most 128"},
+	} {
+		code, b, _ := f.call(t, "member", "POST", "/api/v1/jobs", tc.body)
+		var e ErrorBody
+		if json.Unmarshal(b, &e) != nil || code != 422 || e.Error.Code != "unrunnable" || e.Error.Field != tc.field || !strings.Contains(e.Error.Message, tc.allowed) {
+			t.Errorf("%s: %d %s, want 422 on %s allowing %q", tc.body, code, b, tc.field, tc.allowed)
+		}
+	}
+	if code, b, _ := f.call(t, "member", "POST", "/api/v1/jobs", `{"gpus":128,"models":["V100"],"gpu_mem_mib":32768}`); code != 201 {
+		t.Errorf("the largest runnable job: %d %s", code, b)
+	}
+	_, b, _ := f.call(t, "member", "GET", "/api/v1/jobs", "")
+	var page JobsPage
+	if json.Unmarshal(b, &page) != nil || len(page.Jobs) != 2 { // ja and the runnable one
+		t.Errorf("stored jobs: %s", b)
+	}
+}
+
+// TestTeamAdminBadUserName: a team-admin naming a user outside the id
+// rule is told so (400), not that the user is of another team (403).
+func TestTeamAdminBadUserName(t *testing.T) {
+	f := newFixture(t)
+	code, b, _ := f.call(t, "team-admin", "POST", "/api/v1/tokens", `{"user":"a b","role":"member"}`)
+	var e ErrorBody
+	if json.Unmarshal(b, &e) != nil || code != 400 || e.Error.Field != "user" || !strings.Contains(e.Error.Message, core.NameRule) {
+		t.Errorf("%d %s, want 400 on user quoting the rule", code, b)
+	}
+	if code, b, _ := f.call(t, "team-admin", "POST", "/api/v1/tokens", `{"user":"u-other","role":"member"}`); code != 403 {
+		t.Errorf("a user of team b: %d %s, want 403", code, b)
+	}
+}
+
+// TestStoreErrorHidesDriverText: a bare conflict or missing row from a
+// driver is answered in our words, naming the field, never its text.
+func TestStoreErrorHidesDriverText(t *testing.T) {
+	s := New(testCatalog(), clock.NewManual(t0), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for _, tc := range []struct {
+		err   error
+		field string
+		code  int
+		want  string
+	}{
+		{fmt.Errorf("create x: %w: constraint failed: UNIQUE constraint failed: x.id (2067)", store.ErrConflict), "id", 409, "id: conflicts with what is stored"},
+		{fmt.Errorf("%w: a referenced row does not exist: FOREIGN KEY constraint failed (787)", store.ErrNotFound), "team", 404, "team: refers to something that does not exist"},
+		{fmt.Errorf("%w: duplicate key value violates unique constraint", store.ErrConflict), "", 409, "the request conflicts with what is stored"},
+		{fmt.Errorf("submit: %w", store.Exists("id", "job", "j1")), "team", 409, `job "j1" already exists`},
+	} {
+		w := httptest.NewRecorder()
+		s.storeError(w, httptest.NewRequest("POST", "/x", nil), tc.err, tc.field)
+		var e ErrorBody
+		if json.Unmarshal(w.Body.Bytes(), &e) != nil || w.Code != tc.code || e.Error.Message != tc.want {
+			t.Errorf("%v: %d %s, want %d %q", tc.err, w.Code, w.Body, tc.code, tc.want)
+		}
 	}
 }

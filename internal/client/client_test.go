@@ -58,11 +58,12 @@ func TestClient(t *testing.T) {
 		t.Fatalf("token: %+v %v", tok, err)
 	}
 	alice, _ := New(base, tok.Secret, nil)
-	j, created, err := alice.SubmitJob(ctx, api.JobRequest{ID: "train", GPUs: 1, EstDurationSeconds: 600}, "k1")
+	j, created, err := alice.SubmitJob(ctx, api.JobRequest{GPUs: 1, EstDurationSeconds: 600}, "k1")
 	if err != nil || !created || j.Team != "ml" || j.State != "pending" {
 		t.Fatalf("submit: %+v %v %v", j, created, err)
 	}
-	if again, created, err := alice.SubmitJob(ctx, api.JobRequest{ID: "train", GPUs: 1, EstDurationSeconds: 600}, "k1"); err != nil || created || again.ID != "train" {
+	train := j.ID // the server names a team's jobs
+	if again, created, err := alice.SubmitJob(ctx, api.JobRequest{GPUs: 1, EstDurationSeconds: 600}, "k1"); err != nil || created || again.ID != train {
 		t.Fatalf("replay: %+v %v %v", again, created, err)
 	}
 	_, _, err = alice.SubmitJob(ctx, api.JobRequest{GPUs: 2}, "k1")
@@ -89,13 +90,13 @@ func TestClient(t *testing.T) {
 	if err != nil || len(p2.Jobs) != 1 || p2.Jobs[0].ID == p.Jobs[0].ID {
 		t.Fatalf("page 2: %+v %v", p2, err)
 	}
-	if p, err := alice.ListJobs(ctx, JobFilter{States: []string{"pending"}}); err != nil || len(p.Jobs) != 1 || p.Jobs[0].ID != "train" {
+	if p, err := alice.ListJobs(ctx, JobFilter{States: []string{"pending"}}); err != nil || len(p.Jobs) != 1 || p.Jobs[0].ID != train {
 		t.Errorf("alice's pending jobs: %+v %v", p, err)
 	}
-	if j, err := alice.CancelJob(ctx, "train"); err != nil || j.ID != "train" {
+	if j, err := alice.CancelJob(ctx, train); err != nil || j.ID != train {
 		t.Errorf("cancel: %+v %v", j, err)
 	}
-	if lv, err := alice.JobLogs(ctx, "train", LogQuery{Tail: 100}); err != nil || lv.Job != "train" || lv.Text != "" {
+	if lv, err := alice.JobLogs(ctx, train, LogQuery{Tail: 100}); err != nil || lv.Job != train || lv.Text != "" {
 		t.Errorf("logs of a job that never ran: %+v %v", lv, err)
 	}
 	if n, err := c.ListNodes(ctx, PageFilter{}); err != nil || len(n.Nodes) != 0 {

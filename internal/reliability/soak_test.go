@@ -90,10 +90,10 @@ func TestSoak(t *testing.T) {
 		}
 	})
 	// Submitters: about 40 jobs a second, half of them interruptible.
-	for s := range 4 {
+	for range 4 {
 		wg.Go(func() {
 			for i := 0; ctx.Err() == nil; i++ {
-				body := fmt.Sprintf(`{"id":"s%d-%d","team":"a","tier":"regular","gpus":1,"est_duration_seconds":600,"interruptible":%v,"checkpoint_interval_seconds":120}`, s, i, i%2 == 0)
+				body := fmt.Sprintf(`{"team":"a","tier":"regular","gpus":1,"est_duration_seconds":600,"interruptible":%v,"checkpoint_interval_seconds":120}`, i%2 == 0)
 				req, _ := http.NewRequestWithContext(ctx, "POST", ts.URL+"/api/v1/jobs", bytes.NewReader([]byte(body)))
 				req.Header.Set("Authorization", "Bearer "+member)
 				req.Header.Set("Content-Type", "application/json")

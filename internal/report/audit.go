@@ -195,31 +195,46 @@ func WriteAuditJSON(w io.Writer, r audit.Report) error {
 var AuditCSVHeader = []string{"record", "period", "team", "gpu_model", "subject", "kind", "gpu_hours", "busy_gpu_hours", "cost", "idle_cost",
 	"zombies_found", "zombies_released", "alerts", "saving", "action", "evidence", "id"}
 
+// CSVText makes a text cell safe to open in a spreadsheet: a cell that
+// starts with = + - @, a tab or a carriage return is a formula to Excel,
+// LibreOffice and Google Sheets (OWASP "CSV injection"), so it gets a
+// leading single quote, which they show as text. Only cells of text that
+// came from users or the store pass through it (ids, teams, subjects,
+// actions, evidence); numbers we format ourselves, negative ones
+// included, are written as they are.
+func CSVText(s string) string {
+	if s != "" && strings.IndexByte("=+-@\t\r", s[0]) >= 0 {
+		return "'" + s
+	}
+	return s
+}
+
 // WriteAuditCSV writes r as one CSV table: a "period" row per period
 // (its totals), a "line" row per team × GPU model line (the idle lines
 // with team "(idle)"), a "job" row per job and period, and a
 // "recommendation" row per recommendation with its evidence as
-// name=value pairs separated by "; ".
+// name=value pairs separated by "; ". Text cells go through CSVText.
 func WriteAuditCSV(w io.Writer, r audit.Report) error {
 	cw := csv.NewWriter(w)
+	t := CSVText
 	_ = cw.Write(AuditCSVHeader)
 	h := func(ms int64) string { return string(hours(ms)) }
 	it := strconv.Itoa
 	for _, p := range r.Periods {
 		s := p.Summary
-		_ = cw.Write([]string{"period", p.Label, r.Team, "", "", "", h(s.PaidMilliSeconds), h(s.BusyMilliSeconds), s.Cost.Decimal(), s.IdleCost.Decimal(),
+		_ = cw.Write([]string{"period", t(p.Label), t(r.Team), "", "", "", h(s.PaidMilliSeconds), h(s.BusyMilliSeconds), s.Cost.Decimal(), s.IdleCost.Decimal(),
 			it(s.ZombiesFound), it(s.ZombiesReleased), it(s.Alerts), p.Saving.Decimal(), "", "", ""})
 		for _, l := range p.Lines {
 			idle := ""
 			if l.Team == audit.IdleTeam {
 				idle = l.Cost.Decimal()
 			}
-			_ = cw.Write([]string{"line", p.Label, l.Team, l.GPUModel, "", "", h(l.MilliSeconds), h(l.BusyMilliSeconds), l.Cost.Decimal(), idle,
+			_ = cw.Write([]string{"line", t(p.Label), t(l.Team), t(l.GPUModel), "", "", h(l.MilliSeconds), h(l.BusyMilliSeconds), l.Cost.Decimal(), idle,
 				it(l.ZombiesFound), it(l.ZombiesReleased), it(l.Alerts), "", "", "", ""})
 		}
 		for _, j := range p.Jobs {
-			_ = cw.Write([]string{"job", p.Label, j.Team, j.GPUModel, j.JobID, string(j.Tier), h(j.AllocatedMilliSeconds), h(j.BusyMilliSeconds), j.Cost.Decimal(), "",
-				"", "", "", "", "", jobEvidence(j), ""})
+			_ = cw.Write([]string{"job", t(p.Label), t(j.Team), t(j.GPUModel), t(j.JobID), t(string(j.Tier)), h(j.AllocatedMilliSeconds), h(j.BusyMilliSeconds), j.Cost.Decimal(), "",
+				"", "", "", "", "", t(jobEvidence(j)), ""})
 		}
 	}
 	for _, x := range r.Recommendations {
@@ -233,7 +248,8 @@ func WriteAuditCSV(w io.Writer, r audit.Report) error {
 				}
 			}
 		}
-		_ = cw.Write([]string{"recommendation", x.Period, x.Team, model, x.Subject, string(x.Kind), "", "", "", "", "", "", "", x.Saving.Decimal(), x.Action, evidenceText(x), x.ID})
+		_ = cw.Write([]string{"recommendation", t(x.Period), t(x.Team), t(model), t(x.Subject), t(string(x.Kind)), "", "", "", "", "", "", "", x.Saving.Decimal(),
+			t(x.Action), t(evidenceText(x)), t(x.ID)})
 	}
 	cw.Flush()
 	return cw.Error()

@@ -155,3 +155,57 @@ func TestAuditHTMLIsSelfContainedAndPrintable(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditCSVNoFormulas: no text cell of the audit CSV starts with a
+// character a spreadsheet reads as a formula, whatever the store held;
+// such cells keep their text after a leading quote.
+func TestAuditCSVNoFormulas(t *testing.T) {
+	r := auditReport(t, nil)
+	evil := []string{"=HYPERLINK(\"http://x\",\"y\")", "+1+1", "-2+3", "@SUM(A1)", "\tx", "\rx"}
+	r.Team = evil[0]
+	jobs := 0
+	for i := range r.Periods {
+		p := &r.Periods[i]
+		p.Label = evil[1]
+		for k := range p.Lines {
+			p.Lines[k].Team, p.Lines[k].GPUModel = evil[2], evil[3]
+		}
+		for k := range p.Jobs {
+			p.Jobs[k].JobID, p.Jobs[k].Team, p.Jobs[k].GPUModel = evil[k%len(evil)], evil[4], evil[5]
+			jobs++
+		}
+	}
+	for k := range r.Recommendations {
+		x := &r.Recommendations[k]
+		x.Team, x.Subject, x.Action, x.ID, x.Period = evil[0], evil[1], evil[2], evil[3], evil[4]
+	}
+	if jobs == 0 || len(r.Recommendations) == 0 {
+		t.Fatalf("the fixture has %d jobs and %d recommendations: nothing to check", jobs, len(r.Recommendations))
+	}
+	var b bytes.Buffer
+	if err := WriteAuditCSV(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(&b).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := map[string]bool{"period": true, "team": true, "gpu_model": true, "subject": true, "kind": true, "action": true, "evidence": true, "id": true}
+	quoted := 0
+	for _, row := range rows[1:] {
+		for i, cell := range row {
+			if !text[AuditCSVHeader[i]] || cell == "" {
+				continue
+			}
+			if strings.ContainsRune("=+-@\t\r", rune(cell[0])) {
+				t.Errorf("row %v: %s cell %q reads as a formula", row[0], AuditCSVHeader[i], cell)
+			}
+			if cell[0] == '\'' {
+				quoted++
+			}
+		}
+	}
+	if quoted == 0 {
+		t.Error("no cell was quoted")
+	}
+}

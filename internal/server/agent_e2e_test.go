@@ -265,8 +265,10 @@ func (f *fleet) call(token, method, path, body string, out any) int {
 func (f *fleet) submit(id string, steps int, extra string) {
 	f.t.Helper()
 	script, _ := filepath.Abs("testdata/steps.sh")
-	body := fmt.Sprintf(`{"id":%q,"gpus":1,"est_duration_seconds":1,"command":["bash",%q,"%d"]%s}`, id, script, steps, extra)
-	if code := f.call(f.member, "POST", "/api/v1/jobs", body, nil); code != 201 {
+	// The admin names the job (a team token's jobs are named by the
+	// server), in team ml.
+	body := fmt.Sprintf(`{"id":%q,"team":"ml","gpus":1,"est_duration_seconds":1,"command":["bash",%q,"%d"]%s}`, id, script, steps, extra)
+	if code := f.call(f.admin, "POST", "/api/v1/jobs", body, nil); code != 201 {
 		f.t.Fatalf("submit %s: %d", id, code)
 	}
 }
@@ -366,8 +368,8 @@ func TestFleetJobCompletes(t *testing.T) {
 		t.Errorf("tail: %d bytes ending at %d of %d: %q", len(tail.Text), tail.End, len(text), tail.Text)
 	}
 
-	script := `{"id":"oops","gpus":1,"command":["bash","-c","echo failing >&2; exit 3"]}`
-	if code := f.call(f.member, "POST", "/api/v1/jobs", script, nil); code != 201 {
+	script := `{"id":"oops","team":"ml","gpus":1,"command":["bash","-c","echo failing >&2; exit 3"]}`
+	if code := f.call(f.admin, "POST", "/api/v1/jobs", script, nil); code != 201 {
 		t.Fatal(code)
 	}
 	f.waitFor("oops to fail", func() bool { return f.job("oops").State == "failed" })
@@ -632,7 +634,7 @@ func TestFleetKilledAgent(t *testing.T) {
 // retention, and keeps the rest at their offsets.
 func TestFleetLogRetention(t *testing.T) {
 	f := newFleetWith(t, fleetOpts{noLoop: true})
-	if code := f.call(f.member, "POST", "/api/v1/jobs", `{"id":"old","gpus":1,"tier":"offline","deferrable":true}`, nil); code != 201 {
+	if code := f.call(f.admin, "POST", "/api/v1/jobs", `{"id":"old","team":"ml","gpus":1,"tier":"offline","deferrable":true}`, nil); code != 201 {
 		t.Fatal(code)
 	}
 	if _, err := f.st.JobLogs().AppendLog(f.ctx, "old", "a/r", 0, []byte("ancient\n"), time.Now().Add(-15*24*time.Hour)); err != nil {

@@ -35,6 +35,10 @@ type Config struct {
 	Tick time.Duration
 	// Agents configures the work with node agents (agents.go).
 	Agents AgentConfig
+	// Capacity is the provider's limit on machines per offer (nil: none
+	// known); a waiting unit that no offer within it can run gets a
+	// unit.unrunnable event (fleet.Feasible).
+	Capacity fleetpolicy.Capacity
 }
 
 // Loop is the live control loop.
@@ -47,6 +51,9 @@ type Loop struct {
 	demand []fleetpolicy.DemandPoint
 	// health is what Ready reports on.
 	health health
+	// unrunnable is the reason last reported for each waiting unit that
+	// no offer can run, so that each reason is an event once.
+	unrunnable map[string]string
 }
 
 // NewLoop returns a loop on cfg.
@@ -57,7 +64,7 @@ func NewLoop(cfg Config) (*Loop, error) {
 	if cfg.Tick <= 0 {
 		cfg.Tick = DefaultTick
 	}
-	l := &Loop{cfg: cfg, offers: map[string]*core.Offer{}, metrics: newMetrics()}
+	l := &Loop{cfg: cfg, offers: map[string]*core.Offer{}, metrics: newMetrics(), unrunnable: map[string]string{}}
 	for i := range cfg.Offers {
 		l.offers[cfg.Offers[i].ID] = &cfg.Offers[i]
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -463,5 +464,36 @@ func TestRestartWithFreshCloud(t *testing.T) {
 				t.Errorf("no machine after the restart took an id from before it (%v, now %v): the test proved nothing", before, w.cloud.Machines())
 			}
 		})
+	}
+}
+
+// TestUnrunnableEvent: a job stored that no offer can run (accepted
+// under another catalog, or put in the store directly) is reported once
+// with the reason, instead of waiting in silence; a runnable one is not.
+func TestUnrunnableEvent(t *testing.T) {
+	w := newWorld(t)
+	for id, req := range map[string]core.Request{
+		"z100":  {GPUs: 1, MilliPerGPU: core.WholeGPU, Models: []string{"Z100"}},
+		"huge":  {GPUs: 1, MilliPerGPU: core.WholeGPU, MemPerGPUMiB: 900_000},
+		"plain": {GPUs: 1, MilliPerGPU: core.WholeGPU},
+	} {
+		j := core.Job{ID: id, Team: "a", Tier: core.TierCore, Request: req, EstDuration: time.Hour, Submit: w.clk.Now()}
+		if _, _, err := w.st.Jobs().SubmitJob(context.Background(), j, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.run(10 * time.Minute) // many ticks
+	got := map[string]string{}
+	for _, e := range w.events("unit.unrunnable") {
+		if _, dup := got[e.Subject]; dup {
+			t.Errorf("%s reported twice", e.Subject)
+		}
+		got[e.Subject] = e.Reason
+	}
+	if len(got) != 2 || !strings.Contains(got["z100"], "models") || !strings.Contains(got["z100"], "A100") || !strings.Contains(got["huge"], "gpu_mem_mib") {
+		t.Errorf("unrunnable events %v, want z100 (models) and huge (gpu_mem_mib)", got)
+	}
+	if j := w.job("plain"); j.State != core.JobRunning {
+		t.Errorf("the runnable job is %s", j.State)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/engine"
+	fleetpolicy "github.com/gpufleet/gpufleet/internal/fleet"
 	"github.com/gpufleet/gpufleet/internal/provider"
 	"github.com/gpufleet/gpufleet/internal/store"
 )
@@ -132,6 +133,7 @@ func (l *Loop) Tick(ctx context.Context) error {
 	st.Changed() // units were changed directly above
 	d := engine.Step(st, now, l.cfg.Engine)
 	events = append(events, d.Events...)
+	events = append(events, l.unrunnableEvents(d, now)...)
 	created := engine.Apply(st, d)
 	l.demand = st.Demand
 	isNew := map[string]bool{}
@@ -294,4 +296,36 @@ func jobStates(st *engine.State) map[string]core.JobState {
 		}
 	}
 	return out
+}
+
+// unrunnableEvents reports the waiting units that no offer of the catalog
+// (within the provider's capacity) can ever run, by fleet.Feasible, the
+// rule submissions are refused by: a job accepted before the catalog or
+// the capacity changed would otherwise wait with no word of why. Each
+// unit's reason is an event once (again after a restart); a unit that
+// becomes runnable, or stops waiting, is forgotten.
+func (l *Loop) unrunnableEvents(d engine.Decisions, now time.Time) []core.Event {
+	var events []core.Event
+	waiting := make(map[string]bool, len(d.Waiting))
+	for _, w := range d.Waiting {
+		key := w.Unit.Key()
+		waiting[key] = true
+		err := fleetpolicy.Feasible(w.Unit.Job, l.cfg.Offers, l.cfg.Capacity)
+		if err == nil {
+			delete(l.unrunnable, key)
+			continue
+		}
+		reason := "no offer can ever run it: " + err.Error()
+		if l.unrunnable[key] == reason {
+			continue
+		}
+		l.unrunnable[key] = reason
+		events = append(events, core.Event{At: now, Kind: "unit.unrunnable", Subject: key, Reason: reason})
+	}
+	for key := range l.unrunnable {
+		if !waiting[key] {
+			delete(l.unrunnable, key)
+		}
+	}
+	return events
 }

@@ -18,15 +18,45 @@ var ErrNotFound = errors.New("store: not found")
 // different body, a change to a row in a final state.
 var ErrConflict = errors.New("store: conflict")
 
+// RowError is a clash with a stored row, or a missing one, said in words
+// a user may read: Field names the input whose Value clashed or was
+// missing (id, team, user, idempotency_key), Msg the whole sentence
+// (team "ml" already exists). It wraps Kind, ErrConflict or ErrNotFound.
+// Its text never holds a database's own message: the API shows it as it
+// is, and answers a bare ErrConflict or ErrNotFound from a driver with a
+// message of its own.
+type RowError struct {
+	Kind         error
+	Field, Value string
+	Msg          string
+}
+
+func (e *RowError) Error() string { return e.Msg }
+
+// Unwrap returns Kind.
+func (e *RowError) Unwrap() error { return e.Kind }
+
 // Conflict returns an error wrapping ErrConflict with a lowercase detail.
 func Conflict(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrConflict, fmt.Sprintf(format, args...))
+	return &RowError{Kind: ErrConflict, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Exists is the conflict of creating a row whose id (in field) is taken:
+// Exists("id", "team", "ml") says team "ml" already exists.
+func Exists(field, what, id string) error {
+	return &RowError{Kind: ErrConflict, Field: field, Value: id, Msg: fmt.Sprintf("%s %q already exists", what, id)}
 }
 
 // NotFound returns an error wrapping ErrNotFound that names what was
-// missing, e.g. NotFound("job", "j1").
+// missing, e.g. NotFound("job", "j1"): job "j1" does not exist.
 func NotFound(what, id string) error {
-	return fmt.Errorf("%s %q: %w", what, id, ErrNotFound)
+	return &RowError{Kind: ErrNotFound, Value: id, Msg: fmt.Sprintf("%s %q does not exist", what, id)}
+}
+
+// Missing is NotFound for a row that input field refers to:
+// Missing("team", "team", "zz") for a job of an unknown team.
+func Missing(field, what, id string) error {
+	return &RowError{Kind: ErrNotFound, Field: field, Value: id, Msg: fmt.Sprintf("%s %q does not exist", what, id)}
 }
 
 // MaxIDLen is the longest id the store accepts, in bytes.

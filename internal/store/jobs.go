@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
@@ -86,24 +85,25 @@ func CheckJobTransition(field string, from, to core.JobState) error {
 
 // ValidateJob reports the first problem with a job about to be submitted.
 func ValidateJob(j *core.Job) error {
-	if err := CheckID("id", j.ID); err != nil {
+	// A new job's id, team and user follow core.CheckName; among other
+	// things it keeps '#' out, which separates a job from its shard in
+	// unit keys ("job#shard").
+	if err := core.CheckName("id", j.ID); err != nil {
 		return err
-	}
-	if strings.ContainsRune(j.ID, '#') {
-		// sched.Unit keys shards "job#shard": a '#' in an id could make
-		// one job's key another's shard.
-		return &core.FieldError{Field: "id", Value: j.ID, Allowed: "an id without '#' (it separates a job from its shard in unit keys)"}
 	}
 	if err := j.Validate(); err != nil {
 		return err
 	}
-	if err := CheckID("team", j.Team); err != nil {
+	if err := core.CheckName("team", j.Team); err != nil {
 		return err
 	}
-	for _, f := range []struct{ name, v string }{{"user", j.User}, {"image", j.Image}} {
-		if err := CheckText(f.name, f.v); err != nil {
+	if j.User != "" {
+		if err := core.CheckName("user", j.User); err != nil {
 			return err
 		}
+	}
+	if err := CheckText("image", j.Image); err != nil {
+		return err
 	}
 	r := j.Request
 	for i, m := range r.Models {
@@ -128,8 +128,13 @@ func ValidateJob(j *core.Job) error {
 	if j.Shards > 100_000 {
 		return &core.FieldError{Field: "shards", Value: fmt.Sprint(j.Shards), Allowed: "0..100000"}
 	}
-	if j.CheckpointInterval < 0 {
-		return &core.FieldError{Field: "checkpoint_interval", Value: j.CheckpointInterval.String(), Allowed: ">= 0"}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"est_duration", j.EstDuration}, {"checkpoint_interval", j.CheckpointInterval}} {
+		if d.v < 0 || d.v > core.MaxJobDuration {
+			return &core.FieldError{Field: d.name, Value: d.v.String(), Allowed: "0..100 years"}
+		}
 	}
 	for i, c := range j.Command {
 		if err := CheckText(fmt.Sprintf("command[%d]", i), c); err != nil {

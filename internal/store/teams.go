@@ -22,7 +22,7 @@ type Teams interface {
 
 // ValidateTeam reports the first problem with t.
 func ValidateTeam(t *core.Team) error {
-	if err := CheckID("id", t.ID); err != nil {
+	if err := core.CheckName("id", t.ID); err != nil {
 		return err
 	}
 	for _, f := range []struct{ name, v string }{{"name", t.Name}, {"cohort", t.Cohort}} {

@@ -90,9 +90,13 @@ func ValidateUser(u *User) error {
 }
 
 // ValidateNewUser reports the first problem with a user about to be
-// created: ValidateUser's, and a creation time.
+// created: ValidateUser's, an id outside core.CheckName's rule (existing
+// users keep theirs), and no creation time.
 func ValidateNewUser(u *User) error {
 	if err := ValidateUser(u); err != nil {
+		return err
+	}
+	if err := core.CheckName("id", u.ID); err != nil {
 		return err
 	}
 	if u.Created.IsZero() {

@@ -303,7 +303,7 @@ async function renderJobs(root) {
   const isAdmin = !o.team;
   const msg = h("p", { id: "submit-msg", role: "status" });
   const form = h("form", { id: "submit-form", class: "inline", "aria-labelledby": "submit-h" },
-    h("label", {}, "Job id (optional)", h("input", { name: "id", id: "job-id", maxlength: 128, spellcheck: "false" })),
+    h("label", {}, "Job id (admin tokens only; else the server names it)", h("input", { name: "id", id: "job-id", maxlength: 128, spellcheck: "false" })),
     isAdmin ? h("label", {}, "Team", h("input", { name: "team", id: "job-team", required: true })) : null,
     h("label", {}, "Tier", h("select", { name: "tier", id: "job-tier" }, ["regular", "core", "offline"].map(t => h("option", { value: t }, t)))),
     h("label", {}, "GPUs", h("input", { name: "gpus", id: "job-gpus", type: "number", min: 1, value: 1, required: true })),

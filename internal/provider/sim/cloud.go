@@ -441,6 +441,17 @@ func (c *Cloud) Stats() Stats {
 	return c.stats
 }
 
+// Capacity returns the most machines of an offer that may be held at
+// once (its Settings' Capacity); 0 for no limit or an unknown offer.
+func (c *Cloud) Capacity(offerID string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if off, ok := c.offers[offerID]; ok {
+		return off.cfg.capacity
+	}
+	return 0
+}
+
 // InUse returns how many machines of an offer hold capacity now.
 func (c *Cloud) InUse(offerID string) int {
 	c.mu.Lock()

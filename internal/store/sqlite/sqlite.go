@@ -6,6 +6,8 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -39,7 +41,8 @@ type Options struct {
 // Store is a store.Store on one SQLite file.
 type Store struct {
 	*sqlstore.Store
-	path string
+	path      string
+	tightened []string
 }
 
 var (
@@ -56,6 +59,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	tightened, err := ownerOnly(abs)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", abs, err)
 	}
 	if opts.BusyTimeout <= 0 {
 		opts.BusyTimeout = 10 * time.Second
@@ -103,8 +110,51 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		b.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", abs, err)
 	}
-	return &Store{Store: sqlstore.New(b), path: abs}, nil
+	return &Store{Store: sqlstore.New(b), path: abs, tightened: tightened}, nil
 }
+
+// ownerOnly makes the database file and its -wal and -shm files readable
+// and writable by their owner only: they hold token hashes, job commands
+// and the audit trail. A new database file is created 0600 before SQLite
+// opens it (SQLite would create it 0644, less the umask), and SQLite
+// gives the -wal and -shm files it creates the database file's mode. An
+// existing file with group or other bits has them taken away; its path is
+// returned for the caller to report.
+func ownerOnly(db string) ([]string, error) {
+	f, err := os.OpenFile(db, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case err == nil:
+		if err := f.Close(); err != nil {
+			return nil, err
+		}
+	case !errors.Is(err, fs.ErrExist):
+		return nil, err
+	}
+	if runtime.GOOS == "windows" {
+		return nil, nil // no group or other bits to take away
+	}
+	var tightened []string
+	for _, p := range []string{db, db + "-wal", db + "-shm"} {
+		st, err := os.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m := st.Mode().Perm(); m&0o077 != 0 {
+			if err := os.Chmod(p, m&^0o077); err != nil {
+				return nil, fmt.Errorf("make %s owner-only: %w", p, err)
+			}
+			tightened = append(tightened, fmt.Sprintf("%s (was %#o)", p, m))
+		}
+	}
+	return tightened, nil
+}
+
+// Tightened lists the files Open found readable or writable by group or
+// others and made owner-only, each with its former mode.
+func (s *Store) Tightened() []string { return s.tightened }
 
 // Path returns the database file's absolute path.
 func (s *Store) Path() string { return s.path }

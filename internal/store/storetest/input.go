@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -88,6 +89,16 @@ func testBadInput(t *testing.T, open Opener) {
 		{"token: expires before created", withToken(func(x *store.Token) { x.Expires = at(-1) }), "expires", "-"},
 		{"job: empty id", withJob(func(j *core.Job) { j.ID = "" }), "id", ""},
 		{"job: '#' in id", withJob(func(j *core.Job) { j.ID = "a#1" }), "id", "a#1"},
+		{"job: '/' in id", withJob(func(j *core.Job) { j.ID = "a/b" }), "id", "a/b"},
+		{"job: '..' in id", withJob(func(j *core.Job) { j.ID = "a..b" }), "id", "a..b"},
+		{"job: newline in id", withJob(func(j *core.Job) { j.ID = "a\nb" }), "id", "a\nb"},
+		{"job: space in id", withJob(func(j *core.Job) { j.ID = "a b" }), "id", "a b"},
+		{"job: formula id", withJob(func(j *core.Job) { j.ID = "=cmd" }), "id", "=cmd"},
+		{"job: space in team", withJob(func(j *core.Job) { j.Team = "m l" }), "team", "m l"},
+		{"job: '/' in user", withJob(func(j *core.Job) { j.User = "../root" }), "user", "../root"},
+		{"job: checkpoint interval over 100 years", withJob(func(j *core.Job) { j.CheckpointInterval = core.MaxJobDuration + time.Second }), "checkpoint_interval", "-"},
+		{"team: '/' in id", withTeam(func(x *core.Team) { x.ID = "a/b" }), "id", "a/b"},
+		{"user: space in id", withUser(func(u *store.User) { u.ID = "a b" }), "id", "a b"},
 		{"job: empty team", withJob(func(j *core.Job) { j.Team = "" }), "team", ""},
 		{"job: no GPUs", withJob(func(j *core.Job) { j.Request.GPUs = 0 }), "gpus", "0"},
 		{"job: bad tier", withJob(func(j *core.Job) { j.Tier = "gold" }), "tier", "gold"},
@@ -170,27 +181,46 @@ func testInjection(t *testing.T, open Opener) {
 	setupTeams(t, s, "plain")
 	submit(t, s, job("plain-job", "plain"))
 	for i, v := range hostile {
-		tm := core.Team{ID: v, Name: v, Cohort: v, Quotas: []core.Quota{{GPUClass: v, Guaranteed: 1}}}
+		// New team, user and job ids follow core.CheckName, which no
+		// hostile value passes; they go in every text field instead, and
+		// reads by a hostile id find nothing.
+		id := fmt.Sprintf("h%d", i)
+		for what, op := range map[string]func() error{
+			"team": func() error { return s.Teams().CreateTeam(c, core.Team{ID: v, Name: v}) },
+			"user": func() error {
+				return s.Users().CreateUser(c, store.User{ID: v, Team: "plain", Role: store.RoleMember, Created: at(0)})
+			},
+			"job": func() error { _, _, err := s.Jobs().SubmitJob(c, job(v, "plain"), ""); return err },
+		} {
+			wantField(t, op(), "id", "-", fmt.Sprintf("%s with id %q", what, v))
+		}
+		if _, err := s.Jobs().GetJob(c, v); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("get job %q: %v, want ErrNotFound", v, err)
+		}
+		tm := core.Team{ID: id, Name: v, Cohort: v, Quotas: []core.Quota{{GPUClass: v, Guaranteed: 1}}}
 		ok(t, s.Teams().CreateTeam(c, tm), fmt.Sprintf("team %q", v))
-		got, err := s.Teams().GetTeam(c, v)
+		got, err := s.Teams().GetTeam(c, id)
 		ok(t, err, fmt.Sprintf("get team %q", v))
 		diff(t, "hostile team", tm, got)
 
-		ok(t, s.Users().CreateUser(c, store.User{ID: v, Team: v, Name: v, Email: v, Role: store.RoleMember, Created: at(0)}), "user")
-		j := job(v, v)
-		j.User, j.Image, j.Command = v, v, []string{v, v}
+		ok(t, s.Users().CreateUser(c, store.User{ID: id, Team: id, Name: v, Email: v, Role: store.RoleMember, Created: at(0)}), "user")
+		j := job(id, id)
+		j.Image, j.Command = v, []string{v, v}
 		j.Request.Models, j.Request.Throughput = []string{v}, map[string]int64{v: 1}
 		sj, created, err := s.Jobs().SubmitJob(c, j, v)
 		ok(t, err, fmt.Sprintf("submit %q", v))
 		if !created {
 			t.Errorf("job %q not created", v)
 		}
-		got2, err := s.Jobs().GetJob(c, v)
+		got2, err := s.Jobs().GetJob(c, id)
 		ok(t, err, fmt.Sprintf("get job %q", v))
 		diff(t, "hostile job", sj, got2)
-		page, err := s.Jobs().ListJobs(c, store.JobFilter{Team: v})
+		page, err := s.Jobs().ListJobs(c, store.JobFilter{Team: id})
+		ok(t, err, "list by team")
+		diff(t, "jobs of the team", []string{id}, jobIDs(page.Items))
+		page, err = s.Jobs().ListJobs(c, store.JobFilter{Team: v})
 		ok(t, err, "list by hostile team")
-		diff(t, "jobs of the hostile team", []string{v}, jobIDs(page.Items))
+		diff(t, "jobs of the hostile team", []string{}, jobIDs(page.Items))
 
 		l := store.Lease{Lease: core.Lease{ID: v, OfferID: v, Mode: core.OnDemand, State: core.LeaseRequested, ClientToken: v, ProviderID: v}, Requested: at(0)}
 		ok(t, s.Leases().CreateLease(c, l), "hostile lease")
@@ -226,5 +256,52 @@ func testInjection(t *testing.T, open Opener) {
 	ok(t, err, "samples by hostile lease")
 	if len(ss) != 1 {
 		t.Errorf("%d samples for one hostile lease, want 1", len(ss))
+	}
+}
+
+// testRowErrors: a taken id, a missing reference and a reused
+// idempotency key are *store.RowError values that name the field and
+// the value in words of their own, with no database text, and wrap
+// ErrConflict or ErrNotFound.
+func testRowErrors(t *testing.T, open Opener) {
+	s := open(t)
+	c := ctx(t)
+	setupTeams(t, s, "ml")
+	submit(t, s, job("j", "ml"))
+	ok(t, s.Users().CreateUser(c, store.User{ID: "ann", Team: "ml", Role: store.RoleMember, Created: at(0)}), "user")
+	_, _, err := s.Jobs().SubmitJob(c, job("k", "ml"), "key1")
+	ok(t, err, "submit with key")
+	other := job("k2", "ml")
+	other.Request.GPUs = 3
+	for _, tc := range []struct {
+		name  string
+		err   error
+		kind  error
+		field string
+		msg   string
+	}{
+		{"team id taken", s.Teams().CreateTeam(c, team("ml")), store.ErrConflict, "id", `team "ml" already exists`},
+		{"user id taken", s.Users().CreateUser(c, store.User{ID: "ann", Team: "ml", Role: store.RoleMember, Created: at(0)}), store.ErrConflict, "id", `user "ann" already exists`},
+		{"user of an unknown team", s.Users().CreateUser(c, store.User{ID: "bob", Team: "zz", Role: store.RoleMember, Created: at(0)}), store.ErrNotFound, "team", `team "zz" does not exist`},
+		{"token of an unknown user", s.Tokens().CreateToken(c, store.Token{ID: "t1", Hash: store.HashToken("a"), User: "nobody", Team: "ml", Role: store.RoleMember, Created: at(0)}),
+			store.ErrNotFound, "user", `user "nobody" does not exist`},
+		{"token of an unknown team", s.Tokens().CreateToken(c, store.Token{ID: "t2", Hash: store.HashToken("b"), User: "ann", Team: "zz", Role: store.RoleMember, Created: at(0)}),
+			store.ErrNotFound, "team", `team "zz" does not exist`},
+		{"job id taken", func() error { _, _, err := s.Jobs().SubmitJob(c, job("j", "ml"), ""); return err }(), store.ErrConflict, "id", `job "j" already exists`},
+		{"job of an unknown team", func() error { _, _, err := s.Jobs().SubmitJob(c, job("x", "zz"), ""); return err }(), store.ErrNotFound, "team", `team "zz" does not exist`},
+		{"key reused", func() error { _, _, err := s.Jobs().SubmitJob(c, other, "key1"); return err }(), store.ErrConflict, "idempotency_key",
+			`idempotency key "key1" was used for job "k" with a different body`},
+	} {
+		var re *store.RowError
+		if !errors.Is(tc.err, tc.kind) || !errors.As(tc.err, &re) {
+			t.Errorf("%s: %v, want a *store.RowError wrapping %v", tc.name, tc.err, tc.kind)
+			continue
+		}
+		diff(t, tc.name, []string{tc.field, tc.msg}, []string{re.Field, re.Msg})
+		for _, raw := range []string{"UNIQUE", "constraint", "duplicate key", "violates", "SQLSTATE"} {
+			if strings.Contains(tc.err.Error(), raw) {
+				t.Errorf("%s: %q carries database text %q", tc.name, tc.err, raw)
+			}
+		}
 	}
 }

@@ -49,6 +49,7 @@ func Run(t *testing.T, open Opener) {
 		{"Concurrency", testConcurrency},
 		{"Restart", testRestart},
 		{"BadInput", testBadInput},
+		{"RowErrors", testRowErrors},
 		{"Injection", testInjection},
 	}
 	for _, s := range suites {

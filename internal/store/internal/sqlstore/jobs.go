@@ -98,13 +98,17 @@ func (o *ops) SubmitJob(ctx context.Context, j core.Job, key string) (store.Job,
 				return fmt.Errorf("submit job %q: idempotency key %q: %w", j.ID, key, err)
 			}
 			if !bytes.Equal(firstFP, fp[:]) {
-				return fmt.Errorf("submit job %q: %w", j.ID, store.Conflict("idempotency key %q was used for job %q with a different body", key, first.ID))
+				return fmt.Errorf("submit job %q: %w", j.ID, &store.RowError{Kind: store.ErrConflict, Field: "idempotency_key", Value: key,
+					Msg: fmt.Sprintf("idempotency key %q was used for job %q with a different body", key, first.ID)})
 			}
 			out = first
 			return nil
 		case err != nil:
-			if errors.Is(o.s.b.Classify(err), store.ErrNotFound) {
-				return fmt.Errorf("submit job %q: %w", j.ID, store.NotFound("team", j.Team))
+			switch e := o.s.b.Classify(err); {
+			case errors.Is(e, store.ErrNotFound): // the team is jobs' one reference
+				return fmt.Errorf("submit job %q: %w", j.ID, store.Missing("team", "team", j.Team))
+			case errors.Is(e, store.ErrConflict): // the id; the key is ON CONFLICT's
+				return fmt.Errorf("submit job: %w", store.Exists("id", "job", j.ID))
 			}
 			return o.fail(err, "submit job %q", j.ID)
 		}

@@ -21,6 +21,9 @@ func (o *ops) CreateTeam(ctx context.Context, t core.Team) error {
 	return o.atomic(ctx, func(q Querier) error {
 		if _, err := q.Exec(ctx, `INSERT INTO teams (id, name, cohort, weight, monthly_budget_micros) VALUES ($1, $2, $3, $4, $5)`,
 			t.ID, t.Name, t.Cohort, t.Weight, int64(t.MonthlyBudget)); err != nil {
+			if errors.Is(o.s.b.Classify(err), store.ErrConflict) {
+				return fmt.Errorf("create team: %w", store.Exists("id", "team", t.ID)) // the id is teams' one unique key
+			}
 			return o.fail(err, "create team %q", t.ID)
 		}
 		return o.insertQuotas(ctx, q, &t)

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -27,7 +28,12 @@ func (o *ops) CreateUser(ctx context.Context, u store.User) error {
 	return o.atomic(ctx, func(q Querier) error {
 		_, err := q.Exec(ctx, `INSERT INTO users (`+userCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
 			u.ID, nullStr(u.Team), u.Name, u.Email, string(u.Role), o.t(u.Created), o.t(u.Disabled))
-		if err != nil {
+		switch e := o.s.b.Classify(err); {
+		case errors.Is(e, store.ErrConflict): // the id is users' one unique key
+			return fmt.Errorf("create user: %w", store.Exists("id", "user", u.ID))
+		case errors.Is(e, store.ErrNotFound): // the team is users' one reference
+			return fmt.Errorf("create user %q: %w", u.ID, store.Missing("team", "team", u.Team))
+		case err != nil:
 			return o.fail(err, "create user %q (team %q)", u.ID, u.Team)
 		}
 		return nil
@@ -113,6 +119,21 @@ func (o *ops) CreateToken(ctx context.Context, t store.Token) error {
 		return fmt.Errorf("create token: %w", err)
 	}
 	return o.atomic(ctx, func(q Querier) error {
+		// Name a missing user or team before the insert: after a failed
+		// statement PostgreSQL answers nothing more in the transaction,
+		// and the driver's message is not for users.
+		for _, ref := range []struct{ field, table, id string }{{"user", "users", t.User}, {"team", "teams", t.Team}} {
+			if ref.id == "" {
+				continue
+			}
+			var one int
+			switch err := q.QueryRow(ctx, `SELECT 1 FROM `+ref.table+` WHERE id = $1`, ref.id).Scan(&one); {
+			case errors.Is(err, ErrNoRows):
+				return fmt.Errorf("create token %q: %w", t.ID, store.Missing(ref.field, ref.field, ref.id))
+			case err != nil:
+				return o.fail(err, "create token %q: %s", t.ID, ref.field)
+			}
+		}
 		_, err := q.Exec(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
 			t.ID, t.Hash[:], nullStr(t.User), nullStr(t.Team), string(t.Role), t.Name, t.Prefix, o.t(t.Created), o.t(t.Expires), o.t(t.Revoked), o.t(t.LastUsed))
 		if err != nil {
