@@ -95,12 +95,16 @@ type Hardware struct {
 	// MemPerGPUMiB is the GPU memory one GPU of the machine gives a job
 	// (for a GPU slice, the slice's); 0 when not known (anything fits).
 	MemPerGPUMiB int64
+	// SliceMilli is the share of its one GPU a slice has; 0 for whole
+	// GPUs. Only work that asks for at most that share fits a slice.
+	SliceMilli Milli
 }
 
 // Admits is gpufleet's one rule for where a job may run: on accelerators
 // of a family the job lists (NVIDIA when it lists none), that can do its
 // workload (training when it says none), of a GPU model it allows (any
-// when it lists none), with the GPU memory it needs per GPU. The
+// when it lists none), with the GPU memory it needs per GPU and, on a
+// GPU slice, no more than the slice's share. The
 // scheduler (existing nodes), the fleet (offers to rent) and the bounds
 // all ask it, so what is rented for a job is what it can be placed on.
 func (r *Request) Admits(h Hardware) bool {
@@ -116,6 +120,9 @@ func (r *Request) Admits(h Hardware) bool {
 		return false
 	}
 	if len(r.Models) > 0 && !slices.Contains(r.Models, h.GPUModel) {
+		return false
+	}
+	if h.SliceMilli > 0 && r.MilliPerGPU > h.SliceMilli {
 		return false
 	}
 	return h.MemPerGPUMiB == 0 || r.MemPerGPUMiB <= h.MemPerGPUMiB

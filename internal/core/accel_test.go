@@ -11,7 +11,7 @@ func TestAdmits(t *testing.T) {
 	h100 := Hardware{GPUModel: "H100", MemPerGPUMiB: 80 << 10}
 	inf1 := Hardware{Accelerator: AWSInferentia, Capability: Inference, GPUModel: "AWS Inferentia", MemPerGPUMiB: 8 << 10}
 	trn1 := Hardware{Accelerator: AWSTrainium, GPUModel: "AWS Trainium", MemPerGPUMiB: 32 << 10}
-	l4Slice := Hardware{Accelerator: NVIDIA, Capability: Inference, GPUModel: "NVIDIA L4", MemPerGPUMiB: 3 << 10}
+	l4Slice := Hardware{Accelerator: NVIDIA, Capability: Inference, GPUModel: "NVIDIA L4", MemPerGPUMiB: 3 << 10, SliceMilli: 125}
 	tests := []struct {
 		name string
 		r    Request
@@ -25,7 +25,8 @@ func TestAdmits(t *testing.T) {
 		{"inference job, NVIDIA only, on Inferentia", Request{Workload: Inference}, inf1, false},
 		{"inference job on a training GPU", Request{Workload: Inference}, h100, true},
 		{"training job on an L4 slice", Request{}, l4Slice, false},
-		{"inference job on an L4 slice", Request{Workload: Inference}, l4Slice, true},
+		{"inference job on an L4 slice", Request{Workload: Inference, MilliPerGPU: 125}, l4Slice, true},
+		{"inference job wanting more than the slice", Request{Workload: Inference, MilliPerGPU: 250}, l4Slice, false},
 		{"inference job too big for the slice", Request{Workload: Inference, MemPerGPUMiB: 4 << 10}, l4Slice, false},
 		{"training job that lists Trainium only", Request{Accelerators: []Accelerator{AWSTrainium}}, trn1, true},
 		{"job that lists Trainium only, on NVIDIA", Request{Accelerators: []Accelerator{AWSTrainium}}, h100, false},

@@ -75,7 +75,7 @@ type Node struct {
 
 // Hardware is what of n decides which jobs may ever run on it.
 func (n *Node) Hardware() Hardware {
-	return Hardware{Accelerator: n.Accelerator, Capability: n.Capability, GPUModel: n.GPUModel, MemPerGPUMiB: sliceMem(n.GPUMemMiB, n.SliceMilli)}
+	return Hardware{Accelerator: n.Accelerator, Capability: n.Capability, GPUModel: n.GPUModel, MemPerGPUMiB: sliceMem(n.GPUMemMiB, n.SliceMilli), SliceMilli: n.SliceMilli}
 }
 
 // CapMilli is n's GPU capacity in milli-GPUs.

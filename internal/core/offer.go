@@ -281,7 +281,7 @@ func (o *Offer) MemPerGPUMiB() int64 { return sliceMem(o.GPUMemMiB, o.SliceMilli
 
 // Hardware is what of o decides which jobs may run on it.
 func (o *Offer) Hardware() Hardware {
-	return Hardware{Accelerator: o.Accelerator, Capability: o.Capability, GPUModel: o.GPUModel, MemPerGPUMiB: o.MemPerGPUMiB()}
+	return Hardware{Accelerator: o.Accelerator, Capability: o.Capability, GPUModel: o.GPUModel, MemPerGPUMiB: o.MemPerGPUMiB(), SliceMilli: o.SliceMilli}
 }
 
 // sliceMem is the memory of a slice of slice milli-GPUs (0: whole) of a

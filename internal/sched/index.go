@@ -1,6 +1,8 @@
 package sched
 
 import (
+	"slices"
+
 	"github.com/gpufleet/gpufleet/internal/core"
 )
 
@@ -30,8 +32,9 @@ type index struct {
 	gpuPos    []int
 	maxGPUs   int
 	modelIDs  []string
-	// modelMax is the most GPUs a node of each model has.
-	modelMax []int
+	// shapes holds, per distinct hardware among the nodes, the most GPUs
+	// a node of it has: what a unit that needs one node may hope for.
+	shapes MachineShapes
 	// pool, when set, lends bucket arrays kept from earlier calls.
 	pool *placerScratch
 }
@@ -56,6 +59,7 @@ func newIndex(nodes []core.Node) *index {
 func (ix *index) fill() {
 	nodes := ix.nodes
 	m, last := -1, ""
+	s := -1
 	for i := range nodes {
 		// Neighbouring nodes are mostly of one model: look the name up
 		// only when it changes.
@@ -63,7 +67,14 @@ func (ix *index) fill() {
 			m, last = ix.model(nodes[i].GPUModel), nodes[i].GPUModel
 		}
 		ix.nodeModel[i] = m
-		ix.modelMax[m] = max(ix.modelMax[m], len(nodes[i].GPUs))
+		if hw := nodes[i].Hardware(); s < 0 || ix.shapes[s].Hardware != hw {
+			s = slices.IndexFunc(ix.shapes, func(sh MachineShape) bool { return sh.Hardware == hw })
+			if s < 0 {
+				s = len(ix.shapes)
+				ix.shapes = append(ix.shapes, MachineShape{Hardware: hw})
+			}
+		}
+		ix.shapes[s].GPUs = max(ix.shapes[s].GPUs, len(nodes[i].GPUs))
 		c := freeWhole(&nodes[i])
 		ix.nodeC[i] = c
 		ix.nodePos[i] = len(ix.whole[m][c])
@@ -82,7 +93,6 @@ func (ix *index) model(name string) int {
 		m = len(ix.modelIDs)
 		ix.models[name] = m
 		ix.modelIDs = append(ix.modelIDs, name)
-		ix.modelMax = append(ix.modelMax, 0)
 		ix.whole = append(ix.whole, ix.wholeBuckets(m))
 		ix.partial = append(ix.partial, nil)
 	}
