@@ -146,7 +146,7 @@ func (s *Server) loadUsage(ctx context.Context, from, to, now time.Time) (billin
 			if !ok {
 				return in, fmt.Errorf("usage: lease %s: offer %s has no %s plan", l.ID, l.OfferID, l.Mode)
 			}
-			in.Leases = append(in.Leases, billing.UsageLease{ID: l.ID, Plan: plan, GPUs: o.GPUs, Start: l.Start, End: l.End, Reclaimed: l.State == core.LeaseReclaimed})
+			in.Leases = append(in.Leases, billing.UsageLease{ID: l.ID, Plan: plan, GPUs: o.GPUs, SliceMilli: o.SliceMilli, Start: l.Start, End: l.End, Reclaimed: l.State == core.LeaseReclaimed})
 		}
 		if page.Next == "" {
 			break

@@ -56,7 +56,7 @@ func QuoteLease(o *core.Offer, mode core.BillingMode, s Span, count int, voucher
 	q := Quote{
 		OfferID: o.ID, Mode: mode, Count: count, Currency: o.Currency,
 		Start: s.Start, End: s.End, Bill: b, Total: total, Credits: credits, Net: l.Total(),
-		PaidMilliGPUHours: core.MulDivHalfEven(int64(count*o.GPUs)*1000, b.Billed, 3600),
+		PaidMilliGPUHours: core.MulDivHalfEven(int64(count)*int64(o.CapMilli()), b.Billed, 3600),
 	}
 	if p.Reclaim != nil && !s.Reclaimed {
 		q.ExpectedReclaimsBP = core.MulDivHalfEven(p.Reclaim.MonthlyRateBP, b.Billed, core.Month.Seconds())
