@@ -78,10 +78,12 @@ type Request struct {
 	MemMiB   int64
 	// Workload is what the job does; empty is Training. Inference-only
 	// hardware takes only inference jobs.
-	Workload Workload
+	Workload Workload `json:",omitempty"`
 	// Accelerators lists the families the job is built for; empty is
-	// NVIDIA only. Other families take only jobs that list them.
-	Accelerators []Accelerator
+	// NVIDIA only. Other families take only jobs that list them. (Both
+	// are left out of JSON when empty, so a request that does not use
+	// them hashes as it always did: see store.JobFingerprint.)
+	Accelerators []Accelerator `json:",omitempty"`
 }
 
 // Job is a unit of work submitted by a team.
