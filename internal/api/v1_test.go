@@ -1,12 +1,14 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -290,6 +292,8 @@ func TestBadInput(t *testing.T) {
 		{"negative duration", `{"gpus":1,"est_duration_seconds":-1}`, 400, "est_duration_seconds"},
 		{"wrong type", `{"gpus":"one"}`, 400, "gpus"},
 		{"unknown field", `{"gpus":1,"colour":"red"}`, 400, ""},
+		{"bad workload", `{"gpus":1,"workload":"serving"}`, 400, "workload"},
+		{"bad accelerator", `{"gpus":1,"accelerators":["nvidia","cuda"]}`, 400, "accelerators[1]"},
 		{"too large", `{"image":"` + strings.Repeat("x", MaxBodyBytes) + `"}`, 413, ""},
 	}
 	for _, tc := range cases {
@@ -423,5 +427,34 @@ func TestEnsureAdminToken(t *testing.T) {
 	again, err := EnsureAdminToken(ctx, st, clk)
 	if err != nil || again != "" {
 		t.Fatalf("second start: %q %v", again, err)
+	}
+}
+
+// TestSubmitWorkloadAndAccelerators: a job says what it does and what it
+// is built for; the view shows the defaults filled in.
+func TestSubmitWorkloadAndAccelerators(t *testing.T) {
+	f := newFixture(t)
+	var v JobView
+	code, b, _ := f.call(t, "member", "POST", "/api/v1/jobs", `{"id":"serve","gpus":1,"workload":"inference","accelerators":["aws-inferentia","nvidia"]}`)
+	if code != 201 || json.Unmarshal(b, &v) != nil || v.Workload != core.Inference || !slices.Equal(v.Accelerators, []core.Accelerator{core.AWSInferentia, core.NVIDIA}) {
+		t.Fatalf("inference job: %d %s", code, b)
+	}
+	code, b, _ = f.call(t, "member", "GET", "/api/v1/jobs/serve", "")
+	if code != 200 || json.Unmarshal(b, &v) != nil || v.Workload != core.Inference || len(v.Accelerators) != 2 {
+		t.Fatalf("get inference job: %d %s", code, b)
+	}
+	code, b, _ = f.call(t, "member", "POST", "/api/v1/jobs", `{"id":"train","gpus":1}`)
+	if code != 201 || json.Unmarshal(b, &v) != nil || v.Workload != core.Training || !slices.Equal(v.Accelerators, []core.Accelerator{core.NVIDIA}) {
+		t.Fatalf("default job: %d %s", code, b)
+	}
+	_, raw, _ := f.call(t, "member", "GET", "/api/v1/openapi.json", "")
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		t.Fatal(err)
+	}
+	doc := buf.Bytes()
+	if !strings.Contains(string(doc), `"workload":{"enum":["training","inference"],"type":"string"}`) ||
+		!strings.Contains(string(doc), `"aws-inferentia"`) || !strings.Contains(string(doc), `"slice_milli"`) {
+		t.Errorf("OpenAPI lacks workload, accelerators or slice_milli")
 	}
 }

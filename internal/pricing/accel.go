@@ -147,8 +147,9 @@ func parseGPUCount(s string) (int, core.Milli, bool) {
 	return 1, core.Milli(milli), true
 }
 
-// formatGPUCount writes o's GPUs as parseGPUCount reads them.
-func formatGPUCount(o *core.Offer) string {
+// FormatGPUCount writes o's GPUs per machine as the catalog forms take
+// them: "8", or "0.125" for an eighth-GPU slice.
+func FormatGPUCount(o *core.Offer) string {
 	if o.SliceMilli > 0 {
 		return formatScaled(int64(o.SliceMilli), 3)
 	}

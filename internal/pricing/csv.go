@@ -285,7 +285,7 @@ func WriteCSV(w io.Writer, c *Catalog) error {
 func csvRecord(o *core.Offer) ([]string, error) {
 	cell := map[string]string{
 		"id": o.ID, "provider": o.Provider, "region": o.Region, "instance_type": o.InstanceType,
-		"gpu_model": o.GPUModel, "gpu_count": formatGPUCount(o), "currency": string(o.Currency),
+		"gpu_model": o.GPUModel, "gpu_count": FormatGPUCount(o), "currency": string(o.Currency),
 	}
 	a, c := writtenHardware(o)
 	cell["accelerator"], cell["capability"] = string(a), string(c)

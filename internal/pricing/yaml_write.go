@@ -50,7 +50,7 @@ func offerNode(o *core.Offer) *yaml.Node {
 	add(n, o.Region != "", "region", str(o.Region))
 	add(n, o.InstanceType != "", "instance_type", str(o.InstanceType))
 	add(n, true, "gpu_model", str(o.GPUModel))
-	add(n, true, "gpus", num(formatGPUCount(o)))
+	add(n, true, "gpus", num(FormatGPUCount(o)))
 	add(n, o.GPUMemMiB != 0, "gpu_memory_gib", num(formatMiBAsGiB(o.GPUMemMiB)))
 	add(n, o.VCPUs != 0, "vcpus", num(strconv.Itoa(o.VCPUs)))
 	add(n, o.MemoryMiB != 0, "memory_gib", num(formatMiBAsGiB(o.MemoryMiB)))
