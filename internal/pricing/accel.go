@@ -31,8 +31,12 @@ var awsFamilies = map[string]awsFamily{
 	"p6-b200": {core.NVIDIA, core.Training, ""}, "p6-b300": {core.NVIDIA, core.Training, ""}, "p6e-gb200": {core.NVIDIA, core.Training, ""},
 	"g4dn": {core.NVIDIA, core.Training, ""}, "g5": {core.NVIDIA, core.Training, ""}, "g5g": {core.NVIDIA, core.Training, ""},
 	"g6": {core.NVIDIA, core.Training, ""}, "g6e": {core.NVIDIA, core.Training, ""}, "gr6": {core.NVIDIA, core.Training, ""},
-	// NVIDIA graphics boards (GRID K520, Tesla M60): sold for graphics.
-	"g2": {core.NVIDIA, core.Inference, ""}, "g3": {core.NVIDIA, core.Inference, ""}, "g3s": {core.NVIDIA, core.Inference, ""},
+	// Tesla M60 (compute capability 5.2): old, but current CUDA still
+	// builds for it.
+	"g3": {core.NVIDIA, core.Training, ""}, "g3s": {core.NVIDIA, core.Training, ""},
+	// GRID K520 (compute capability 3.0, 4 GiB): no CUDA since 11.0
+	// builds training stacks for it.
+	"g2": {core.NVIDIA, core.Inference, ""},
 	// NVIDIA L4 slices (vGPU fractions of one L4).
 	"g6f": {core.NVIDIA, core.Inference, ""}, "gr6f": {core.NVIDIA, core.Inference, ""},
 	// AMD Radeon Pro V520: a graphics card, sold for graphics.
