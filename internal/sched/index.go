@@ -67,12 +67,9 @@ func (ix *index) fill() {
 			m, last = ix.model(nodes[i].GPUModel), nodes[i].GPUModel
 		}
 		ix.nodeModel[i] = m
-		if hw := nodes[i].Hardware(); s < 0 || ix.shapes[s].Hardware != hw {
-			s = slices.IndexFunc(ix.shapes, func(sh MachineShape) bool { return sh.Hardware == hw })
-			if s < 0 {
-				s = len(ix.shapes)
-				ix.shapes = append(ix.shapes, MachineShape{Hardware: hw})
-			}
+		// And of one hardware: look its shape up only when it changes.
+		if s < 0 || !sameHardware(&nodes[i], &nodes[i-1]) {
+			s = ix.shape(nodes[i].Hardware())
 		}
 		ix.shapes[s].GPUs = max(ix.shapes[s].GPUs, len(nodes[i].GPUs))
 		c := freeWhole(&nodes[i])
@@ -85,6 +82,23 @@ func (ix *index) fill() {
 			}
 		}
 	}
+}
+
+// shape returns the index of hw in ix.shapes, adding it.
+func (ix *index) shape(hw core.Hardware) int {
+	s := slices.IndexFunc(ix.shapes, func(sh MachineShape) bool { return sh.Hardware == hw })
+	if s < 0 {
+		s = len(ix.shapes)
+		ix.shapes = append(ix.shapes, MachineShape{Hardware: hw})
+	}
+	return s
+}
+
+// sameHardware reports whether nodes a and b have the same hardware
+// (core.Node.Hardware), without building it.
+func sameHardware(a, b *core.Node) bool {
+	return a.GPUModel == b.GPUModel && a.GPUMemMiB == b.GPUMemMiB && a.SliceMilli == b.SliceMilli &&
+		a.Accelerator == b.Accelerator && a.Capability == b.Capability
 }
 
 func (ix *index) model(name string) int {
