@@ -236,7 +236,7 @@ var perAbbrev = map[core.Period]string{
 
 func writeOfferTable(w io.Writer, cur core.Currency, offers []core.Offer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "ID\tGPU\tGPUS\tMEM/GPU\tPRICES (%s)\n", cur)
+	fmt.Fprintf(tw, "ID\tGPU\tGPUS\tMEM/GPU\tACCELERATOR\tRUNS\tPRICES (%s)\n", cur)
 	for _, o := range offers {
 		var prices []string
 		for _, p := range o.Plans {
@@ -249,7 +249,12 @@ func writeOfferTable(w io.Writer, cur core.Currency, offers []core.Offer) error 
 			}
 			prices = append(prices, s)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", o.ID, o.GPUModel, o.GPUs, memText(o.GPUMemMiB), strings.Join(prices, ", "))
+		runs := "training, inference"
+		if !core.Runs(o.Capability, core.Training) {
+			runs = "inference only"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", o.ID, o.GPUModel, pricing.FormatGPUCount(&o), memText(o.MemPerGPUMiB()),
+			o.Accelerator.Or(), runs, strings.Join(prices, ", "))
 	}
 	return tw.Flush()
 }

@@ -92,6 +92,34 @@ func TestCatalogImportAWSAndList(t *testing.T) {
 		!strings.Contains(lines[1], "on-demand 55.04/h, spot 28.106467/h") || !strings.Contains(lines[2], "aws/us-east-1/p5.4xlarge") {
 		t.Errorf("table:\n%s", stdout)
 	}
+
+	// Each machine's accelerator and what it runs; a slice's share of a
+	// GPU and of its memory.
+	for _, tc := range []struct{ gpu, id, want string }{
+		{"inferentia", "aws/us-east-1/inf1.xlarge", "aws/us-east-1/inf1.xlarge  AWS Inferentia  1     8 GiB    aws-inferentia  inference only"},
+		{"h100", "aws/us-east-1/p5.4xlarge", "aws/us-east-1/p5.4xlarge   NVIDIA H100  1     80 GiB   nvidia       training, inference"},
+		{"l4", "aws/us-east-1/g6f.large", "aws/us-east-1/g6f.large     NVIDIA L4  0.125  3 GiB    nvidia       inference only"},
+	} {
+		code, stdout, stderr = runCLI(t, "catalog", "list", "--catalog", out, "--gpu", tc.gpu, "--region", "us-east-1")
+		if code != 0 {
+			t.Fatalf("list: exit %d: %s", code, stderr)
+		}
+		if !strings.Contains(stdout, "ACCELERATOR") {
+			t.Errorf("table has no ACCELERATOR column:\n%s", stdout)
+		}
+		found := false
+		for _, l := range strings.Split(stdout, "\n") {
+			if strings.HasPrefix(l, tc.id+" ") {
+				found = true
+				if !strings.HasPrefix(strings.Join(strings.Fields(l), " "), strings.Join(strings.Fields(tc.want), " ")) {
+					t.Errorf("row %q, want it to start %q", l, tc.want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no row for %s:\n%s", tc.id, stdout)
+		}
+	}
 }
 
 func TestCatalogImportToStdoutAndCSV(t *testing.T) {

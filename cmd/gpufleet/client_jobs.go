@@ -41,6 +41,8 @@ type jobFile struct {
 	Command            []string         `yaml:"command"`
 	Image              string           `yaml:"image"`
 	IdempotencyKey     string           `yaml:"idempotency_key"`
+	Workload           string           `yaml:"workload"`
+	Accelerators       []string         `yaml:"accelerators"`
 }
 
 // readJobFile reads a job file strictly: an unknown key, a wrong type or
@@ -64,6 +66,9 @@ func parseJobFile(path string, data []byte) (api.JobRequest, string, error) {
 	req := api.JobRequest{ID: f.ID, Team: f.Team, User: f.User, Tier: f.Tier, GPUs: f.GPUs, GPUMilli: f.GPUMilli, GPUMemMiB: f.GPUMemMiB,
 		Models: f.Models, Throughput: f.Throughput, CPUMilli: f.CPUMilli, MemMiB: f.MemMiB, Shards: f.Shards, Interruptible: f.Interruptible,
 		Deferrable: f.Deferrable, Command: f.Command, Image: f.Image}
+	if err := setAccel(&req, "workload", f.Workload, "accelerators", f.Accelerators); err != nil {
+		return api.JobRequest{}, "", fmt.Errorf("%s: %w", path, err)
+	}
 	for _, d := range []struct {
 		name, v string
 		dst     *int64
@@ -89,7 +94,7 @@ func parseJobFile(path string, data []byte) (api.JobRequest, string, error) {
 
 func newSubmitCmd() *cobra.Command {
 	var cf clientFlags
-	var file, key, models, duration, deadline, checkpoint string
+	var file, key, models, duration, deadline, checkpoint, workload, accels string
 	var req api.JobRequest
 	cmd := &cobra.Command{
 		Use:   "submit [flags] [-- COMMAND ARGS...]",
@@ -140,6 +145,26 @@ answers the same job instead of creating a second one.`,
 			if models != "" {
 				req.Models = strings.Split(models, ",")
 			}
+			// --workload and --accelerators override the job file's.
+			if ch := cmd.Flags().Changed; ch("workload") || ch("accelerators") {
+				w := string(req.Workload)
+				if ch("workload") {
+					w = workload
+				}
+				var as []string
+				if ch("accelerators") {
+					if accels != "" {
+						as = strings.Split(accels, ",")
+					}
+				} else {
+					for _, a := range req.Accelerators {
+						as = append(as, string(a))
+					}
+				}
+				if err := setAccel(&req, "--workload", w, "--accelerators", as); err != nil {
+					return usageError{err}
+				}
+			}
 			if len(args) > 0 {
 				req.Command = args
 			}
@@ -154,7 +179,8 @@ answers the same job instead of creating a second one.`,
 			if !created {
 				verb = "already submitted (same idempotency key)"
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "job %s %s: team %s, %s, %d GPU(s), %s\n", job.ID, verb, job.Team, job.Tier, job.GPUs, job.State)
+			fmt.Fprintf(cmd.OutOrStdout(), "job %s %s: team %s, %s, %d GPU(s), %s on %s, %s\n", job.ID, verb, job.Team, job.Tier, job.GPUs,
+				job.Workload, core.FormatAccelerators(job.Accelerators), job.State)
 			return nil
 		},
 	}
@@ -176,7 +202,42 @@ answers the same job instead of creating a second one.`,
 	fl.BoolVar(&req.Deferrable, "deferrable", false, "may wait for a cheaper time-of-use window")
 	fl.StringVar(&checkpoint, "checkpoint-interval", "", "how often the job checkpoints (10m)")
 	fl.StringVar(&req.Image, "image", "", "container image")
+	fl.StringVar(&workload, "workload", "", "training (default) or inference: only inference runs on inference-only machines (Inferentia, GPU slices)")
+	fl.StringVar(&accels, "accelerators", "", "accelerator families the job is built for, comma-separated (default nvidia): "+strings.Join(accelNames(), ", "))
 	return cmd
+}
+
+// setAccel validates a job's workload and accelerator list and sets them
+// on req; wField and aField name them in errors as the input does.
+func setAccel(req *api.JobRequest, wField, workload, aField string, accels []string) error {
+	req.Workload, req.Accelerators = "", nil
+	if workload != "" {
+		w, err := core.ParseWorkload(wField, workload)
+		if err != nil {
+			return err
+		}
+		req.Workload = w
+	}
+	for i, s := range accels {
+		field := fmt.Sprintf("%s[%d]", aField, i)
+		if strings.HasPrefix(aField, "--") {
+			field = aField
+		}
+		a, err := core.ParseAccelerator(field, strings.TrimSpace(s))
+		if err != nil {
+			return err
+		}
+		req.Accelerators = append(req.Accelerators, a)
+	}
+	return nil
+}
+
+func accelNames() []string {
+	out := make([]string, len(core.Accelerators))
+	for i, a := range core.Accelerators {
+		out[i] = string(a)
+	}
+	return out
 }
 
 // override copies into dst the fields of flags the user set.
@@ -302,7 +363,8 @@ func newJobCmd() *cobra.Command {
 func showJob(w io.Writer, j api.JobView) error {
 	rows := [][]string{{"id", j.ID}, {"team", j.Team}, {"user", j.User}, {"tier", j.Tier}, {"state", j.State + " since " + j.StateAt.Format(time.RFC3339)},
 		{"submitted", j.Submit.Format(time.RFC3339)}, {"gpus", fmt.Sprintf("%d x %s GPU", j.GPUs, milliText(j.GPUMilli))}, {"shards", strconv.Itoa(j.Shards)},
-		{"estimated", (time.Duration(j.EstDurationSeconds) * time.Second).String()}}
+		{"estimated", (time.Duration(j.EstDurationSeconds) * time.Second).String()},
+		{"workload", string(j.Workload.Or()) + " on " + core.FormatAccelerators(j.Accelerators)}}
 	if len(j.Models) > 0 {
 		rows = append(rows, []string{"models", strings.Join(j.Models, ",")})
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/api"
 	"github.com/gpufleet/gpufleet/internal/clock"
+	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	"github.com/gpufleet/gpufleet/internal/store/sqlite"
 )
@@ -181,6 +182,29 @@ idempotency_key: eval-1
 	if code, _, errs := as(secret, "submit", "--gpus", "1", "--tier", "gold"); code != 1 || !strings.Contains(errs, "tier") {
 		t.Errorf("bad tier: %d %q", code, errs)
 	}
+	// What the job does and is built for: flags, and a file the flags override.
+	if err := json.Unmarshal([]byte(must(secret, "submit", "--id", "serve", "--gpus", "1", "--workload", "inference", "--accelerators", "aws-inferentia,nvidia", "--json")), &j); err != nil {
+		t.Fatal(err)
+	}
+	if j.Workload != core.Inference || len(j.Accelerators) != 2 || j.Accelerators[0] != core.AWSInferentia {
+		t.Errorf("submitted inference job %+v", j)
+	}
+	serve := writeFile(t, "serve.yaml", "id: serve2\ngpus: 1\ngpu_milli: 125\nworkload: inference\naccelerators: [nvidia]\n")
+	if out := must(secret, "submit", "-f", serve, "--accelerators", "nvidia,amd"); !strings.Contains(out, "inference on nvidia,amd") {
+		t.Errorf("submit -f with --accelerators: %s", out)
+	}
+	for _, tc := range []struct{ args, want []string }{
+		{[]string{"--workload", "serving"}, []string{"--workload", `"serving"`, "training, inference"}},
+		{[]string{"--accelerators", "nvidia,tpu"}, []string{"--accelerators", `"tpu"`, "aws-inferentia"}},
+		{[]string{"-f", writeFile(t, "bad.yaml", "gpus: 1\naccelerators: [cuda]\n")}, []string{"accelerators[0]", `"cuda"`}},
+	} {
+		code, _, errs := as(secret, append([]string{"submit", "--gpus", "1"}, tc.args...)...)
+		for _, w := range tc.want {
+			if code != 2 || !strings.Contains(errs, w) {
+				t.Errorf("submit %v: exit %d %q, want 2 naming %s", tc.args, code, errs, w)
+			}
+		}
+	}
 
 	out := must(secret, "jobs")
 	if !strings.Contains(out, train) || !strings.Contains(out, eval) || !strings.Contains(out, "0.25") || !strings.HasPrefix(out, "ID") {
@@ -191,7 +215,7 @@ idempotency_key: eval-1
 		t.Errorf("jobs --limit 1: %d %q %q", code, out, errs)
 	}
 	var page api.JobsPage
-	if err := json.Unmarshal([]byte(must(secret, "jobs", "--limit", "1", "--all", "--json")), &page); err != nil || len(page.Jobs) != 2 || page.Next != "" {
+	if err := json.Unmarshal([]byte(must(secret, "jobs", "--limit", "1", "--all", "--json")), &page); err != nil || len(page.Jobs) != 4 || page.Next != "" {
 		t.Errorf("jobs --all --json: %+v %v", page, err)
 	}
 	if out := must(secret, "jobs", "--state", "cancelled"); strings.Contains(out, train) {

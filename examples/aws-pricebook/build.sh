@@ -11,9 +11,8 @@ trap 'rm -rf "$tmp"' EXIT
 # is the family, 3 the GPU model, 8 the region; no field is quoted). Left
 # out: other regions (one region keeps the file small and the prices
 # comparable), ML ASICs and AMD GPUs (no CUDA, which the trace's jobs
-# need), and fractional-GPU instances such as "NVIDIA L4 (1/8)" (gpu_count 0.125), which the
-# price list counts as one GPU: priced as a whole GPU they would make a
-# slice look like the cheapest GPU-hour in the catalog.
+# need), and fractional-GPU instances (g6f: gpu_count 0.125 of an L4),
+# GPU slices that are inference-only while the trace's jobs train.
 awk -F, 'NR == 1 || ($8 == "us-east-1" && $2 == "GPU instance" && $3 ~ /^NVIDIA/ && $4 ~ /^[1-9][0-9]*$/)' "$src" >"$tmp/aws.csv"
 go run ./cmd/gpufleet catalog import --from aws-csv "$tmp/aws.csv" -o "$tmp/aws.yaml"
 {

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
 )
 
 // apiDoc describes each route's request and response bodies; schemas are
@@ -125,8 +127,10 @@ func jsonContent(v any) map[string]any {
 }
 
 var (
-	timeType   = reflect.TypeOf(time.Time{})
-	numberType = reflect.TypeOf(json.Number(""))
+	timeType     = reflect.TypeOf(time.Time{})
+	numberType   = reflect.TypeOf(json.Number(""))
+	workloadType = reflect.TypeOf(core.Workload(""))
+	accelType    = reflect.TypeOf(core.Accelerator(""))
 )
 
 // schemaOf derives a JSON schema from a Go type as encoding/json sees it.
@@ -139,6 +143,14 @@ func schemaOf(t reflect.Type) map[string]any {
 		return map[string]any{"type": "string", "format": "date-time"}
 	case t == numberType:
 		return map[string]any{"type": "number"}
+	case t == workloadType:
+		return map[string]any{"type": "string", "enum": []string{string(core.Training), string(core.Inference)}}
+	case t == accelType:
+		enum := make([]string, len(core.Accelerators))
+		for i, a := range core.Accelerators {
+			enum[i] = string(a)
+		}
+		return map[string]any{"type": "string", "enum": enum}
 	}
 	switch t.Kind() {
 	case reflect.Pointer:

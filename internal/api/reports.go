@@ -168,7 +168,7 @@ func LoadUsage(ctx context.Context, a store.Aggregates, cat *pricing.Catalog, fr
 			if !ok {
 				return in, fmt.Errorf("usage: lease %s: offer %s has no %s plan", l.ID, l.OfferID, l.Mode)
 			}
-			in.Leases = append(in.Leases, billing.UsageLease{ID: l.ID, Plan: plan, GPUs: o.GPUs, Start: l.Start, End: l.End, Reclaimed: l.State == core.LeaseReclaimed})
+			in.Leases = append(in.Leases, billing.UsageLease{ID: l.ID, Plan: plan, GPUs: o.GPUs, SliceMilli: o.SliceMilli, Start: l.Start, End: l.End, Reclaimed: l.State == core.LeaseReclaimed})
 			held[l.ID] = true
 			if earliest.IsZero() || l.Start.Before(earliest) {
 				earliest = l.Start

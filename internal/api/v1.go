@@ -305,6 +305,12 @@ type JobRequest struct {
 	CheckpointSeconds  int64            `json:"checkpoint_interval_seconds"`
 	Command            []string         `json:"command,omitempty"`
 	Image              string           `json:"image"`
+	// Workload is training (the default) or inference; only inference
+	// runs on inference-only machines.
+	Workload core.Workload `json:"workload,omitempty"`
+	// Accelerators lists the families the job is built for (default
+	// nvidia); other families take only jobs that list them.
+	Accelerators []core.Accelerator `json:"accelerators,omitempty"`
 }
 
 // JobView is the JSON form of a stored job.
@@ -332,15 +338,24 @@ type JobView struct {
 	Command            []string         `json:"command,omitempty"`
 	Image              string           `json:"image,omitempty"`
 	IdempotencyKey     string           `json:"idempotency_key,omitempty"`
+	// Workload and Accelerators are what the job runs as, defaults
+	// filled in (training; nvidia).
+	Workload     core.Workload      `json:"workload"`
+	Accelerators []core.Accelerator `json:"accelerators"`
 }
 
 // NewJobView renders j.
 func NewJobView(j *store.Job) JobView {
 	r := j.Request
-	return JobView{ID: j.ID, Team: j.Team, User: j.User, Tier: string(j.Tier), State: string(j.State), StateAt: j.StateAt.UTC(), Submit: j.Submit.UTC(),
+	v := JobView{ID: j.ID, Team: j.Team, User: j.User, Tier: string(j.Tier), State: string(j.State), StateAt: j.StateAt.UTC(), Submit: j.Submit.UTC(),
 		GPUs: r.GPUs, GPUMilli: int64(r.MilliPerGPU), GPUMemMiB: r.MemPerGPUMiB, Models: r.Models, Throughput: r.Throughput, CPUMilli: r.CPUMilli, MemMiB: r.MemMiB,
 		Shards: max(j.Shards, 1), EstDurationSeconds: int64(j.EstDuration / time.Second), Deadline: j.Deadline.UTC(), Interruptible: j.Interruptible,
-		Deferrable: j.Deferrable, CheckpointSeconds: int64(j.CheckpointInterval / time.Second), Command: j.Command, Image: j.Image, IdempotencyKey: j.IdempotencyKey}
+		Deferrable: j.Deferrable, CheckpointSeconds: int64(j.CheckpointInterval / time.Second), Command: j.Command, Image: j.Image, IdempotencyKey: j.IdempotencyKey,
+		Workload: r.Workload.Or(), Accelerators: r.Accelerators}
+	if len(r.Accelerators) == 0 {
+		v.Accelerators = []core.Accelerator{core.NVIDIA}
+	}
+	return v
 }
 
 // MaxIdempotencyKey is the longest Idempotency-Key accepted, in bytes.
@@ -416,7 +431,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 	}
 	j := core.Job{ID: req.ID, Team: req.Team, User: req.User, Tier: core.Tier(req.Tier),
 		Request: core.Request{GPUs: req.GPUs, MilliPerGPU: core.Milli(req.GPUMilli), MemPerGPUMiB: req.GPUMemMiB, Models: req.Models,
-			Throughput: req.Throughput, CPUMilli: req.CPUMilli, MemMiB: req.MemMiB},
+			Throughput: req.Throughput, CPUMilli: req.CPUMilli, MemMiB: req.MemMiB, Workload: req.Workload, Accelerators: req.Accelerators},
 		Shards: req.Shards, EstDuration: est, Deadline: req.Deadline,
 		Interruptible: req.Interruptible, Deferrable: req.Deferrable, CheckpointInterval: ckpt,
 		Command: req.Command, Image: req.Image, Submit: s.clock.Now(), State: core.JobPending}

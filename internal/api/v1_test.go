@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -377,6 +379,8 @@ func TestBadInput(t *testing.T) {
 		{"checkpoint negative", `{"gpus":1,"checkpoint_interval_seconds":-5}`, 400, "checkpoint_interval_seconds"},
 		{"wrong type", `{"gpus":"one"}`, 400, "gpus"},
 		{"unknown field", `{"gpus":1,"colour":"red"}`, 400, ""},
+		{"bad workload", `{"gpus":1,"workload":"serving"}`, 400, "workload"},
+		{"bad accelerator", `{"gpus":1,"accelerators":["nvidia","cuda"]}`, 400, "accelerators[1]"},
 		{"too large", `{"image":"` + strings.Repeat("x", MaxBodyBytes) + `"}`, 413, ""},
 	}
 	for _, tc := range cases {
@@ -596,5 +600,34 @@ func TestStoreErrorHidesDriverText(t *testing.T) {
 		if json.Unmarshal(w.Body.Bytes(), &e) != nil || w.Code != tc.code || e.Error.Message != tc.want {
 			t.Errorf("%v: %d %s, want %d %q", tc.err, w.Code, w.Body, tc.code, tc.want)
 		}
+	}
+}
+
+// TestSubmitWorkloadAndAccelerators: a job says what it does and what it
+// is built for; the view shows the defaults filled in.
+func TestSubmitWorkloadAndAccelerators(t *testing.T) {
+	f := newFixture(t)
+	var v JobView
+	code, b, _ := f.call(t, "member", "POST", "/api/v1/jobs", `{"gpus":1,"workload":"inference","accelerators":["aws-inferentia","nvidia"]}`)
+	if code != 201 || json.Unmarshal(b, &v) != nil || v.Workload != core.Inference || !slices.Equal(v.Accelerators, []core.Accelerator{core.AWSInferentia, core.NVIDIA}) {
+		t.Fatalf("inference job: %d %s", code, b)
+	}
+	code, b, _ = f.call(t, "member", "GET", "/api/v1/jobs/"+v.ID, "")
+	if code != 200 || json.Unmarshal(b, &v) != nil || v.Workload != core.Inference || len(v.Accelerators) != 2 {
+		t.Fatalf("get inference job: %d %s", code, b)
+	}
+	code, b, _ = f.call(t, "member", "POST", "/api/v1/jobs", `{"gpus":1}`)
+	if code != 201 || json.Unmarshal(b, &v) != nil || v.Workload != core.Training || !slices.Equal(v.Accelerators, []core.Accelerator{core.NVIDIA}) {
+		t.Fatalf("default job: %d %s", code, b)
+	}
+	_, raw, _ := f.call(t, "member", "GET", "/api/v1/openapi.json", "")
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		t.Fatal(err)
+	}
+	doc := buf.Bytes()
+	if !strings.Contains(string(doc), `"workload":{"enum":["training","inference"],"type":"string"}`) ||
+		!strings.Contains(string(doc), `"aws-inferentia"`) || !strings.Contains(string(doc), `"slice_milli"`) {
+		t.Errorf("OpenAPI lacks workload, accelerators or slice_milli")
 	}
 }

@@ -66,17 +66,25 @@ func scaled(n, unit int64) json.Number {
 // OfferView is the JSON form of an offer, as the API serves it and
 // "catalog list --json" prints it; money is an exact decimal number.
 type OfferView struct {
-	ID           string        `json:"id"`
-	Provider     string        `json:"provider"`
-	Region       string        `json:"region"`
-	InstanceType string        `json:"instance_type"`
-	GPUModel     string        `json:"gpu_model"`
-	GPUs         int           `json:"gpus"`
-	GPUMemMiB    int64         `json:"gpu_memory_mib"`
-	VCPUs        int           `json:"vcpus"`
-	MemoryMiB    int64         `json:"memory_mib"`
-	Currency     core.Currency `json:"currency"`
-	Plans        []PlanView    `json:"plans"`
+	ID           string `json:"id"`
+	Provider     string `json:"provider"`
+	Region       string `json:"region"`
+	InstanceType string `json:"instance_type"`
+	GPUModel     string `json:"gpu_model"`
+	GPUs         int    `json:"gpus"`
+	// SliceMilli is set for a GPU slice: the share of its one GPU, in
+	// milli-GPUs (250: a quarter-GPU machine).
+	SliceMilli int64 `json:"slice_milli,omitempty"`
+	// GPUMemMiB is the memory of each whole GPU (a slice has its share).
+	GPUMemMiB int64         `json:"gpu_memory_mib"`
+	VCPUs     int           `json:"vcpus"`
+	MemoryMiB int64         `json:"memory_mib"`
+	Currency  core.Currency `json:"currency"`
+	Plans     []PlanView    `json:"plans"`
+	// Accelerator is the accelerators' family and Capability the most
+	// demanding workload they run (training also serves inference).
+	Accelerator core.Accelerator `json:"accelerator"`
+	Capability  core.Capability  `json:"capability"`
 }
 
 // PlanView is the JSON form of one price plan of an offer.
@@ -128,7 +136,8 @@ type WindowView struct {
 // NewOfferView renders o.
 func NewOfferView(o *core.Offer) OfferView {
 	v := OfferView{ID: o.ID, Provider: o.Provider, Region: o.Region, InstanceType: o.InstanceType, GPUModel: o.GPUModel,
-		GPUs: o.GPUs, GPUMemMiB: o.GPUMemMiB, VCPUs: o.VCPUs, MemoryMiB: o.MemoryMiB, Currency: o.Currency, Plans: []PlanView{}}
+		GPUs: o.GPUs, SliceMilli: int64(o.SliceMilli), GPUMemMiB: o.GPUMemMiB, VCPUs: o.VCPUs, MemoryMiB: o.MemoryMiB, Currency: o.Currency, Plans: []PlanView{},
+		Accelerator: o.Accelerator.Or(), Capability: o.Capability.Or()}
 	for _, p := range o.Plans {
 		pv := PlanView{Mode: p.Mode, Price: Amount(p.Price), Per: p.Per, Granularity: p.Granularity, MinCharge: p.MinCharge, Term: p.Term,
 			HourlyEquivalent: Amount(core.Micros(core.MulDivHalfEven(int64(p.Price), 3600, p.Per.Seconds())))}

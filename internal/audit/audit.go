@@ -119,7 +119,8 @@ func (a *auditor) index() error {
 			continue
 		}
 		if p, ok := o.Plan(core.OnDemand); ok && p.Per.Seconds() > 0 {
-			rate := core.Micros(core.MulDivHalfEven(int64(p.Price), core.Hour.Seconds(), p.Per.Seconds()*int64(o.GPUs)))
+			// Per whole GPU-hour: a quarter-GPU slice's price times four.
+			rate := core.Micros(core.MulDivHalfEven(int64(p.Price), core.Hour.Seconds()*int64(core.WholeGPU), p.Per.Seconds()*int64(o.CapMilli())))
 			cur, seen := a.rates[o.GPUModel]
 			if !seen || rate < cur.perHour || rate == cur.perHour && o.ID < cur.offerID {
 				a.rates[o.GPUModel] = modelRate{model: o.GPUModel, perHour: rate, memMiB: o.GPUMemMiB, offerID: o.ID}

@@ -73,9 +73,9 @@ func (a *auditor) period(i int) (PeriodReport, error) {
 		} else {
 			to = from
 		}
-		gpus := int64(li.offer.GPUs)
-		capMS := paidSec * gpus * int64(core.WholeGPU)
-		capW := new(big.Int).Mul(weight(li.plan, from, to), big.NewInt(gpus*int64(core.WholeGPU)))
+		capMilli := int64(li.offer.CapMilli()) // a slice's paid capacity is its share
+		capMS := paidSec * capMilli
+		capW := new(big.Int).Mul(weight(li.plan, from, to), big.NewInt(capMilli))
 		sum.Cost += part
 		// Uses of this lease in the window, per job.
 		type use struct {

@@ -44,20 +44,30 @@ type Allocation struct {
 // Uses are clipped to the billed time; together they may not exceed the
 // lease's capacity at any instant.
 func Allocate(p *core.PricePlan, gpus int, s Span, uses []Use) (Allocation, error) {
+	if gpus < 1 {
+		return Allocation{}, &core.FieldError{Field: "gpus", Value: fmt.Sprint(gpus), Allowed: ">= 1"}
+	}
+	return AllocateMilli(p, core.Milli(gpus)*core.WholeGPU, s, uses)
+}
+
+// AllocateMilli is Allocate for a lease of capMilli milli-GPUs: a GPU
+// slice's capacity is its share (250 for a quarter-GPU machine), and so
+// is what its idle line counts.
+func AllocateMilli(p *core.PricePlan, capMilli core.Milli, s Span, uses []Use) (Allocation, error) {
 	b, err := Cost(p, s)
 	if err != nil {
 		return Allocation{}, err
 	}
-	if gpus < 1 {
-		return Allocation{}, &core.FieldError{Field: "gpus", Value: fmt.Sprint(gpus), Allowed: ">= 1"}
+	if capMilli < 1 {
+		return Allocation{}, &core.FieldError{Field: "capacity", Value: fmt.Sprint(capMilli), Allowed: ">= 1 milli-GPU"}
 	}
 	ns, _ := normalize(s)
 	from, to := ns.Start, b.PaidUntil
-	if err := checkCapacity(uses, core.Milli(gpus)*core.WholeGPU, from, to); err != nil {
+	if err := checkCapacity(uses, capMilli, from, to); err != nil {
 		return Allocation{}, err
 	}
 	r := newRater(p)
-	capacity := new(big.Int).Mul(u128Big(r.integral(from, to)), big.NewInt(int64(gpus)*int64(core.WholeGPU)))
+	capacity := new(big.Int).Mul(u128Big(r.integral(from, to)), big.NewInt(int64(capMilli)))
 	useTime := func(integral func(a, b time.Time) core.U128) map[string]*big.Int {
 		w := map[string]*big.Int{}
 		for _, u := range uses {
@@ -77,7 +87,7 @@ func Allocate(p *core.PricePlan, gpus int, s Span, uses []Use) (Allocation, erro
 	seconds := useTime(func(a, b time.Time) core.U128 { return core.U128{Lo: uint64(secondsBetween(a, b))} })
 	if capacity.Sign() == 0 {
 		// A free plan (or a fee with a zero price): weigh by time alone.
-		capacity = big.NewInt(secondsBetween(from, to) * int64(gpus) * int64(core.WholeGPU))
+		capacity = big.NewInt(secondsBetween(from, to) * int64(capMilli))
 		weights = seconds
 	}
 	teams := make([]string, 0, len(weights))
@@ -102,7 +112,7 @@ func Allocate(p *core.PricePlan, gpus int, s Span, uses []Use) (Allocation, erro
 	for _, l := range a.Lines {
 		usedMS += l.MilliSeconds
 	}
-	a.Idle = Line{Team: IdleTeam, MilliSeconds: secondsBetween(from, to)*int64(gpus)*int64(core.WholeGPU) - usedMS, Amount: core.Micros(amounts[len(teams)])}
+	a.Idle = Line{Team: IdleTeam, MilliSeconds: secondsBetween(from, to)*int64(capMilli) - usedMS, Amount: core.Micros(amounts[len(teams)])}
 	return a, nil
 }
 

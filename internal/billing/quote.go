@@ -70,17 +70,14 @@ func QuoteLease(o *core.Offer, mode core.BillingMode, s Span, count int, voucher
 		return Quote{}, &core.FieldError{Field: "count", Value: strconv.Itoa(count),
 			Allowed: fmt.Sprintf("at most %d machines: at %s %s each the total must not exceed %s %s", math.MaxInt64/int64(b.Amount), b.Amount, o.Currency, core.Micros(math.MaxInt64), o.Currency)}
 	}
-	milliGPUs, ok := mulInt(int64(count), int64(o.GPUs))
-	if ok {
-		milliGPUs, ok = mulInt(milliGPUs, 1000)
-	}
+	milliGPUs, ok := mulInt(int64(count), int64(o.CapMilli()))
 	var paid int64
 	if ok {
 		paid, ok = mulDiv(milliGPUs, b.Billed, 3600)
 	}
 	if !ok {
 		return Quote{}, &core.FieldError{Field: "count", Value: strconv.Itoa(count),
-			Allowed: fmt.Sprintf("a count whose paid GPU-hours (%d GPUs each, %d s billed) fit in int64 milli-GPU-hours", o.GPUs, b.Billed)}
+			Allowed: fmt.Sprintf("a count whose paid GPU-hours (%d milli-GPUs each, %d s billed) fit in int64 milli-GPU-hours", o.CapMilli(), b.Billed)}
 	}
 	credits := quoteCredits(o, p, s, b, int64(count), vouchers)
 	net := core.Micros(total)

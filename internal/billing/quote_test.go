@@ -49,3 +49,23 @@ func TestDayCuts(t *testing.T) {
 		t.Errorf("DayCuts = %v", cuts)
 	}
 }
+
+// TestQuoteSlicePaidGPUHours: a quarter-GPU machine pays 0.25 GPU-hours
+// an hour, an eighth 0.125.
+func TestQuoteSlicePaidGPUHours(t *testing.T) {
+	for _, tc := range []struct {
+		slice core.Milli
+		count int
+		want  int64
+	}{{250, 1, 250 * 10}, {125, 3, 3 * 125 * 10}, {0, 2, 2 * 1000 * 10}} {
+		o := &core.Offer{ID: "cloud/l4", Provider: "cloud", GPUModel: "NVIDIA L4", GPUs: 1, SliceMilli: tc.slice, Currency: "USD",
+			Plans: []core.PricePlan{*plan(core.OnDemand, "0.2").gran(1).build(t)}}
+		q, err := QuoteLease(o, core.OnDemand, Span{Start: t0, End: at(10 * time.Hour)}, tc.count, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.PaidMilliGPUHours != tc.want {
+			t.Errorf("slice %d × %d for 10 h: %d paid milli-GPU-hours, want %d", tc.slice, tc.count, q.PaidMilliGPUHours, tc.want)
+		}
+	}
+}

@@ -11,9 +11,12 @@ import (
 // UsageLease is one lease as a usage report sees it: its plan, its GPUs
 // and when it was held. End is zero while it is still held.
 type UsageLease struct {
-	ID         string
-	Plan       *core.PricePlan
-	GPUs       int
+	ID   string
+	Plan *core.PricePlan
+	GPUs int
+	// SliceMilli is the share of its one GPU a GPU slice has (0: whole
+	// GPUs): the lease's paid capacity is that share.
+	SliceMilli core.Milli
 	Start, End time.Time
 	// Reclaimed marks a spot lease the provider took back at End.
 	Reclaimed bool
@@ -190,7 +193,11 @@ func allocatedTo(l *UsageLease, runs []UsageRun, t, now time.Time) (Allocation, 
 		}
 		uses = append(uses, Use{Team: r.Team, Milli: core.Milli(len(r.GPUs)) * r.MilliPerGPU, From: r.From, To: to})
 	}
-	return Allocate(l.Plan, l.GPUs, Span{Start: l.Start, End: held, Reclaimed: reclaimed}, uses)
+	capMilli := core.Milli(l.GPUs) * core.WholeGPU
+	if l.SliceMilli > 0 {
+		capMilli = core.Milli(l.GPUs) * l.SliceMilli
+	}
+	return AllocateMilli(l.Plan, capMilli, Span{Start: l.Start, End: held, Reclaimed: reclaimed}, uses)
 }
 
 func runEnd(r UsageRun, now time.Time) time.Time {

@@ -197,3 +197,19 @@ func BenchmarkUsageReport(b *testing.B) {
 		}
 	}
 }
+
+// TestUsageReportSlice: a quarter-GPU lease pays 0.25 GPU-hours an hour,
+// and a team that fills it half the time pays half the bill.
+func TestUsageReportSlice(t *testing.T) {
+	p := plan(core.OnDemand, "1").gran(1).p
+	got, err := UsageReport(UsageInput{From: t0, To: hours(2), Now: hours(2),
+		Leases: []UsageLease{{ID: "L1", Plan: &p, GPUs: 1, SliceMilli: 250, Start: t0, End: hours(2)}},
+		Runs:   []UsageRun{{Team: "a", LeaseID: "L1", GPUs: []int{0}, MilliPerGPU: 250, From: t0, To: hours(1)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Bill != 2*core.MicrosPerUnit || got.PaidMilliSeconds != msPerHour/2 || len(got.Lines) != 1 ||
+		got.Lines[0].AllocatedMilliSeconds != msPerHour/4 || got.Lines[0].Cost != core.MicrosPerUnit || got.Idle.Cost != core.MicrosPerUnit {
+		t.Errorf("quarter-GPU lease: %+v", got)
+	}
+}

@@ -3,7 +3,7 @@ package bound
 import "github.com/gpufleet/gpufleet/internal/core"
 
 // Admissible returns the indexes of the offers whose machines can run j:
-// an allowed GPU model with enough memory per GPU, and enough GPUs for
+// hardware it may run on (core.Request.Admits), and enough GPUs for
 // j's part of it. A job that one admissible machine holds whole runs on
 // one machine (a single-node job: the scheduler never spreads it over
 // smaller ones, see sched.MachineShapes); a larger gang is split evenly
@@ -34,7 +34,7 @@ func Admissible(j *core.Job, offers []core.Offer) []int {
 	return out
 }
 
-// fits: an allowed GPU model with enough memory per GPU.
+// fits: hardware j may run on (core's one rule, the scheduler's).
 func fits(j *core.Job, o *core.Offer) bool {
-	return o.GPUs > 0 && allowed(j, o.GPUModel) && (o.GPUMemMiB == 0 || j.Request.MemPerGPUMiB <= o.GPUMemMiB)
+	return o.GPUs > 0 && j.Request.Admits(o.Hardware())
 }

@@ -14,7 +14,7 @@
 //
 // (h is the slot's length in hours: a GPU does h GPU-hours in a slot.)
 // y_{K,t,m} is GPU-hours of class K's work done in slot t in market m
-// (only markets whose offer has an allowed GPU model with enough memory
+// (only markets whose offer the job may run on, core.Request.Admits,
 // and machines big enough for the job — one machine when one holds it
 // whole, see Admissible; spot only for interruptible work). A flexible market (on-demand, spot,
 // a committed plan that may end early or renew in steps shorter than its
@@ -270,7 +270,7 @@ func build(in Input, opt Options) (*problem, Result, error) {
 		}
 		adm := Admissible(j, in.Offers)
 		if len(adm) == 0 {
-			return nil, res, fmt.Errorf("bound: job %s: no offer has an allowed GPU model (%v) with %d MiB per GPU", j.ID, j.Request.Models, j.Request.MemPerGPUMiB)
+			return nil, res, fmt.Errorf("bound: job %s: no offer it may run on (GPU models %v, %d MiB per GPU, %s on %s)", j.ID, j.Request.Models, j.Request.MemPerGPUMiB, j.Request.Workload.Or(), core.FormatAccelerators(j.Request.Accelerators))
 		}
 		sk := fmt.Sprint(adm)
 		sig, ok := sigIDs[sk]
@@ -349,7 +349,7 @@ func build(in Input, opt Options) (*problem, Result, error) {
 				// γ is a price per GPU-hour and a GPU does hours GPU-hours
 				// in a slot, so a term's window of γ may sum to its price
 				// per GPU over hours.
-				P := termPrice(pl) / float64(o.GPUs) / hours
+				P := termPrice(pl) / wholeGPUs(o) / hours
 				var names []string
 				for s := range offerSigs[i] {
 					names = append(names, strconv.Itoa(s))
@@ -362,7 +362,7 @@ func build(in Input, opt Options) (*problem, Result, error) {
 				continue
 			}
 			// Flexible: the plan's lowest rate per GPU-hour in each slot.
-			prices := slotPrices(pl, o.GPUs, horizon, at)
+			prices := slotPrices(pl, wholeGPUs(o), horizon, at)
 			for s := range offerSigs[i] {
 				for _, spot := range []bool{false, true} {
 					if pl.Mode == core.Spot && !spot {
@@ -484,10 +484,10 @@ func minRate(pl *core.PricePlan) float64 {
 }
 
 // slotPrices is the plan's lowest price per GPU-hour within each slot.
-func slotPrices(pl *core.PricePlan, gpus, slots int, at func(int) time.Time) []float64 {
+func slotPrices(pl *core.PricePlan, gpus float64, slots int, at func(int) time.Time) []float64 {
 	out := make([]float64, slots)
 	flat := pl.TimeOfUse == nil && len(pl.Series) == 0
-	base := minRate(pl) / float64(gpus)
+	base := minRate(pl) / gpus
 	for t := range out {
 		if flat {
 			out[t] = base
@@ -506,7 +506,7 @@ func slotPrices(pl *core.PricePlan, gpus, slots int, at func(int) time.Time) []f
 				mult = min(mult, pl.TimeOfUse.MultiplierAt(s))
 			}
 		}
-		out[t] = price.Float() * 3600 / float64(pl.Per.Seconds()) * float64(mult) / 10000 / float64(gpus)
+		out[t] = price.Float() * 3600 / float64(pl.Per.Seconds()) * float64(mult) / 10000 / gpus
 	}
 	return out
 }
@@ -526,10 +526,6 @@ func seriesMin(pl *core.PricePlan, from, to time.Time) core.Micros {
 		}
 	}
 	return price
-}
-
-func allowed(j *core.Job, model string) bool {
-	return len(j.Request.Models) == 0 || slices.Contains(j.Request.Models, model)
 }
 
 // eval returns D(γ) and records each committed market's use per slot.
@@ -739,3 +735,7 @@ func (o Options) mustDefaults() Options {
 	}
 	return o
 }
+
+// wholeGPUs is a machine of o's GPU capacity in whole GPUs (0.25 for a
+// quarter-GPU slice): prices per GPU-hour divide by it.
+func wholeGPUs(o *core.Offer) float64 { return float64(o.CapMilli()) / float64(core.WholeGPU) }

@@ -76,6 +76,14 @@ type Request struct {
 	// CPUMilli and MemMiB are the host CPU (milli-cores) and RAM needed.
 	CPUMilli int64
 	MemMiB   int64
+	// Workload is what the job does; empty is Training. Inference-only
+	// hardware takes only inference jobs.
+	Workload Workload `json:",omitempty"`
+	// Accelerators lists the families the job is built for; empty is
+	// NVIDIA only. Other families take only jobs that list them. (Both
+	// are left out of JSON when empty, so a request that does not use
+	// them hashes as it always did: see store.JobFingerprint.)
+	Accelerators []Accelerator `json:",omitempty"`
 }
 
 // Job is a unit of work submitted by a team.
@@ -120,6 +128,9 @@ func (j *Job) Validate() error {
 	}
 	if r.MemPerGPUMiB < 0 {
 		return &FieldError{Field: "gpu_mem_mib", Value: fmt.Sprint(r.MemPerGPUMiB), Allowed: ">= 0"}
+	}
+	if err := r.validateAccel(); err != nil {
+		return err
 	}
 	if j.Shards < 0 {
 		return &FieldError{Field: "shards", Value: fmt.Sprint(j.Shards), Allowed: ">= 0"}

@@ -60,11 +60,31 @@ type Node struct {
 	GPUMemMiB int64
 	Spot      bool
 	Committed bool
+	// Accelerator, Capability and SliceMilli are the offer's (see Offer).
+	// A slice's one GPU starts Shared with FreeMilli its share, so that
+	// only shares fit on it; GPUMemMiB stays the whole GPU's.
+	Accelerator Accelerator
+	Capability  Capability
+	SliceMilli  Milli
 	// CPUMilli and MemMiB are the host's capacity; FreeCPUMilli and
 	// FreeMemMiB what is unallocated. Zero capacity means not tracked.
 	CPUMilli, FreeCPUMilli int64
 	MemMiB, FreeMemMiB     int64
 	GPUs                   []GPU
+}
+
+// Hardware is what of n decides which jobs may ever run on it.
+func (n *Node) Hardware() Hardware {
+	return Hardware{Accelerator: n.Accelerator, Capability: n.Capability, GPUModel: n.GPUModel, MemPerGPUMiB: sliceMem(n.GPUMemMiB, n.SliceMilli), SliceMilli: n.SliceMilli}
+}
+
+// CapMilli is n's GPU capacity in milli-GPUs.
+func (n *Node) CapMilli() Milli {
+	per := WholeGPU
+	if n.SliceMilli > 0 {
+		per = n.SliceMilli
+	}
+	return Milli(len(n.GPUs)) * per
 }
 
 // FreeMilli returns the node's unallocated GPU share.

@@ -243,13 +243,55 @@ type Offer struct {
 	Region       string
 	InstanceType string
 	GPUModel     string
-	GPUs         int
-	// GPUMemMiB is the memory of each GPU.
+	// GPUs is the number of GPUs per machine; 1 for a GPU slice.
+	GPUs int
+	// SliceMilli, when above 0, makes a machine a slice of one GPU: that
+	// many milli-GPUs of it (250: a quarter-GPU VM) and the same share of
+	// its memory. 0 is whole GPUs.
+	SliceMilli Milli
+	// GPUMemMiB is the memory of each (whole) GPU.
 	GPUMemMiB int64
 	VCPUs     int
 	MemoryMiB int64
 	Currency  Currency
 	Plans     []PricePlan
+	// Accelerator is the accelerators' family; empty is NVIDIA.
+	Accelerator Accelerator
+	// Capability is the most demanding workload they run; empty is
+	// Training.
+	Capability Capability
+}
+
+// MilliPerGPU is the share of each of its GPUs a machine of o has: a
+// whole GPU, or its slice.
+func (o *Offer) MilliPerGPU() Milli {
+	if o.SliceMilli > 0 {
+		return o.SliceMilli
+	}
+	return WholeGPU
+}
+
+// CapMilli is the GPU capacity of one machine of o in milli-GPUs: what
+// paid GPU-hours count (a quarter-GPU VM pays 0.25 GPU-hours an hour).
+func (o *Offer) CapMilli() Milli { return Milli(o.GPUs) * o.MilliPerGPU() }
+
+// MemPerGPUMiB is the GPU memory a machine of o gives a job on one GPU:
+// all of it, or the slice's share.
+func (o *Offer) MemPerGPUMiB() int64 { return sliceMem(o.GPUMemMiB, o.SliceMilli) }
+
+// Hardware is what of o decides which jobs may run on it.
+func (o *Offer) Hardware() Hardware {
+	return Hardware{Accelerator: o.Accelerator, Capability: o.Capability, GPUModel: o.GPUModel, MemPerGPUMiB: o.MemPerGPUMiB(), SliceMilli: o.SliceMilli}
+}
+
+// sliceMem is the memory of a slice of slice milli-GPUs (0: whole) of a
+// GPU with mem MiB, rounded down so that slices never add up to more than
+// the GPU.
+func sliceMem(mem int64, slice Milli) int64 {
+	if slice <= 0 || slice >= WholeGPU {
+		return mem
+	}
+	return mem * int64(slice) / int64(WholeGPU)
 }
 
 // Plan returns the offer's plan for mode.

@@ -106,7 +106,7 @@ func (h *harness) bill(end time.Time) (total core.Micros, paidMilliHours int64) 
 			h.t.Fatal(err)
 		}
 		total += b.Amount
-		paidMilliHours += int64(l.Offer.GPUs) * 1000 * b.Billed / 3600
+		paidMilliHours += int64(l.Offer.CapMilli()) * b.Billed / 3600
 	}
 	return total, paidMilliHours
 }

@@ -186,10 +186,13 @@ func (sc *scratch) rebuild(st *State, now time.Time, register bool) {
 		}
 		l.node = len(v.nodes)
 		n := core.Node{LeaseID: l.ID, OfferID: l.Offer.ID, GPUModel: l.Offer.GPUModel, GPUMemMiB: l.Offer.GPUMemMiB,
-			Spot: l.Mode == core.Spot, Committed: l.Plan.Committed()}
+			Spot: l.Mode == core.Spot, Committed: l.Plan.Committed(),
+			Accelerator: l.Offer.Accelerator, Capability: l.Offer.Capability, SliceMilli: l.Offer.SliceMilli}
 		first := len(gpus)
 		for g := 0; g < l.Offer.GPUs; g++ {
-			gpus = append(gpus, core.GPU{Index: g, FreeMilli: core.WholeGPU, FreeMemMiB: l.Offer.GPUMemMiB})
+			// A slice is a GPU already shared down to its share: only
+			// shares fit on it (see core.Node).
+			gpus = append(gpus, core.GPU{Index: g, FreeMilli: l.Offer.MilliPerGPU(), FreeMemMiB: l.Offer.MemPerGPUMiB(), Shared: l.Offer.SliceMilli > 0})
 		}
 		n.GPUs = gpus[first:len(gpus):len(gpus)]
 		v.nodes = append(v.nodes, n)
@@ -341,13 +344,13 @@ func gpuMem(n *core.Node, r *core.Request) int64 {
 
 // marginalGPUHour is what one more GPU-hour on l costs: nothing on a
 // committed term (it is paid whatever happens), else the plan's hourly
-// price per GPU.
+// price per whole GPU (a quarter-GPU slice's price times four).
 func marginalGPUHour(l *Lease) core.Micros {
 	if l.Plan.Committed() {
 		return 0
 	}
 	hourly := core.MulDivHalfEven(int64(l.Plan.Price), 3600, l.Plan.Per.Seconds())
-	return core.Micros(hourly / int64(max(l.Offer.GPUs, 1)))
+	return core.Micros(hourly * int64(core.WholeGPU) / int64(max(l.Offer.CapMilli(), 1)))
 }
 
 // shapes lists the distinct machine shapes of the offers, for the
@@ -359,7 +362,7 @@ func (st *State) shapes() sched.MachineShapes {
 	}
 	var out sched.MachineShapes
 	for i := range st.Offers {
-		s := sched.MachineShape{GPUModel: st.Offers[i].GPUModel, GPUs: st.Offers[i].GPUs, GPUMemMiB: st.Offers[i].GPUMemMiB}
+		s := sched.MachineShape{Hardware: st.Offers[i].Hardware(), GPUs: st.Offers[i].GPUs}
 		if !slices.Contains(out, s) {
 			out = append(out, s)
 		}
@@ -448,7 +451,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	}
 	var capMilli, used core.Milli
 	for i, n := range v.nodes {
-		capMilli += core.Milli(len(n.GPUs)) * core.WholeGPU
+		capMilli += n.CapMilli()
 		used += alloc[i]
 	}
 	if capMilli > 0 {
@@ -526,7 +529,7 @@ func drainCandidates(v *view, alloc []core.Milli, now time.Time, cfg fleet.Confi
 	v.sparse = sparse
 	found := false
 	for n, l := range v.leaseOf {
-		capMilli := int64(len(v.nodes[n].GPUs)) * int64(core.WholeGPU)
+		capMilli := int64(v.nodes[n].CapMilli())
 		share := int64(alloc[n]) * 10000 / max(capMilli, 1)
 		sparse[n] = !l.Plan.Committed() && alloc[n] != 0 && share < cfg.ScaleInBP
 		found = found || sparse[n]
@@ -551,7 +554,7 @@ func drainCandidates(v *view, alloc []core.Milli, now time.Time, cfg fleet.Confi
 		units[n] += a.Milli()
 	}
 	for n, l := range v.leaseOf {
-		capMilli := int64(len(v.nodes[n].GPUs)) * int64(core.WholeGPU)
+		capMilli := int64(v.nodes[n].CapMilli())
 		if !sparse[n] {
 			continue
 		}

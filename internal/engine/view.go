@@ -227,7 +227,8 @@ func (v *view) give(u *Unit, parts []sched.Part) {
 			gp.FreeMilli += r.MilliPerGPU
 			gp.FreeMemMiB += mem
 			if r.MilliPerGPU < core.WholeGPU {
-				gp.Shared = sharedBy(on, p.Node, g)
+				// A slice stays shared: it is never a whole GPU.
+				gp.Shared = n.SliceMilli > 0 || sharedBy(on, p.Node, g)
 			}
 		}
 		if known && !end.Before(v.end[p.Node]) {

@@ -82,10 +82,7 @@ func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.O
 		if m.Lease.State.Final() || !m.ReadyAt.IsZero() {
 			continue
 		}
-		p := &planned{acq: &Acquisition{Offer: m.Offer, Mode: m.Lease.Mode, For: slices.Clone(m.For)}, free: make([]core.Milli, m.Offer.GPUs)}
-		for g := range p.free {
-			p.free[g] = core.WholeGPU
-		}
+		p := &planned{acq: &Acquisition{Offer: m.Offer, Mode: m.Lease.Mode, For: slices.Clone(m.For)}, free: newFree(m.Offer)}
 		plan = append(plan, p)
 	}
 	inflight := len(plan)
@@ -133,14 +130,11 @@ func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.O
 		for k := 0; k < machines; k++ {
 			acq := &Acquisition{Offer: opt.offer, Mode: opt.mode, For: []string{d.Unit.Key()}, ExpectedCost: opt.cost, PerUsefulGPUHour: opt.perGPU,
 				Reason: fmt.Sprintf("%s has waited %s (target %s for %s tier): %s", d.Unit.Key(), now.Sub(d.Since).Round(time.Second), cfg.WaitTarget[j.Tier], j.Tier, opt.why)}
-			p := &planned{acq: acq, free: make([]core.Milli, opt.offer.GPUs)}
-			for g := range p.free {
-				p.free[g] = core.WholeGPU
-			}
+			p := &planned{acq: acq, free: newFree(opt.offer)}
 			take(p, j.Request, k, machines)
 			plan = append(plan, p)
 			if opt.committed {
-				committed += int64(opt.offer.GPUs) * int64(core.WholeGPU)
+				committed += int64(opt.offer.CapMilli())
 			}
 		}
 	}
@@ -149,6 +143,15 @@ func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.O
 		acqs = append(acqs, *p.acq)
 	}
 	return acqs
+}
+
+// newFree is the free share of each GPU of a new machine of o.
+func newFree(o *core.Offer) []core.Milli {
+	free := make([]core.Milli, o.GPUs)
+	for g := range free {
+		free[g] = o.MilliPerGPU()
+	}
+	return free
 }
 
 // rentedFor is the machines of plan rented for the unit with key.
@@ -268,23 +271,15 @@ func packGang(plan []*planned, d Demand) bool {
 	return true
 }
 
-// admissible: GPU model allowed, GPU memory enough, spot only for
-// interruptible work that may still use it.
+// admissible: the work may run on o's hardware (core's one rule, the
+// scheduler's too), its throughput table does not rule the model out, and
+// spot only for interruptible work that may still use it.
 func admissible(o *core.Offer, mode core.BillingMode, d Demand) bool {
 	r := &d.Unit.Job.Request
-	if len(r.Models) > 0 {
-		ok := false
-		for _, m := range r.Models {
-			ok = ok || m == o.GPUModel
-		}
-		if !ok {
-			return false
-		}
-	}
-	if len(r.Throughput) > 0 && r.Throughput[o.GPUModel] <= 0 {
+	if !r.Admits(o.Hardware()) {
 		return false
 	}
-	if o.GPUMemMiB > 0 && r.MemPerGPUMiB > o.GPUMemMiB {
+	if len(r.Throughput) > 0 && r.Throughput[o.GPUModel] <= 0 {
 		return false
 	}
 	if mode == core.Spot && (!d.Unit.Job.Interruptible || d.NoSpot) {

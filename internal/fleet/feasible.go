@@ -66,38 +66,72 @@ func Feasible(j *core.Job, offers []core.Offer, capacity Capacity) error {
 	return nil
 }
 
-// why says which field leaves j no admissible offer among offers.
+// why says which field leaves j no admissible offer among offers. It
+// narrows the offers in the order Request.Admits checks them
+// (accelerator family, workload, model, slice share, memory; then the
+// spot-only plans), so the field named is the first that rules out the
+// last offer standing, with what the offers left before it allow.
 func why(j *core.Job, offers []core.Offer) error {
 	r := &j.Request
-	var models []string // the offers' models, sorted, once each
-	var byModel []*core.Offer
+	left := make([]*core.Offer, 0, len(offers))
 	for i := range offers {
-		o := &offers[i]
-		if !slices.Contains(models, o.GPUModel) {
-			models = append(models, o.GPUModel)
-		}
-		if (len(r.Models) == 0 || slices.Contains(r.Models, o.GPUModel)) && (len(r.Throughput) == 0 || r.Throughput[o.GPUModel] > 0) {
-			byModel = append(byModel, o)
-		}
+		left = append(left, &offers[i])
 	}
-	slices.Sort(models)
-	allowed := "GPU models the catalog offers: " + strings.Join(models, ", ")
-	if len(offers) == 0 {
-		allowed = "an offer in the catalog (it has none)"
+	if len(left) == 0 {
+		return &core.FieldError{Field: "gpus", Value: fmt.Sprint(r.GPUs), Allowed: "an offer in the catalog (it has none)"}
 	}
-	if len(byModel) == 0 {
+	// narrow keeps the offers keep admits; when none is left it says what
+	// the offers before it had, as allowed values.
+	narrow := func(keep func(o *core.Offer) bool, has func(o *core.Offer) string) (string, bool) {
+		var kept []*core.Offer
+		var seen []string
+		for _, o := range left {
+			if keep(o) {
+				kept = append(kept, o)
+			}
+			if v := has(o); !slices.Contains(seen, v) {
+				seen = append(seen, v)
+			}
+		}
+		if len(kept) == 0 {
+			slices.Sort(seen)
+			return strings.Join(seen, ", "), false
+		}
+		left = kept
+		return "", true
+	}
+	family := func(o *core.Offer) string { return string(o.Accelerator.Or()) }
+	if len(r.Accelerators) == 0 {
+		if have, ok := narrow(func(o *core.Offer) bool { return o.Accelerator.Or() == core.NVIDIA }, family); !ok {
+			return &core.FieldError{Field: "accelerators", Value: string(core.NVIDIA) + " (the default)", Allowed: "the accelerator families the catalog offers: " + have}
+		}
+	} else if have, ok := narrow(func(o *core.Offer) bool { return slices.Contains(r.Accelerators, o.Accelerator.Or()) }, family); !ok {
+		return &core.FieldError{Field: "accelerators", Value: core.FormatAccelerators(r.Accelerators), Allowed: "the accelerator families the catalog offers: " + have}
+	}
+	if _, ok := narrow(func(o *core.Offer) bool { return core.Runs(o.Capability, r.Workload) }, func(o *core.Offer) string { return string(o.Capability.Or()) }); !ok {
+		return &core.FieldError{Field: "workload", Value: string(r.Workload.Or()), Allowed: "inference: the offers of the accelerators this job allows run inference only"}
+	}
+	model := func(o *core.Offer) string { return o.GPUModel }
+	if have, ok := narrow(func(o *core.Offer) bool {
+		return (len(r.Models) == 0 || slices.Contains(r.Models, o.GPUModel)) && (len(r.Throughput) == 0 || r.Throughput[o.GPUModel] > 0)
+	}, model); !ok {
+		allowed := "GPU models the catalog offers: " + have
 		if len(r.Models) == 0 {
 			return &core.FieldError{Field: "throughput", Value: strings.Join(sortedKeys(r.Throughput), ","), Allowed: allowed}
 		}
 		return &core.FieldError{Field: "models", Value: strings.Join(r.Models, ","), Allowed: allowed}
 	}
+	share := func(o *core.Offer) string { return fmt.Sprint(o.MilliPerGPU()) }
+	if have, ok := narrow(func(o *core.Offer) bool { return o.SliceMilli == 0 || r.MilliPerGPU <= o.SliceMilli }, share); !ok {
+		return &core.FieldError{Field: "gpu_milli", Value: fmt.Sprint(r.MilliPerGPU), Allowed: "at most the GPU share of a machine this job allows: " + have}
+	}
 	var mem int64
-	for _, o := range byModel {
-		if o.GPUMemMiB <= 0 {
+	for _, o := range left {
+		if o.MemPerGPUMiB() <= 0 {
 			mem = -1 // unknown memory: admissible for any request
 			break
 		}
-		mem = max(mem, o.GPUMemMiB)
+		mem = max(mem, o.MemPerGPUMiB())
 	}
 	if mem >= 0 && r.MemPerGPUMiB > mem {
 		return &core.FieldError{Field: "gpu_mem_mib", Value: fmt.Sprint(r.MemPerGPUMiB), Allowed: fmt.Sprintf("at most %d MiB per GPU (the largest GPU memory of the offers this job allows)", mem)}

@@ -22,6 +22,20 @@ func feasibleOffers() []core.Offer {
 	}
 }
 
+// inferenceOffers is a catalog of Inferentia machines only.
+func inferenceOffers() []core.Offer {
+	od := core.PricePlan{Mode: core.OnDemand, Price: 300_000, Per: core.Hour, Granularity: 1}
+	return []core.Offer{{ID: "inf1", GPUModel: "Inferentia", GPUs: 1, GPUMemMiB: 8 << 10,
+		Accelerator: core.AWSInferentia, Capability: core.Inference, Plans: []core.PricePlan{od}}}
+}
+
+// sliceOffers is a catalog of eighth-of-an-L4 machines only.
+func sliceOffers() []core.Offer {
+	od := core.PricePlan{Mode: core.OnDemand, Price: 200_000, Per: core.Hour, Granularity: 1}
+	return []core.Offer{{ID: "g6f", GPUModel: "L4", GPUs: 1, SliceMilli: 125, GPUMemMiB: 24 << 10,
+		Capability: core.Inference, Plans: []core.PricePlan{od}}}
+}
+
 func TestFeasible(t *testing.T) {
 	sixteen := func(string) int { return 16 }
 	for _, tc := range []struct {
@@ -30,22 +44,34 @@ func TestFeasible(t *testing.T) {
 		capacity Capacity
 		field    string // "" for feasible
 		allowed  string
+		offers   []core.Offer // nil: feasibleOffers
 	}{
-		{"one GPU", func(*core.Job) {}, nil, "", ""},
-		{"unknown model", func(j *core.Job) { j.Request.Models = []string{"Z100"} }, nil, "models", "A100, H100"},
-		{"throughput for unknown models", func(j *core.Job) { j.Request.Throughput = map[string]int64{"Z100": 5} }, nil, "throughput", "A100, H100"},
-		{"more memory than any GPU", func(j *core.Job) { j.Request.MemPerGPUMiB = 900_000 }, nil, "gpu_mem_mib", "at most 81920 MiB"},
-		{"more memory than the allowed model", func(j *core.Job) { j.Request.Models, j.Request.MemPerGPUMiB = []string{"A100"}, 50_000 }, nil, "gpu_mem_mib", "at most 40960 MiB"},
-		{"spot only, not interruptible", func(j *core.Job) { j.Request.Models = []string{"H100"} }, nil, "interruptible", "spot only"},
-		{"spot only, interruptible", func(j *core.Job) { j.Request.Models, j.Interruptible = []string{"H100"}, true }, nil, "", ""},
-		{"gang spans machines, no limit", func(j *core.Job) { j.Request.GPUs = 1000 }, nil, "", ""},
-		{"gang over the provider's capacity", func(j *core.Job) { j.Request.GPUs = 1000 }, sixteen, "gpus", "at most 128"},
-		{"gang within the capacity", func(j *core.Job) { j.Request.GPUs = 128 }, sixteen, "", ""},
+		{"one GPU", func(*core.Job) {}, nil, "", "", nil},
+		{"unknown model", func(j *core.Job) { j.Request.Models = []string{"Z100"} }, nil, "models", "A100, H100", nil},
+		{"throughput for unknown models", func(j *core.Job) { j.Request.Throughput = map[string]int64{"Z100": 5} }, nil, "throughput", "A100, H100", nil},
+		{"more memory than any GPU", func(j *core.Job) { j.Request.MemPerGPUMiB = 900_000 }, nil, "gpu_mem_mib", "at most 81920 MiB", nil},
+		{"more memory than the allowed model", func(j *core.Job) { j.Request.Models, j.Request.MemPerGPUMiB = []string{"A100"}, 50_000 }, nil, "gpu_mem_mib", "at most 40960 MiB", nil},
+		{"spot only, not interruptible", func(j *core.Job) { j.Request.Models = []string{"H100"} }, nil, "interruptible", "spot only", nil},
+		{"spot only, interruptible", func(j *core.Job) { j.Request.Models, j.Interruptible = []string{"H100"}, true }, nil, "", "", nil},
+		{"gang spans machines, no limit", func(j *core.Job) { j.Request.GPUs = 1000 }, nil, "", "", nil},
+		{"gang over the provider's capacity", func(j *core.Job) { j.Request.GPUs = 1000 }, sixteen, "gpus", "at most 128", nil},
+		{"gang within the capacity", func(j *core.Job) { j.Request.GPUs = 128 }, sixteen, "", "", nil},
+		{"training, Inferentia only", func(j *core.Job) { j.Request.Accelerators = []core.Accelerator{core.AWSInferentia} }, nil, "workload", "inference only", inferenceOffers()},
+		{"NVIDIA by default, Inferentia only", func(j *core.Job) { j.Request.Workload = core.Inference }, nil, "accelerators", "aws-inferentia", inferenceOffers()},
+		{"inference on Inferentia", func(j *core.Job) {
+			j.Request.Workload, j.Request.Accelerators = core.Inference, []core.Accelerator{core.AWSInferentia}
+		}, nil, "", "", inferenceOffers()},
+		{"a whole GPU, slices only", func(j *core.Job) { j.Request.Workload = core.Inference }, nil, "gpu_milli", "125", sliceOffers()},
+		{"an eighth, slices only", func(j *core.Job) { j.Request.Workload, j.Request.MilliPerGPU = core.Inference, 125 }, nil, "", "", sliceOffers()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j := &core.Job{ID: "j", Team: "t", Tier: core.TierRegular, Request: core.Request{GPUs: 1, MilliPerGPU: core.WholeGPU}}
 			tc.edit(j)
-			err := Feasible(j, feasibleOffers(), tc.capacity)
+			offers := tc.offers
+			if offers == nil {
+				offers = feasibleOffers()
+			}
+			err := Feasible(j, offers, tc.capacity)
 			var fe *core.FieldError
 			switch {
 			case tc.field == "" && err != nil:

@@ -165,4 +165,4 @@ func (m *Machine) paidUntil(now time.Time) (time.Time, error) {
 }
 
 // CapMilli is the machine's GPU capacity.
-func (m *Machine) CapMilli() core.Milli { return core.Milli(m.Offer.GPUs) * core.WholeGPU }
+func (m *Machine) CapMilli() core.Milli { return m.Offer.CapMilli() }

@@ -172,7 +172,7 @@ func (o *Outlook) expectedUse(off *core.Offer, p *core.PricePlan, n int, level i
 	if o == nil || !p.Committed() || p.Term <= 0 || horizon <= 0 {
 		return 0, 0, 0
 	}
-	capMilli := int64(n) * int64(off.GPUs) * int64(core.WholeGPU)
+	capMilli := int64(n) * int64(off.CapMilli())
 	above, span := o.Above(level+capMilli/2, min(time.Duration(p.Term)*time.Second, horizon))
 	if span <= 0 {
 		return 0, 0, 0

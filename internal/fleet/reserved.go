@@ -48,7 +48,7 @@ func ReservedBase(now time.Time, machines []Machine, offers []core.Offer, cfg Co
 			if err != nil {
 				continue
 			}
-			per := b.Amount / core.Micros(o.GPUs)
+			per := b.Amount * core.Micros(core.WholeGPU) / core.Micros(o.CapMilli()) // per whole GPU, a slice's too
 			if best == nil || per < bestPer {
 				best, bestPer = o, per
 			}

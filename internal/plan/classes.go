@@ -127,7 +127,8 @@ func Classes(offers []core.Offer) ([]ClassPrices, error) {
 			return nil, err
 		}
 		for _, p := range periods {
-			p.Price = core.Micros(core.MulDivHalfEven(int64(p.Price), 1, int64(o.GPUs)))
+			// Per whole GPU: a quarter-GPU slice's price times four.
+			p.Price = core.Micros(core.MulDivHalfEven(int64(p.Price), int64(core.WholeGPU), int64(o.CapMilli())))
 			if k := slices.IndexFunc(c.Periods, func(q PeriodPrice) bool { return q.Name == p.Name }); k >= 0 {
 				if p.Price < c.Periods[k].Price {
 					c.Periods[k] = p

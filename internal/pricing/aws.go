@@ -1,7 +1,6 @@
 package pricing
 
 import (
-	"fmt"
 	"io"
 	"math/big"
 	"strings"
@@ -56,8 +55,10 @@ const AWSSpotNoticeSeconds = 120
 //     unrecognised bucket is an error.
 //
 // GPU memory per GPU is gpu_memory_gib_total / gpu_count. A fractional
-// gpu_count (g6f: 1/8 of an L4) becomes one GPU of model "<model> (1/8)"
-// with the slice's memory, since core counts whole GPUs.
+// gpu_count (g6f: 0.125 of an L4) is a GPU slice: one GPU with SliceMilli
+// its share (125), the memory that of the whole GPU (3 GiB / 0.125 = 24).
+// The accelerator family and capability come from the instance family
+// (awsFamilies, table in docs/catalog.md), else from gpu_model.
 func ImportAWS(name string, r io.Reader) (*Catalog, error) {
 	t, err := newCSVTable(name, r, nil, awsRequired, nil)
 	if err != nil {
@@ -104,26 +105,19 @@ func awsOffer(row *csvRow) (core.Offer, []string, error) {
 	if o.InstanceType == "" || strings.IndexFunc(o.InstanceType, unicode.IsSpace) >= 0 {
 		return o, nil, row.bad("instance_type", "an instance type such as p4d.24xlarge", nil)
 	}
-	count, err := parseDecimal(row.get("gpu_count"))
-	if err != nil || count.Sign() <= 0 || count.Cmp(big.NewRat(maxGPUs, 1)) > 0 {
-		return o, nil, row.bad("gpu_count", fmt.Sprintf("a number of GPUs above 0 and at most %d, such as 8 or 0.125", maxGPUs), err)
+	var ok bool
+	if o.GPUs, o.SliceMilli, ok = parseGPUCount(row.get("gpu_count")); !ok {
+		return o, nil, row.bad("gpu_count", gpuCountAllowed, nil)
 	}
+	count := big.NewRat(int64(o.CapMilli()), int64(core.WholeGPU))
 	total, err := parseDecimal(row.get("gpu_memory_gib_total"))
 	if err != nil || total.Sign() < 0 {
 		return o, nil, row.bad("gpu_memory_gib_total", "GiB of accelerator memory per instance, such as 320", err)
 	}
+	// Per whole GPU: a slice's memory is its share of the GPU's.
 	perGPU := new(big.Rat).Quo(total, count)
-	switch {
-	case count.IsInt():
-		o.GPUs = int(count.Num().Int64())
-	case count.Cmp(big.NewRat(1, 1)) < 0:
-		// A slice of one GPU: one GPU of a distinct model, with the slice's
-		// memory.
-		o.GPUs = 1
-		o.GPUModel = fmt.Sprintf("%s (%s)", o.GPUModel, count.RatString())
-		perGPU = total
-	default:
-		return o, nil, row.bad("gpu_count", "a whole number of GPUs, or a fraction below 1 for a GPU slice", nil)
+	if err := awsHardware(row, &o); err != nil {
+		return o, nil, err
 	}
 	mib, ok := exactInt(perGPU, 1024)
 	if !ok {
@@ -180,4 +174,27 @@ func awsOffer(row *csvRow) (core.Offer, []string, error) {
 		return o, nil, &ParseError{File: row.t.file, Line: row.line, Problem: "a row without a price", Allowed: "a price in at least one of ondemand_usd_per_hr, spot_avg_usd_per_hr, reserved_1y_noupfront_usd_per_hr"}
 	}
 	return o, cols, nil
+}
+
+// awsHardware sets o's accelerator and capability from its instance
+// family, or failing that from its GPU model; a model no rule knows is an
+// error rather than a guess that could put training on an inference chip.
+func awsHardware(row *csvRow, o *core.Offer) error {
+	family, _, _ := strings.Cut(o.InstanceType, ".")
+	f, ok := awsFamilies[family]
+	if !ok {
+		a, c, known := guessHardware(o.GPUModel, o.SliceMilli)
+		if !known {
+			return row.bad("gpu_model", "an accelerator of a known maker (NVIDIA, AMD, AWS Inferentia or Trainium, Intel Gaudi, Qualcomm), or an instance family listed in docs/catalog.md", nil)
+		}
+		f = awsFamily{accel: a, cap: c}
+	}
+	if o.SliceMilli > 0 {
+		f.cap = core.Inference
+	}
+	if f.model != "" {
+		o.GPUModel = f.model
+	}
+	setHardware(o, f.accel, f.cap)
+	return nil
 }

@@ -1,8 +1,11 @@
 package pricing
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpufleet/gpufleet/internal/core"
 )
@@ -75,10 +78,12 @@ func TestImportAWSRealFile(t *testing.T) {
 	if od, _ := g5.Plan(core.OnDemand); od.Price != 1_006_000 {
 		t.Errorf("g5.xlarge on-demand %s", od.Price)
 	}
-	// A fractional GPU is one GPU of a distinct model with the slice's memory.
+	// A fractional GPU is a slice of one L4: 125 milli-GPUs and 1/8 of
+	// its 24 GiB, for inference only.
 	g6f, _ := c.Offer("aws/us-east-1/g6f.large")
-	if g6f.GPUs != 1 || g6f.GPUModel != "NVIDIA L4 (1/8)" || g6f.GPUMemMiB != 3*1024 {
-		t.Errorf("g6f.large %d x %s, %d MiB", g6f.GPUs, g6f.GPUModel, g6f.GPUMemMiB)
+	if g6f.GPUs != 1 || g6f.SliceMilli != 125 || g6f.CapMilli() != 125 || g6f.GPUModel != "NVIDIA L4" ||
+		g6f.GPUMemMiB != 24*1024 || g6f.MemPerGPUMiB() != 3*1024 || g6f.Capability != core.Inference {
+		t.Errorf("g6f.large %d x %s slice %d, %d MiB per GPU, %s", g6f.GPUs, g6f.GPUModel, g6f.SliceMilli, g6f.GPUMemMiB, g6f.Capability)
 	}
 	if got := len(c.Filter("A100", "us-east-1")); got != 2 {
 		t.Errorf("%d A100 offers in us-east-1, want 2 (p4d, p4de)", got)
@@ -132,7 +137,11 @@ func TestImportAWSErrors(t *testing.T) {
 		{"gpu count", header + "p4d.24xlarge,NVIDIA A100,eight,320,96,1152,us-east-1,1,,,\n",
 			[]string{"aws.csv:2:", "column 3 (gpu_count)", `"eight"`}},
 		{"gpu count 1.5", header + "p4d.24xlarge,NVIDIA A100,1.5,320,96,1152,us-east-1,1,,,\n",
-			[]string{"aws.csv:2:", "column 3 (gpu_count)", `"1.5"`, "fraction below 1"}},
+			[]string{"aws.csv:2:", "column 3 (gpu_count)", `"1.5"`, "a fraction of one GPU in thousandths"}},
+		{"gpu count below a milli-GPU", header + "g6f.large,NVIDIA L4,0.0625,3,2,8,us-east-1,1,,,\n",
+			[]string{"aws.csv:2:", "column 3 (gpu_count)", `"0.0625"`, "0.001..0.999"}},
+		{"unknown accelerator", header + "x9.large,Acme Tensor Brick,1,16,2,8,us-east-1,1,,,\n",
+			[]string{"aws.csv:2:", "column 2 (gpu_model)", `"Acme Tensor Brick"`, "a known maker"}},
 		{"memory", header + "p4d.24xlarge,NVIDIA A100,3,1,96,1152,us-east-1,1,,,\n",
 			[]string{"aws.csv:2:", "column 4 (gpu_memory_gib_total)", `"1"`, "whole MiB per GPU"}},
 		{"vcpus", header + "p4d.24xlarge,NVIDIA A100,8,320,9.6,1152,us-east-1,1,,,\n",
@@ -177,5 +186,66 @@ func TestMulMicros(t *testing.T) {
 	}
 	if _, ok := mulMicros("99999999999999999", 730); ok {
 		t.Error("mulMicros accepted an overflow")
+	}
+}
+
+// TestImportAWSAccelerators checks what the real price list's instance
+// families become: every offer of a family has the same accelerator,
+// capability and GPU model, and they are the ones docs/catalog.md lists.
+func TestImportAWSAccelerators(t *testing.T) {
+	c := loadAWS(t, awsCSV)
+	got := map[string]string{}
+	for _, o := range c.Offers {
+		family, _, _ := strings.Cut(o.InstanceType, ".")
+		hw := fmt.Sprintf("%s %s %s", o.Accelerator.Or(), o.Capability.Or(), o.GPUModel)
+		if o.SliceMilli > 0 {
+			hw += " slice"
+		}
+		if prev, ok := got[family]; ok && prev != hw {
+			t.Errorf("family %s: %s and %s", family, prev, hw)
+		}
+		got[family] = hw
+	}
+	want := map[string]string{
+		"inf1":    "aws-inferentia inference AWS Inferentia",
+		"inf2":    "aws-inferentia inference AWS Inferentia2",
+		"trn1":    "aws-trainium training AWS Trainium",
+		"trn1n":   "aws-trainium training AWS Trainium",
+		"dl2q":    "qualcomm-ai100 inference Qualcomm AI 100 Accelerators",
+		"g4ad":    "amd inference AMD Radeon Pro V520",
+		"g2":      "nvidia inference NVIDIA GRID K520",
+		"g3":      "nvidia training NVIDIA Tesla M60",
+		"g3s":     "nvidia training NVIDIA Tesla M60",
+		"g6f":     "nvidia inference NVIDIA L4 slice",
+		"gr6f":    "nvidia inference NVIDIA L4 slice",
+		"g6":      "nvidia training NVIDIA L4",
+		"gr6":     "nvidia training NVIDIA L4",
+		"g4dn":    "nvidia training NVIDIA T4 Tensor Core",
+		"g5":      "nvidia training NVIDIA A10G",
+		"g5g":     "nvidia training NVIDIA T4G Tensor Core",
+		"g6e":     "nvidia training NVIDIA L40S",
+		"p2":      "nvidia training NVIDIA Tesla K80",
+		"p3":      "nvidia training NVIDIA Tesla V100",
+		"p3dn":    "nvidia training NVIDIA Tesla V100",
+		"p4d":     "nvidia training NVIDIA A100",
+		"p4de":    "nvidia training NVIDIA A100",
+		"p5":      "nvidia training NVIDIA H100",
+		"p5en":    "nvidia training NVIDIA H200",
+		"p6-b200": "nvidia training NVIDIA B200",
+		"p6-b300": "nvidia training NVIDIA B300",
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("families (-want +got):\n%s", d)
+	}
+	// The slices: an eighth, a quarter and a half of one L4.
+	for id, milli := range map[string]core.Milli{"aws/us-east-1/g6f.large": 125, "aws/us-east-1/g6f.xlarge": 125,
+		"aws/us-east-1/g6f.2xlarge": 250, "aws/us-east-1/g6f.4xlarge": 500} {
+		o, err := c.Offer(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.GPUs != 1 || o.SliceMilli != milli || o.MemPerGPUMiB() != 24*1024*int64(milli)/1000 {
+			t.Errorf("%s: %d GPUs, slice %d, %d MiB; want 1 GPU, slice %d, %d MiB", id, o.GPUs, o.SliceMilli, o.MemPerGPUMiB(), milli, 24*1024*int64(milli)/1000)
+		}
 	}
 }

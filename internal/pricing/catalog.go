@@ -132,6 +132,9 @@ func validateOffer(o *core.Offer, cur core.Currency) error {
 	if o.GPUs < 1 || o.GPUs > maxGPUs {
 		return &core.FieldError{Field: "gpus", Value: fmt.Sprint(o.GPUs), Allowed: fmt.Sprintf("a whole number of GPUs 1..%d", maxGPUs)}
 	}
+	if err := validateHardware(o); err != nil {
+		return err
+	}
 	if o.GPUMemMiB < 0 || o.GPUMemMiB > maxGPUMemMiB {
 		return &core.FieldError{Field: "gpu_memory_gib", Value: formatMiBAsGiB(o.GPUMemMiB), Allowed: "GiB per GPU, >= 0 (0: unknown)"}
 	}

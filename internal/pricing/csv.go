@@ -13,7 +13,7 @@ import (
 // docs/catalog.md for what each means.
 var csvColumnNames = []string{
 	"id", "provider", "region", "instance_type", "gpu_model", "gpu_count", "gpu_memory_gib",
-	"vcpus", "memory_gib", "currency",
+	"vcpus", "memory_gib", "currency", "accelerator", "capability",
 	"hourly", "daily", "weekly", "monthly", "spot_hourly",
 	"granularity", "min_charge_seconds",
 	"spot_reclaim_bucket", "spot_reclaim_rate", "spot_notice_seconds",
@@ -26,6 +26,7 @@ var csvFields = csvColumns{
 	"id": "id", "provider": "provider", "region": "region", "instance_type": "instance_type",
 	"gpu_model": "gpu_model", "gpus": "gpu_count", "gpu_memory_gib": "gpu_memory_gib",
 	"vcpus": "vcpus", "memory_gib": "memory_gib", "currency": "currency",
+	"accelerator": "accelerator", "capability": "capability",
 	"plan.granularity": "granularity", "plan.min_charge": "min_charge_seconds",
 	"plan.reclaim.bucket": "spot_reclaim_bucket", "plan.reclaim.monthly_rate": "spot_reclaim_rate",
 	"plan.reclaim.notice": "spot_notice_seconds",
@@ -117,12 +118,23 @@ func csvOffer(row *csvRow) (core.Offer, []string, error) {
 		return o, nil, row.bad("currency", "an ISO 4217 code such as USD, EUR, CNY", err)
 	}
 	o.Currency = cur
-	n, err := csvInt(row, "gpu_count", 1, maxGPUs, true)
-	if err != nil {
-		return o, nil, err
+	var ok bool
+	if o.GPUs, o.SliceMilli, ok = parseGPUCount(row.get("gpu_count")); !ok {
+		return o, nil, row.bad("gpu_count", gpuCountAllowed, nil)
 	}
-	o.GPUs = int(n)
-	if n, err = csvInt(row, "vcpus", 0, maxVCPUs, false); err != nil {
+	if s := row.get("accelerator"); s != "" {
+		if o.Accelerator, err = core.ParseAccelerator("accelerator", s); err != nil {
+			return o, nil, row.bad("accelerator", accelAllowed, nil)
+		}
+	}
+	if s := row.get("capability"); s != "" {
+		if o.Capability, err = core.ParseWorkload("capability", s); err != nil {
+			return o, nil, row.bad("capability", capAllowed, nil)
+		}
+	}
+	withGuessedHardware(&o)
+	n, err := csvInt(row, "vcpus", 0, maxVCPUs, false)
+	if err != nil {
 		return o, nil, err
 	}
 	o.VCPUs = int(n)
@@ -273,8 +285,10 @@ func WriteCSV(w io.Writer, c *Catalog) error {
 func csvRecord(o *core.Offer) ([]string, error) {
 	cell := map[string]string{
 		"id": o.ID, "provider": o.Provider, "region": o.Region, "instance_type": o.InstanceType,
-		"gpu_model": o.GPUModel, "gpu_count": strconv.Itoa(o.GPUs), "currency": string(o.Currency),
+		"gpu_model": o.GPUModel, "gpu_count": FormatGPUCount(o), "currency": string(o.Currency),
 	}
+	a, c := writtenHardware(o)
+	cell["accelerator"], cell["capability"] = string(a), string(c)
 	if o.GPUMemMiB != 0 {
 		cell["gpu_memory_gib"] = formatMiBAsGiB(o.GPUMemMiB)
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/gpufleet/gpufleet/internal/core"
 )
 
@@ -84,8 +86,16 @@ func TestCSVErrors(t *testing.T) {
 			[]string{"t.csv:2:", "column 7 (hourly)", `"abc"`, "price"}},
 		{"negative price", header + "aws,us-east-1,p4d,A100,8,USD,,-2,,1s,60,\n",
 			[]string{"t.csv:2:", "column 8 (daily)", `"-2"`, "want a price >= 0"}},
-		{"gpu count", header + "aws,us-east-1,p4d,A100,0.5,USD,1,,,1s,60,\n",
-			[]string{"t.csv:2:", "column 5 (gpu_count)", `"0.5"`, "whole number"}},
+		{"gpu count 1.5", header + "aws,us-east-1,p4d,A100,1.5,USD,1,,,1s,60,\n",
+			[]string{"t.csv:2:", "column 5 (gpu_count)", `"1.5"`, "whole number of GPUs 1..1024, or a fraction of one GPU in thousandths"}},
+		{"gpu count zero", header + "aws,us-east-1,p4d,A100,0,USD,1,,,1s,60,\n",
+			[]string{"t.csv:2:", "column 5 (gpu_count)", `"0"`, "0.001..0.999"}},
+		{"gpu count below a milli-GPU", header + "aws,us-east-1,p4d,A100,0.0005,USD,1,,,1s,60,\n",
+			[]string{"t.csv:2:", "column 5 (gpu_count)", `"0.0005"`, "in thousandths"}},
+		{"gpu count negative slice", header + "aws,us-east-1,p4d,A100,-0.25,USD,1,,,1s,60,\n",
+			[]string{"t.csv:2:", "column 5 (gpu_count)", `"-0.25"`}},
+		{"gpu count too many", header + "aws,us-east-1,p4d,A100,1025,USD,1,,,1s,60,\n",
+			[]string{"t.csv:2:", "column 5 (gpu_count)", `"1025"`, "1..1024"}},
 		{"unknown currency", header + "aws,us-east-1,p4d,A100,8,XYZ,1,,,1s,60,\n",
 			[]string{"t.csv:2:", "column 6 (currency)", `"XYZ"`, "ISO 4217"}},
 		{"mixed currencies", header + good + "aws,us-east-1,p5,H100,8,EUR,1,,,1s,60,\n",
@@ -185,4 +195,48 @@ func TestFormatSpan(t *testing.T) {
 	if got := fmt.Sprint(formatSpan(60), ", ", formatSpan(14*86400), ", ", formatSpan(90)); got != "1 minute, 2 weeks, 90 seconds" {
 		t.Errorf("formatSpan: %s", got)
 	}
+}
+
+// TestCSVFractionalGPUs reads quarter- and eighth-GPU machines and the
+// accelerator columns: a slice is one GPU with its share in milli-GPUs
+// and that share of the whole GPU's memory, inference-only unless the row
+// says otherwise; accelerator and capability default from gpu_model.
+func TestCSVFractionalGPUs(t *testing.T) {
+	src := "provider,region,instance_type,gpu_model,gpu_count,gpu_memory_gib,currency,hourly,accelerator,capability\n" +
+		"cloud,r1,l4-quarter,NVIDIA L4,0.25,24,USD,0.2,,\n" +
+		"cloud,r1,l4-eighth,NVIDIA L4,0.125,24,USD,0.1,,training\n" +
+		"cloud,r1,inf,AWS Inferentia,4,8,USD,1,,\n" +
+		"cloud,r1,mi300x,MI300X,8,192,USD,30,amd,\n" +
+		"cloud,r1,h100,H100,8,80,USD,40,,\n"
+	c, err := ReadCSV("t.csv", strings.NewReader(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type hw struct {
+		GPUs        int
+		Slice, Cap  core.Milli
+		MemPerGPU   int64
+		Accelerator core.Accelerator
+		Capability  core.Capability
+	}
+	var got []hw
+	for i := range c.Offers {
+		o := &c.Offers[i]
+		got = append(got, hw{o.GPUs, o.SliceMilli, o.CapMilli(), o.MemPerGPUMiB(), o.Accelerator, o.Capability})
+	}
+	want := []hw{
+		{1, 250, 250, 6 * 1024, "", core.Inference},
+		{1, 125, 125, 3 * 1024, "", ""},
+		{4, 0, 4000, 8 * 1024, core.AWSInferentia, core.Inference},
+		{8, 0, 8000, 192 * 1024, core.AMD, ""},
+		{8, 0, 8000, 80 * 1024, "", ""},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("offers (-want +got):\n%s", d)
+	}
+	out := roundTripCSV(t, c)
+	if !strings.Contains(string(out), ",l4-eighth,NVIDIA L4,0.125,24,") {
+		t.Errorf("written CSV lost the eighth GPU:\n%s", out)
+	}
+	roundTripYAML(t, c)
 }

@@ -442,7 +442,7 @@ func (m *ymap) stringList(key, allowed string) ([]string, error) {
 
 var (
 	catalogKeys  = []string{"currency", "offers", "vouchers"}
-	offerKeys    = []string{"id", "provider", "region", "instance_type", "gpu_model", "gpus", "gpu_memory_gib", "vcpus", "memory_gib", "plans"}
+	offerKeys    = []string{"id", "provider", "region", "instance_type", "gpu_model", "gpus", "gpu_memory_gib", "vcpus", "memory_gib", "accelerator", "capability", "plans"}
 	planKeys     = []string{"mode", "price", "per", "granularity", "min_charge", "term", "early_termination", "series", "reclaim", "time_of_use"}
 	etKeys       = []string{"granularity", "fee"}
 	pointKeys    = []string{"at", "price"}
@@ -517,16 +517,31 @@ func (d *ydec) offer(n *yaml.Node, path string, cur core.Currency) (core.Offer, 
 	if o.GPUModel, err = m.str("gpu_model", "a GPU model such as NVIDIA A100", true); err != nil {
 		return o, err
 	}
-	const gpusAllowed = "a whole number of GPUs per machine, such as 8"
-	gpus, err := m.integer("gpus", gpusAllowed, true)
+	s, l, ok, err := m.scalar("gpus", gpuCountAllowed)
 	if err != nil {
 		return o, err
 	}
-	if gpus < 1 || gpus > maxGPUs {
-		s, l, _, _ := m.scalar("gpus", gpusAllowed)
-		return o, m.bad("gpus", l, s, fmt.Sprintf("a whole number of GPUs 1..%d", maxGPUs), nil)
+	if !ok {
+		return o, m.missing("gpus", gpuCountAllowed)
 	}
-	o.GPUs = int(gpus)
+	if o.GPUs, o.SliceMilli, ok = parseGPUCount(s); !ok {
+		return o, m.bad("gpus", l, s, gpuCountAllowed, nil)
+	}
+	if s, l, ok, err := m.scalar("accelerator", accelAllowed); err != nil {
+		return o, err
+	} else if ok {
+		if o.Accelerator, err = core.ParseAccelerator("accelerator", s); err != nil {
+			return o, m.bad("accelerator", l, s, accelAllowed, nil)
+		}
+	}
+	if s, l, ok, err := m.scalar("capability", capAllowed); err != nil {
+		return o, err
+	} else if ok {
+		if o.Capability, err = core.ParseWorkload("capability", s); err != nil {
+			return o, m.bad("capability", l, s, capAllowed, nil)
+		}
+	}
+	withGuessedHardware(&o)
 	if o.GPUMemMiB, err = m.gib("gpu_memory_gib", "GiB of memory per GPU in whole MiB, such as 40 or 7.5"); err != nil {
 		return o, err
 	}

@@ -326,8 +326,14 @@ func TestYAMLErrors(t *testing.T) {
 			[]string{"t.yaml:8:", "offers[0].plans[0].series[0].at", `"tomorrow"`, "RFC 3339"}},
 		{"zero gpus", strings.Replace(plan("mode: on-demand", "price: 1"), "gpus: 1", "gpus: 0", 1),
 			[]string{"t.yaml:5:", "offers[0].gpus", `"0"`, "1..1024"}},
-		{"fractional gpus", strings.Replace(plan("mode: on-demand", "price: 1"), "gpus: 1", "gpus: 0.5", 1),
-			[]string{"t.yaml:5:", "offers[0].gpus", `"0.5"`, "whole number"}},
+		{"one and a half gpus", strings.Replace(plan("mode: on-demand", "price: 1"), "gpus: 1", "gpus: 1.5", 1),
+			[]string{"t.yaml:5:", "offers[0].gpus", `"1.5"`, "a fraction of one GPU in thousandths"}},
+		{"gpus below a milli-GPU", strings.Replace(plan("mode: on-demand", "price: 1"), "gpus: 1", "gpus: 0.0001", 1),
+			[]string{"t.yaml:5:", "offers[0].gpus", `"0.0001"`, "0.001..0.999"}},
+		{"unknown accelerator", strings.Replace(plan("mode: on-demand", "price: 1"), "gpus: 1", "gpus: 1\n    accelerator: tpu", 1),
+			[]string{"t.yaml:6:", "offers[0].accelerator", `"tpu"`, "aws-inferentia"}},
+		{"unknown capability", strings.Replace(plan("mode: on-demand", "price: 1"), "gpus: 1", "gpus: 1\n    capability: serving", 1),
+			[]string{"t.yaml:6:", "offers[0].capability", `"serving"`, "training (trains and serves) or inference"}},
 		{"memory not whole MiB", strings.Replace(plan("mode: on-demand", "price: 1"), "gpus: 1", "gpus: 1\n    gpu_memory_gib: 0.1", 1),
 			[]string{"t.yaml:6:", "offers[0].gpu_memory_gib", `"0.1"`, "whole MiB"}},
 		{"duplicate id", head + "      - {mode: on-demand, price: 1}\n  - {provider: p, gpu_model: G, gpus: 1, plans: [{mode: spot, price: 1}]}\n",
@@ -441,4 +447,40 @@ func TestLoadErrors(t *testing.T) {
 		t.Fatalf("Load read the AWS list as a canonical CSV: %d offers", len(c.Offers))
 	}
 	wantErr(t, err, "testdata/aws_excerpt.csv:1:", "unknown column", "--from aws-csv")
+}
+
+// TestYAMLFractionalGPUs reads a quarter-GPU machine and the accelerator
+// keys from YAML.
+func TestYAMLFractionalGPUs(t *testing.T) {
+	src := `currency: USD
+offers:
+  - provider: cloud
+    gpu_model: NVIDIA L4
+    gpus: 0.25
+    gpu_memory_gib: 24
+    plans: [{mode: on-demand, price: 0.2}]
+  - provider: cloud
+    instance_type: trn
+    gpu_model: NeuronCore-v2
+    gpus: 16
+    accelerator: aws-trainium
+    capability: training
+    plans: [{mode: on-demand, price: 20}]
+`
+	c, err := ParseYAML("t.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, trn := c.Offers[0], c.Offers[1]
+	if q.GPUs != 1 || q.SliceMilli != 250 || q.MemPerGPUMiB() != 6*1024 || q.Capability != core.Inference {
+		t.Errorf("quarter GPU: %d GPUs, slice %d, %d MiB, %q", q.GPUs, q.SliceMilli, q.MemPerGPUMiB(), q.Capability)
+	}
+	if trn.Accelerator != core.AWSTrainium || trn.Capability != "" {
+		t.Errorf("trainium: %q %q", trn.Accelerator, trn.Capability)
+	}
+	out := roundTripYAML(t, c)
+	if !strings.Contains(string(out), "gpus: 0.25") || !strings.Contains(string(out), "accelerator: aws-trainium") {
+		t.Errorf("written YAML:\n%s", out)
+	}
+	roundTripCSV(t, c)
 }

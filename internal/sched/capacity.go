@@ -46,19 +46,6 @@ func hostFits(n *core.Node, r *core.Request, k int) bool {
 	return (n.CPUMilli == 0 || n.FreeCPUMilli >= cpu) && (n.MemMiB == 0 || n.FreeMemMiB >= mem)
 }
 
-// modelAllowed reports whether r may run on n's GPU model.
-func modelAllowed(n *core.Node, r *core.Request) bool {
-	if len(r.Models) == 0 {
-		return true
-	}
-	for _, m := range r.Models {
-		if m == n.GPUModel {
-			return true
-		}
-	}
-	return false
-}
-
 // apply takes part p of unit u from the nodes' free capacity (sign 1) or
 // gives it back (sign -1). It is the only place that changes free
 // capacity, so the invariants live here: free never negative, never above

@@ -1,6 +1,8 @@
 package sched
 
 import (
+	"slices"
+
 	"github.com/gpufleet/gpufleet/internal/core"
 )
 
@@ -30,8 +32,9 @@ type index struct {
 	gpuPos    []int
 	maxGPUs   int
 	modelIDs  []string
-	// modelMax is the most GPUs a node of each model has.
-	modelMax []int
+	// shapes holds, per distinct hardware among the nodes, the most GPUs
+	// a node of it has: what a unit that needs one node may hope for.
+	shapes MachineShapes
 	// pool, when set, lends bucket arrays kept from earlier calls.
 	pool *placerScratch
 }
@@ -56,6 +59,7 @@ func newIndex(nodes []core.Node) *index {
 func (ix *index) fill() {
 	nodes := ix.nodes
 	m, last := -1, ""
+	s := -1
 	for i := range nodes {
 		// Neighbouring nodes are mostly of one model: look the name up
 		// only when it changes.
@@ -63,7 +67,11 @@ func (ix *index) fill() {
 			m, last = ix.model(nodes[i].GPUModel), nodes[i].GPUModel
 		}
 		ix.nodeModel[i] = m
-		ix.modelMax[m] = max(ix.modelMax[m], len(nodes[i].GPUs))
+		// And of one hardware: look its shape up only when it changes.
+		if s < 0 || !sameHardware(&nodes[i], &nodes[i-1]) {
+			s = ix.shape(nodes[i].Hardware())
+		}
+		ix.shapes[s].GPUs = max(ix.shapes[s].GPUs, len(nodes[i].GPUs))
 		c := freeWhole(&nodes[i])
 		ix.nodeC[i] = c
 		ix.nodePos[i] = len(ix.whole[m][c])
@@ -76,13 +84,29 @@ func (ix *index) fill() {
 	}
 }
 
+// shape returns the index of hw in ix.shapes, adding it.
+func (ix *index) shape(hw core.Hardware) int {
+	s := slices.IndexFunc(ix.shapes, func(sh MachineShape) bool { return sh.Hardware == hw })
+	if s < 0 {
+		s = len(ix.shapes)
+		ix.shapes = append(ix.shapes, MachineShape{Hardware: hw})
+	}
+	return s
+}
+
+// sameHardware reports whether nodes a and b have the same hardware
+// (core.Node.Hardware), without building it.
+func sameHardware(a, b *core.Node) bool {
+	return a.GPUModel == b.GPUModel && a.GPUMemMiB == b.GPUMemMiB && a.SliceMilli == b.SliceMilli &&
+		a.Accelerator == b.Accelerator && a.Capability == b.Capability
+}
+
 func (ix *index) model(name string) int {
 	m, ok := ix.models[name]
 	if !ok {
 		m = len(ix.modelIDs)
 		ix.models[name] = m
 		ix.modelIDs = append(ix.modelIDs, name)
-		ix.modelMax = append(ix.modelMax, 0)
 		ix.whole = append(ix.whole, ix.wholeBuckets(m))
 		ix.partial = append(ix.partial, nil)
 	}

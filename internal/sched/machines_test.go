@@ -24,7 +24,7 @@ func TestSingleMachineRule(t *testing.T) {
 	job := func(gpus int) Unit {
 		return Unit{Job: &core.Job{ID: "j", Team: "t", Tier: core.TierCore, Submit: now, EstDuration: time.Hour, Request: core.Request{GPUs: gpus, MilliPerGPU: core.WholeGPU}}}
 	}
-	eight := MachineShapes{{GPUModel: "A100", GPUs: 4, GPUMemMiB: 81920}, {GPUModel: "A100", GPUs: 8, GPUMemMiB: 81920}}
+	eight := MachineShapes{{Hardware: core.Hardware{GPUModel: "A100", MemPerGPUMiB: 81920}, GPUs: 4}, {Hardware: core.Hardware{GPUModel: "A100", MemPerGPUMiB: 81920}, GPUs: 8}}
 	for _, tc := range []struct {
 		name     string
 		machines MachineShapes
@@ -33,7 +33,7 @@ func TestSingleMachineRule(t *testing.T) {
 	}{
 		{"8 GPUs, 8-GPU machines exist: waits for one", eight, 8, false},
 		{"8 GPUs, nodes alone decide: spans", nil, 8, true},
-		{"8 GPUs, 4-GPU machines only: spans", MachineShapes{{GPUModel: "A100", GPUs: 4}}, 8, true},
+		{"8 GPUs, 4-GPU machines only: spans", MachineShapes{{Hardware: core.Hardware{GPUModel: "A100"}, GPUs: 4}}, 8, true},
 		{"16 GPUs, larger than every machine: spans", eight, 16, true},
 	} {
 		nodes := []core.Node{mk("a"), mk("b"), mk("c"), mk("d")}

@@ -193,10 +193,11 @@ func less(a, b *cand) bool {
 	return a.node < b.node
 }
 
-// viable applies the per-node filters that the index does not encode.
+// viable applies the per-node filters that the index does not encode:
+// whether r may run on the node's hardware at all (core's one rule), and
+// the caller's.
 func (p *Placer) viable(n int, r *core.Request, allowed func(int) bool) bool {
-	node := &p.nodes[n]
-	if node.GPUMemMiB > 0 && r.MemPerGPUMiB > node.GPUMemMiB {
+	if !r.Admits(p.nodes[n].Hardware()) {
 		return false
 	}
 	return allowed == nil || allowed(n)
@@ -344,7 +345,7 @@ func (p *Placer) findGang(r *core.Request, allowed func(int) bool) ([]Part, bool
 // the tightest GPU that fits, for whole-GPU work the first empty ones.
 func (p *Placer) fitOn(n int, r *core.Request) []int {
 	node := &p.nodes[n]
-	if !modelAllowed(node, r) || node.GPUMemMiB > 0 && r.MemPerGPUMiB > node.GPUMemMiB || !hostFits(node, r, r.GPUs) {
+	if !r.Admits(node.Hardware()) || !hostFits(node, r, r.GPUs) {
 		return nil
 	}
 	if r.MilliPerGPU < core.WholeGPU && r.GPUs == 1 {
@@ -362,11 +363,5 @@ func (p *Placer) fitOn(n int, r *core.Request) []int {
 	return p.pickWhole(n, r)
 }
 
-// maxNodeGPUs returns the most GPUs any node of an allowed model has.
-func (p *Placer) maxNodeGPUs(r *core.Request) int {
-	best := 0
-	for _, m := range p.ix.allowedModels(r, p.modelBuf) {
-		best = max(best, p.ix.modelMax[m])
-	}
-	return best
-}
+// maxNodeGPUs returns the most GPUs any node r may run on has.
+func (p *Placer) maxNodeGPUs(r *core.Request) int { return p.ix.shapes.Largest(r) }

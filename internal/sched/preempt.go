@@ -264,7 +264,7 @@ func (p *pass) searchReclaim(u Unit) *victimSet {
 	var best *victimSet
 	for n := range p.pl.nodes {
 		node := &p.pl.nodes[n]
-		if !modelAllowed(node, r) || !p.preemptableNode(u, n) || len(p.onNode[n]) == 0 || !p.q.underGuarantee(u.Job.Team, node.GPUModel, u.Milli()) {
+		if !r.Admits(node.Hardware()) || !p.preemptableNode(u, n) || len(p.onNode[n]) == 0 || !p.q.underGuarantee(u.Job.Team, node.GPUModel, u.Milli()) {
 			continue
 		}
 		model := node.GPUModel
@@ -354,7 +354,7 @@ func (p *pass) reserve(u Unit) (Reservation, bool) {
 	found := false
 	for n := range p.pl.nodes {
 		node := &p.pl.nodes[n]
-		if !modelAllowed(node, r) || node.Spot && !u.Job.Interruptible || len(node.GPUs) < r.GPUs {
+		if !r.Admits(node.Hardware()) || node.Spot && !u.Job.Interruptible || len(node.GPUs) < r.GPUs {
 			continue
 		}
 		ends := p.ends[:0] // working space, reused from node to node

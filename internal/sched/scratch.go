@@ -110,7 +110,7 @@ func (ix *index) reset(nodes []core.Node, ps *placerScratch) {
 	clear(ix.models)
 	*ix = index{nodes: nodes, models: ix.models, whole: ix.whole[:0], partial: ix.partial[:0], nodeC: resize(ix.nodeC, len(nodes)), nodePos: resize(ix.nodePos, len(nodes)),
 		nodeModel: resize(ix.nodeModel, len(nodes)),
-		gpuFree:   ix.gpuFree, gpuPos: ix.gpuPos, modelIDs: ix.modelIDs[:0], modelMax: ix.modelMax[:0], pool: ps}
+		gpuFree:   ix.gpuFree, gpuPos: ix.gpuPos, modelIDs: ix.modelIDs[:0], shapes: ix.shapes[:0], pool: ps}
 	for i := range nodes {
 		ix.maxGPUs = max(ix.maxGPUs, len(nodes[i].GPUs))
 	}

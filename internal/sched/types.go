@@ -1,7 +1,6 @@
 package sched
 
 import (
-	"slices"
 	"strconv"
 	"time"
 
@@ -92,26 +91,21 @@ type State struct {
 
 // MachineShape is one kind of machine that can be rented.
 type MachineShape struct {
-	GPUModel  string
-	GPUs      int
-	GPUMemMiB int64
+	Hardware core.Hardware
+	GPUs     int
 }
 
 // MachineShapes lists the shapes of a catalog.
 type MachineShapes []MachineShape
 
-// Largest is the most GPUs one machine admissible for r has (allowed GPU
-// model, enough memory per GPU), or 0.
+// Largest is the most GPUs one machine admissible for r has (see
+// core.Request.Admits), or 0.
 func (ms MachineShapes) Largest(r *core.Request) int {
 	best := 0
 	for _, m := range ms {
-		if m.GPUs <= best || m.GPUMemMiB > 0 && r.MemPerGPUMiB > m.GPUMemMiB {
-			continue
+		if m.GPUs > best && r.Admits(m.Hardware) {
+			best = m.GPUs
 		}
-		if len(r.Models) > 0 && !slices.Contains(r.Models, m.GPUModel) {
-			continue
-		}
-		best = m.GPUs
 	}
 	return best
 }

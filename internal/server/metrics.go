@@ -66,22 +66,22 @@ func (m *metrics) observe(st *engine.State, d time.Duration) {
 	}
 	m.leases.Reset()
 	m.idleRate.Reset()
-	var paid, idle int
+	var paid, idle core.Milli // a quarter-GPU slice is 0.25 GPUs
 	for _, le := range st.Leases {
 		if le.State.Final() {
 			continue
 		}
 		m.leases.WithLabelValues(string(le.Mode)).Inc()
-		paid += le.Offer.GPUs
+		paid += le.Offer.CapMilli()
 		if le.State == core.LeaseReady && !busy[le.ID] {
-			idle += le.Offer.GPUs
+			idle += le.Offer.CapMilli()
 			if le.Plan != nil && le.Plan.Per.Seconds() > 0 {
 				perHour := float64(le.Plan.Price) / 1e6 * 3600 / float64(le.Plan.Per.Seconds())
 				m.idleRate.WithLabelValues(string(le.Offer.Currency)).Add(perHour)
 			}
 		}
 	}
-	m.gpusPaid.Set(float64(paid))
+	m.gpusPaid.Set(float64(paid) / float64(core.WholeGPU))
 	m.gpusAlloc.Set(float64(alloc))
-	m.idleGPUs.Set(float64(idle))
+	m.idleGPUs.Set(float64(idle) / float64(core.WholeGPU))
 }

@@ -27,7 +27,7 @@ func PriceBound(w *Workload, offers []core.Offer, tou *core.TimeOfUse) (core.Mic
 					continue
 				}
 				// Price per GPU-hour, exact to the micro.
-				perHour := core.MulDivHalfEven(int64(p.Price), 3600, p.Per.Seconds()*int64(o.GPUs))
+				perHour := core.MulDivHalfEven(int64(p.Price), 3600*int64(core.WholeGPU), p.Per.Seconds()*int64(o.CapMilli()))
 				mult := p.TimeOfUse.FloorBP()
 				if j.Deferrable || j.Tier == core.TierOffline {
 					mult = min(mult, minMult)

@@ -105,7 +105,7 @@ func peakFleet(w *Workload, offers []core.Offer, start time.Time) (map[string]in
 		model := ""
 		var bestPrice core.Micros
 		for m, o := range best {
-			if !allowed(j, m) || o.GPUs < min(j.Request.GPUs, o.GPUs) {
+			if !j.Request.Admits(o.Hardware()) || o.GPUs < min(j.Request.GPUs, o.GPUs) {
 				continue
 			}
 			if pr := perGPUOf(o, start); model == "" || pr < bestPrice || pr == bestPrice && m < model {
@@ -131,28 +131,19 @@ func peakFleet(w *Workload, offers []core.Offer, start time.Time) (map[string]in
 			cur += e.milli
 			peak = max(peak, cur)
 		}
-		per := int64(best[model].GPUs) * int64(core.WholeGPU)
+		per := int64(best[model].CapMilli())
 		out[model] = int((peak + per - 1) / per)
 	}
 	return out, nil
 }
 
-func perGPU(m core.Micros, o *core.Offer) core.Micros { return m / core.Micros(max(o.GPUs, 1)) }
+// perGPU is m per whole GPU of a machine of o (a slice's m / its share).
+func perGPU(m core.Micros, o *core.Offer) core.Micros {
+	return m * core.Micros(core.WholeGPU) / core.Micros(max(o.CapMilli(), 1))
+}
 
 func perGPUOf(o *core.Offer, start time.Time) core.Micros {
 	p, _ := o.Plan(core.Monthly)
 	b, _ := billing.Cost(p, billing.Span{Start: start, End: start})
 	return perGPU(b.Amount, o)
-}
-
-func allowed(j *core.Job, model string) bool {
-	if len(j.Request.Models) == 0 {
-		return true
-	}
-	for _, m := range j.Request.Models {
-		if m == model {
-			return true
-		}
-	}
-	return false
 }

@@ -149,7 +149,7 @@ func (r *Result) addLease(l *engine.Lease) {
 	}
 	r.Cost += b.Amount
 	r.CostByMode[l.Mode] += b.Amount
-	r.PaidMilliSec += int64(l.Offer.GPUs) * int64(core.WholeGPU) * b.Billed
+	r.PaidMilliSec += int64(l.Offer.CapMilli()) * b.Billed // a quarter-GPU slice pays 0.25 GPU-hours an hour
 }
 
 // SampleEvery is the least simulated time between two samples of the

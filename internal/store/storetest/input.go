@@ -109,6 +109,8 @@ func testBadInput(t *testing.T, open Opener) {
 		{"job: no submit time", withJob(func(j *core.Job) { j.Submit = time.Time{} }), "submit", ""},
 		{"job: submitted running", withJob(func(j *core.Job) { j.State = core.JobRunning }), "state", "running"},
 		{"job: empty model name", withJob(func(j *core.Job) { j.Request.Models = []string{""} }), "models[0]", ""},
+		{"job: unknown workload", withJob(func(j *core.Job) { j.Request.Workload = "serving" }), "workload", "serving"},
+		{"job: unknown accelerator", withJob(func(j *core.Job) { j.Request.Accelerators = []core.Accelerator{"cuda"} }), "accelerators[0]", "cuda"},
 		{"job: long idempotency key", func() error { _, _, err := s.Jobs().SubmitJob(c, job("y", "ml"), long); return err }, "idempotency_key", "-"},
 		{"get job: empty id", func() error { _, err := s.Jobs().GetJob(c, ""); return err }, "id", ""},
 		{"get team: empty id", func() error { _, err := s.Teams().GetTeam(c, ""); return err }, "id", ""},

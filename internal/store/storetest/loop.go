@@ -82,6 +82,12 @@ func fill(t *testing.T, v reflect.Value, path string, n *int) {
 	case *core.Tier:
 		*x = core.TierCore
 		return
+	case *core.Workload:
+		*x = core.Inference
+		return
+	case *core.Accelerator:
+		*x = core.Accelerators[i%len(core.Accelerators)] // distinct in a list: a job names each family once
+		return
 	case **core.Job, **core.Offer, **core.PricePlan:
 		return // set by the caller
 	}

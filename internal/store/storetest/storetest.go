@@ -113,7 +113,8 @@ func team(id string) core.Team {
 func job(id, team string) core.Job {
 	return core.Job{ID: id, Team: team, User: "alice", Tier: core.TierRegular,
 		Request: core.Request{GPUs: 2, MilliPerGPU: core.WholeGPU, MemPerGPUMiB: 40_000, Models: []string{"H100", "A100"},
-			Throughput: map[string]int64{"H100": 300, "A100": 120}, CPUMilli: 8000, MemMiB: 64_000},
+			Throughput: map[string]int64{"H100": 300, "A100": 120}, CPUMilli: 8000, MemMiB: 64_000,
+			Workload: core.Training, Accelerators: []core.Accelerator{core.NVIDIA, core.AMD}},
 		EstDuration: 90 * time.Minute, Deadline: at(24 * 60), Interruptible: true, CheckpointInterval: 10 * time.Minute,
 		Command: []string{"python", "train.py", "--epochs=3"}, Image: "ghcr.io/acme/train:1", Submit: t0}
 }

@@ -18,7 +18,7 @@ const finalJobStates = `('succeeded', 'failed', 'cancelled')`
 
 const jobCols = `seq, id, team_id, user_name, tier, state, state_at, gpus, milli_per_gpu, mem_per_gpu_mib,
 	models, throughput, cpu_milli, mem_mib, shards, est_duration_ns, deadline, interruptible, may_defer,
-	checkpoint_interval_ns, command, image, submit_at, idem_key`
+	checkpoint_interval_ns, command, image, submit_at, idem_key, workload, accelerators`
 
 // scanJob scans jobCols and then extra.
 func scanJob(r interface{ Scan(...any) error }, extra ...any) (store.Job, int64, error) {
@@ -26,10 +26,11 @@ func scanJob(r interface{ Scan(...any) error }, extra ...any) (store.Job, int64,
 		j                                       store.Job
 		seq, milli, est, ckpt                   int64
 		tier, state, models, tput, command, key string
+		workload, accels                        string
 	)
 	dest := []any{&seq, &j.ID, &j.Team, &j.User, &tier, &state, T(&j.StateAt), &j.Request.GPUs, &milli, &j.Request.MemPerGPUMiB,
 		&models, &tput, &j.Request.CPUMilli, &j.Request.MemMiB, &j.Shards, &est, T(&j.Deadline), &j.Interruptible, &j.Deferrable,
-		&ckpt, &command, &j.Image, T(&j.Submit), S(&key)}
+		&ckpt, &command, &j.Image, T(&j.Submit), S(&key), &workload, &accels}
 	err := r.Scan(append(dest, extra...)...)
 	if err != nil {
 		return j, 0, err
@@ -44,6 +45,10 @@ func scanJob(r interface{ Scan(...any) error }, extra ...any) (store.Job, int64,
 	}
 	if err := unmarshal(command, &j.Command); err != nil {
 		return j, 0, fmt.Errorf("job %q: command: %w", j.ID, err)
+	}
+	j.Request.Workload = core.Workload(workload)
+	if err := unmarshal(accels, &j.Request.Accelerators); err != nil {
+		return j, 0, fmt.Errorf("job %q: accelerators: %w", j.ID, err)
 	}
 	return j, seq, nil
 }
@@ -84,12 +89,12 @@ func (o *ops) SubmitJob(ctx context.Context, j core.Job, key string) (store.Job,
 		var seq int64
 		err := q.QueryRow(ctx, `INSERT INTO jobs (id, team_id, user_name, tier, state, state_at, gpus, milli_per_gpu, mem_per_gpu_mib,
 			models, throughput, cpu_milli, mem_mib, shards, est_duration_ns, deadline, interruptible, may_defer,
-			checkpoint_interval_ns, command, image, submit_at, idem_key, fingerprint)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)
+			checkpoint_interval_ns, command, image, submit_at, idem_key, fingerprint, workload, accelerators)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)
 			ON CONFLICT (team_id, idem_key) DO NOTHING RETURNING seq`,
 			j.ID, j.Team, j.User, string(j.Tier), string(j.State), o.t(j.Submit), r.GPUs, int64(r.MilliPerGPU), r.MemPerGPUMiB,
 			marshal(r.Models), marshal(r.Throughput), r.CPUMilli, r.MemMiB, j.Shards, int64(j.EstDuration), o.t(j.Deadline),
-			j.Interruptible, j.Deferrable, int64(j.CheckpointInterval), marshal(j.Command), j.Image, o.t(j.Submit), nullStr(key), fpArg(key, fp)).Scan(&seq)
+			j.Interruptible, j.Deferrable, int64(j.CheckpointInterval), marshal(j.Command), j.Image, o.t(j.Submit), nullStr(key), fpArg(key, fp), string(r.Workload), marshal(r.Accelerators)).Scan(&seq)
 		switch {
 		case errors.Is(err, ErrNoRows):
 			// The key was used before: the same request gets the first job.
