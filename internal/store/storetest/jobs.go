@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/store"
 )
@@ -220,5 +222,47 @@ func testJobStates(t *testing.T, open Opener) {
 	ok(t, err, "units of c")
 	if us[0].State != core.JobPending {
 		t.Errorf("cancel changed the unit to %s; the loop stops units", us[0].State)
+	}
+}
+
+// testWideJob: a job of many shards gets every unit, pending since its
+// submission, in shard order, and submitting it allocates no more than
+// submitting a job of one shard: the units are made by the database, not
+// built a row at a time in memory.
+func testWideJob(t *testing.T, open Opener) {
+	s := open(t)
+	c := ctx(t)
+	setupTeams(t, s, "ml")
+	const wide = 20_000
+	n := 0
+	allocs := func(shards int) float64 {
+		return testing.AllocsPerRun(2, func() {
+			n++
+			j := job(fmt.Sprintf("w%d", n), "ml")
+			j.Shards = shards
+			submit(t, s, j)
+		})
+	}
+	one, many := allocs(1), allocs(wide)
+	// The slack is for the driver's own bookkeeping, which varies a little
+	// from call to call; a row's worth of arguments would be 20,000 times.
+	if many > one+200 {
+		t.Errorf("submitting %d shards allocated %.0f times, one shard %.0f: want about the same", wide, many, one)
+	}
+	id := fmt.Sprintf("w%d", n)
+	us, err := s.Units().ListUnits(c, id)
+	ok(t, err, "units of "+id)
+	if len(us) != wide {
+		t.Fatalf("%s has %d units, want %d", id, len(us), wide)
+	}
+	for i, u := range us {
+		if want := (store.Unit{JobID: id, Shard: i, State: core.JobPending, Since: t0}); !cmp.Equal(want, u) {
+			t.Fatalf("unit %d: %s", i, cmp.Diff(want, u))
+		}
+	}
+	live, err := s.Units().ListLiveUnits(c)
+	ok(t, err, "live units")
+	if want := 3*wide + 3; len(live) != want {
+		t.Errorf("%d live units, want %d", len(live), want)
 	}
 }

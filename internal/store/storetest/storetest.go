@@ -31,6 +31,7 @@ func Run(t *testing.T, open Opener) {
 		{"Jobs", testJobs},
 		{"Idempotency", testIdempotency},
 		{"JobStates", testJobStates},
+		{"WideJob", testWideJob},
 		{"Units", testUnits},
 		{"Leases", testLeases},
 		{"LeaseTransitions", testLeaseTransitions},
