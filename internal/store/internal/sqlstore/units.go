@@ -29,20 +29,36 @@ func partsJSON(ps []store.Part) string {
 	return marshal(docs)
 }
 
-func scanUnit(r interface{ Scan(...any) error }) (store.Unit, error) {
-	var (
-		u     store.Unit
-		state string
-		parts string
-		done  int64
-	)
-	if err := r.Scan(&u.JobID, &u.Shard, &state, &parts, T(&u.Start), T(&u.LastCheckpoint), &done, T(&u.Since),
-		T(&u.DeferredUntil), &u.Reclaims, &u.Preemptions, &u.NoSpot, &u.LostMilliSeconds, T(&u.End)); err != nil {
-		return u, err
+// unitScan scans unitCols into u through scanners made once, so that a
+// listing of many units does not allocate them for every row.
+type unitScan struct {
+	u     store.Unit
+	state string
+	parts string
+	done  int64
+	dest  []any
+}
+
+func newUnitScan() *unitScan {
+	s := &unitScan{}
+	u := &s.u
+	s.dest = []any{&u.JobID, &u.Shard, &s.state, &s.parts, T(&u.Start), T(&u.LastCheckpoint), &s.done, T(&u.Since),
+		T(&u.DeferredUntil), &u.Reclaims, &u.Preemptions, &u.NoSpot, &u.LostMilliSeconds, T(&u.End)}
+	return s
+}
+
+// scan reads the row r holds.
+func (s *unitScan) scan(r interface{ Scan(...any) error }) (store.Unit, error) {
+	if err := r.Scan(s.dest...); err != nil {
+		return store.Unit{}, err
 	}
-	u.State, u.Done = core.JobState(state), time.Duration(done)
+	u := s.u
+	u.State, u.Done = core.JobState(s.state), time.Duration(s.done)
+	if s.parts == "null" {
+		return u, nil // not running: most units, and no JSON to decode
+	}
 	var docs []partDoc
-	if err := unmarshal(parts, &docs); err != nil {
+	if err := unmarshal(s.parts, &docs); err != nil {
 		return u, fmt.Errorf("unit %s#%d: parts: %w", u.JobID, u.Shard, err)
 	}
 	if docs != nil {
@@ -117,8 +133,9 @@ func (o *ops) units(ctx context.Context, sql string, a ...any) ([]store.Unit, er
 	}
 	defer rows.Close()
 	var out []store.Unit
+	sc := newUnitScan()
 	for rows.Next() {
-		u, err := scanUnit(rows)
+		u, err := sc.scan(rows)
 		if err != nil {
 			return nil, err
 		}
