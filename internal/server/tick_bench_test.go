@@ -90,7 +90,7 @@ func benchTick(b *testing.B, st store.Store, n int) {
 
 // cpuTime is the CPU time (user and system) this process has used: with
 // wall time it tells waiting on the database from working.
-func cpuTime(b *testing.B) time.Duration {
+func cpuTime(b testing.TB) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		b.Fatal(err)

@@ -44,6 +44,49 @@ func (u *Unit) Engine(job *core.Job) *engine.Unit {
 	return out
 }
 
+// Baseline is the stored form of the units a loop loaded, so that it
+// writes back only the units a tick changed: a long queue of pending
+// units that nothing touched costs no write at all. It holds the units by
+// pointer, so a unit the engine prunes from State.Units is still compared
+// (and its final state written).
+type Baseline struct {
+	units []*engine.Unit
+	was   []Unit
+}
+
+// NewBaseline records units as they are now (as loaded, before any
+// change).
+func NewBaseline(units []*engine.Unit) *Baseline {
+	b := &Baseline{units: slices.Clone(units), was: make([]Unit, len(units))}
+	for i, u := range units {
+		b.was[i] = UnitFromEngine(u)
+	}
+	return b
+}
+
+// Changed returns the stored form of every unit that differs from its
+// baseline, in the order the baseline has them.
+func (b *Baseline) Changed() []Unit {
+	var out []Unit
+	for i, u := range b.units {
+		if now := UnitFromEngine(u); !sameUnit(&now, &b.was[i]) {
+			out = append(out, now)
+		}
+	}
+	return out
+}
+
+// sameUnit reports whether a and b store the same row. Times compare as
+// instants (a loaded time has no monotonic reading, a fresh one may).
+func sameUnit(a, b *Unit) bool {
+	return a.JobID == b.JobID && a.Shard == b.Shard && a.State == b.State &&
+		a.Start.Equal(b.Start) && a.LastCheckpoint.Equal(b.LastCheckpoint) && a.Done == b.Done && a.Since.Equal(b.Since) &&
+		a.DeferredUntil.Equal(b.DeferredUntil) && a.Reclaims == b.Reclaims && a.Preemptions == b.Preemptions &&
+		a.NoSpot == b.NoSpot && a.LostMilliSeconds == b.LostMilliSeconds && a.End.Equal(b.End) &&
+		(a.Parts == nil) == (b.Parts == nil) &&
+		slices.EqualFunc(a.Parts, b.Parts, func(p, q Part) bool { return p.LeaseID == q.LeaseID && slices.Equal(p.GPUs, q.GPUs) })
+}
+
 // LeaseFromEngine returns what the store keeps of l; Requested is left
 // for the caller (it is set once, by CreateLease, and never changes).
 func LeaseFromEngine(l *engine.Lease) Lease {
