@@ -61,7 +61,7 @@ func benchTick(b *testing.B, st store.Store, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := st.Teams().CreateTeam(ctx, core.Team{ID: "a", Name: "a", Weight: 1}); err != nil {
+	if err := st.Teams().CreateTeam(ctx, core.Team{ID: "a", Name: "a", Weight: 1, UnitLimit: core.MaxUnitLimit}); err != nil {
 		b.Fatal(err)
 	}
 	j := core.Job{ID: "big", Team: "a", Tier: core.TierRegular, Shards: n, Request: core.Request{GPUs: 1, MilliPerGPU: core.WholeGPU},

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -264,5 +265,55 @@ func testWideJob(t *testing.T, open Opener) {
 	ok(t, err, "live units")
 	if want := 3*wide + 3; len(live) != want {
 		t.Errorf("%d live units, want %d", len(live), want)
+	}
+}
+
+// testUnitLimit: a new job whose units would take its team's unfinished
+// jobs past the team's unit limit is refused (field shards, the value,
+// what is left), nothing of it stored; an idempotent retry of an accepted
+// job still gets it; a finished job frees its units; 0 is the default.
+func testUnitLimit(t *testing.T, open Opener) {
+	s := open(t)
+	c := ctx(t)
+	small := team("small")
+	small.UnitLimit = 10
+	ok(t, s.Teams().CreateTeam(c, small), "create team small")
+	dflt := team("dflt")
+	dflt.UnitLimit = 0
+	ok(t, s.Teams().CreateTeam(c, dflt), "create team dflt")
+	sharded := func(id, team string, shards int) core.Job {
+		j := job(id, team)
+		j.Shards = shards
+		return j
+	}
+	_, _, err := s.Jobs().SubmitJob(c, sharded("a", "small", 6), "key-a")
+	ok(t, err, "6 of 10 units")
+	submit(t, s, sharded("b", "small", 0)) // one unit
+	_, _, err = s.Jobs().SubmitJob(c, sharded("c", "small", 4), "")
+	wantField(t, err, "shards", "4", "4 more units with 7 of 10 unfinished")
+	if err == nil || !strings.Contains(err.Error(), "at most 3 units") || !strings.Contains(err.Error(), "unit_limit 10") {
+		t.Errorf("refusal %v: want it to say what is left (3) and the limit (10)", err)
+	}
+	_, err = s.Jobs().GetJob(c, "c")
+	wantErr(t, err, store.ErrNotFound, "refused job stored")
+	got, created, err := s.Jobs().SubmitJob(c, sharded("a2", "small", 6), "key-a")
+	ok(t, err, "retry of a with its key while the team is near its limit")
+	if created || got.ID != "a" {
+		t.Errorf("retry of a: job %q created %v, want a, not created", got.ID, created)
+	}
+	submit(t, s, sharded("c", "small", 3))
+	_, _, err = s.Jobs().SubmitJob(c, sharded("d", "small", 0), "")
+	wantField(t, err, "shards", "0", "one unit more with 10 of 10 unfinished")
+	_, err = s.Jobs().CancelJob(c, "a", at(5))
+	ok(t, err, "cancel a")
+	submit(t, s, sharded("d", "small", 6))
+
+	_, _, err = s.Jobs().SubmitJob(c, sharded("e", "dflt", core.DefaultUnitLimit+1), "")
+	wantField(t, err, "shards", fmt.Sprint(core.DefaultUnitLimit+1), "one unit past the default limit")
+	submit(t, s, sharded("e", "dflt", core.DefaultUnitLimit))
+	got2, err := s.Teams().GetTeam(c, "dflt")
+	ok(t, err, "get dflt")
+	if got2.UnitLimit != 0 || got2.Units() != core.DefaultUnitLimit {
+		t.Errorf("team dflt: unit limit %d (in effect %d), want 0 (%d)", got2.UnitLimit, got2.Units(), core.DefaultUnitLimit)
 	}
 }

@@ -109,6 +109,9 @@ func (o *ops) SubmitJob(ctx context.Context, j core.Job, key string) (store.Job,
 			return o.fail(err, "submit job %q", j.ID)
 		}
 		created = true
+		if err := o.checkUnitLimit(ctx, q, &j); err != nil {
+			return err
+		}
 		return o.insertUnits(ctx, q, &j)
 	})
 	if err != nil {
@@ -123,6 +126,29 @@ func fpArg(key string, fp [32]byte) any {
 		return nil
 	}
 	return fp[:]
+}
+
+// checkUnitLimit refuses j, just inserted, when its team's unfinished
+// jobs (j among them) would have more units than the team's unit limit.
+// Only a new job is checked, so that an idempotent retry of an accepted
+// one still gets it. The no-op UPDATE locks the team's row: concurrent
+// submissions of one team count one after the other.
+func (o *ops) checkUnitLimit(ctx context.Context, q Querier, j *core.Job) error {
+	var limit, units int64
+	if err := q.QueryRow(ctx, `UPDATE teams SET unit_limit = unit_limit WHERE id = $1 RETURNING unit_limit`, j.Team).Scan(&limit); err != nil {
+		return o.fail(one(err, "team", j.Team), "submit job %q", j.ID)
+	}
+	t := core.Team{UnitLimit: limit}
+	if err := q.QueryRow(ctx, `SELECT COALESCE(SUM(CASE WHEN shards > 1 THEN shards ELSE 1 END), 0) FROM jobs
+		WHERE team_id = $1 AND state NOT IN `+finalJobStates, j.Team).Scan(&units); err != nil {
+		return o.fail(err, "submit job %q: count the team's units", j.ID)
+	}
+	if units > t.Units() {
+		n := int64(max(j.Shards, 1))
+		return fmt.Errorf("submit job %q: %w", j.ID, &core.FieldError{Field: "shards", Value: fmt.Sprint(j.Shards),
+			Allowed: fmt.Sprintf("at most %d units for team %q now: its unfinished jobs have %d of its unit_limit %d", max(t.Units()-(units-n), 0), j.Team, units-n, t.Units())})
+	}
+	return nil
 }
 
 // insertUnits creates the job's units, pending since its submission, in
