@@ -25,7 +25,16 @@ import (
 // timed tick is 5 s of the loop's clock after the last, as in service.
 //
 //	go test ./internal/server -run '^$' -bench TickPending -benchtime 3x -cpuprofile cpu.out
-func BenchmarkTickPending(b *testing.B) {
+func BenchmarkTickPending(b *testing.B) { benchStores(b, false) }
+
+// BenchmarkTickCancel measures the tick after a job of n pending shards
+// is cancelled: every unit changes and has an event, the most a tick
+// writes for one job.
+//
+//	go test ./internal/server -run '^$' -bench TickCancel -benchtime 1x
+func BenchmarkTickCancel(b *testing.B) { benchStores(b, true) }
+
+func benchStores(b *testing.B, cancel bool) {
 	stores := []struct {
 		name string
 		open func(b *testing.B) store.Store
@@ -48,12 +57,12 @@ func BenchmarkTickPending(b *testing.B) {
 	}
 	for _, s := range stores {
 		for _, n := range []int{1_000, 10_000, 100_000} {
-			b.Run(fmt.Sprintf("%s/%d", s.name, n), func(b *testing.B) { benchTick(b, s.open(b), n) })
+			b.Run(fmt.Sprintf("%s/%d", s.name, n), func(b *testing.B) { benchTick(b, s.open(b), n, cancel) })
 		}
 	}
 }
 
-func benchTick(b *testing.B, st store.Store, n int) {
+func benchTick(b *testing.B, st store.Store, n int, cancel bool) {
 	b.Cleanup(func() { st.Close() })
 	ctx := context.Background()
 	clk := clock.NewManual(t0)
@@ -64,28 +73,46 @@ func benchTick(b *testing.B, st store.Store, n int) {
 	if err := st.Teams().CreateTeam(ctx, core.Team{ID: "a", Name: "a", Weight: 1, UnitLimit: core.MaxUnitLimit}); err != nil {
 		b.Fatal(err)
 	}
-	j := core.Job{ID: "big", Team: "a", Tier: core.TierRegular, Shards: n, Request: core.Request{GPUs: 1, MilliPerGPU: core.WholeGPU},
-		EstDuration: time.Hour, Submit: t0}
-	if _, _, err := st.Jobs().SubmitJob(ctx, j, ""); err != nil {
-		b.Fatal(err)
-	}
 	loop, err := NewLoop(Config{Store: st, Provider: cloud, Offers: hourly(), Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := loop.Tick(ctx); err != nil {
-		b.Fatal(err)
-	}
-	cpu0 := cpuTime(b)
-	b.ResetTimer()
-	for range b.N {
-		clk.Advance(DefaultTick)
+	// queue submits a job of n shards and runs the tick that first sees it.
+	queue := func(id string) {
+		j := core.Job{ID: id, Team: "a", Tier: core.TierRegular, Shards: n, Request: core.Request{GPUs: 1, MilliPerGPU: core.WholeGPU},
+			EstDuration: time.Hour, Submit: clk.Now()}
+		if _, _, err := st.Jobs().SubmitJob(ctx, j, ""); err != nil {
+			b.Fatal(err)
+		}
 		if err := loop.Tick(ctx); err != nil {
 			b.Fatal(err)
 		}
+		clk.Advance(DefaultTick)
+	}
+	if !cancel {
+		queue("big")
+	}
+	b.ResetTimer()
+	var cpu time.Duration
+	for i := range b.N {
+		if cancel {
+			b.StopTimer()
+			id := fmt.Sprintf("big-%d", i)
+			queue(id)
+			if _, err := st.Jobs().CancelJob(ctx, id, clk.Now()); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+		cpu0 := cpuTime(b)
+		if err := loop.Tick(ctx); err != nil {
+			b.Fatal(err)
+		}
+		cpu += cpuTime(b) - cpu0
+		clk.Advance(DefaultTick)
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N)/1e6, "cpu-ms/op")
+	b.ReportMetric(float64(cpu)/float64(b.N)/1e6, "cpu-ms/op")
 }
 
 // cpuTime is the CPU time (user and system) this process has used: with
