@@ -266,6 +266,35 @@ func testWideJob(t *testing.T, open Opener) {
 	if want := 3*wide + 3; len(live) != want {
 		t.Errorf("%d live units, want %d", len(live), want)
 	}
+
+	// Saving them all is all or none, however many statements a backend
+	// sends at a time.
+	for i := range us {
+		us[i].Since = at(9)
+	}
+	ok(t, s.Units().SaveUnits(c, us...), "save every unit")
+	for i := range us {
+		us[i].Since = at(10)
+	}
+	wantErr(t, s.Units().SaveUnits(c, append(us, store.Unit{JobID: id, Shard: wide, State: core.JobPending})...), store.ErrNotFound, "save every unit and one beyond the shards")
+	got, err := s.Units().ListUnits(c, id)
+	ok(t, err, "units of "+id+" after the failed save")
+	for i, u := range got {
+		if !u.Since.Equal(at(9)) {
+			t.Fatalf("unit %d pending since %v after a save that failed, want %v", i, u.Since, at(9))
+		}
+	}
+	events := make([]core.Event, 2500)
+	for i := range events {
+		events[i] = core.Event{At: at(11), Kind: "unit.cancelled", Subject: fmt.Sprintf("%s#%d", id, i), Reason: "its job was cancelled"}
+	}
+	seqs, err := s.Events().AppendEvents(c, events...)
+	ok(t, err, "append an event per unit")
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] <= seqs[i-1] {
+			t.Fatalf("event %d has seq %d after %d: want increasing, in the order given", i, seqs[i], seqs[i-1])
+		}
+	}
 }
 
 // testUnitLimit: a new job whose units would take its team's unfinished

@@ -77,20 +77,28 @@ func (o *ops) SaveUnits(ctx context.Context, units ...store.Unit) error {
 			return fmt.Errorf("save units: %w", err)
 		}
 	}
+	stmts := make([]Stmt, len(units))
+	for i := range units {
+		u := &units[i]
+		stmts[i] = Stmt{`UPDATE job_units SET state = $3, parts = $4, start_at = $5, last_checkpoint_at = $6, done_ns = $7,
+			since_at = $8, deferred_until = $9, reclaims = $10, preemptions = $11, no_spot = $12, lost_milli_seconds = $13, end_at = $14
+			WHERE job_id = $1 AND shard = $2 AND (state = $3 OR state NOT IN ` + finalJobStates + `)`,
+			[]any{u.JobID, u.Shard, string(u.State), partsJSON(u.Parts), o.t(u.Start), o.t(u.LastCheckpoint), int64(u.Done),
+				o.t(u.Since), o.t(u.DeferredUntil), u.Reclaims, u.Preemptions, u.NoSpot, u.LostMilliSeconds, o.t(u.End)}}
+	}
 	return o.atomic(ctx, func(q Querier) error {
+		// One statement per unit, sent many at a time: a tick that
+		// changes every unit of a long queue is not a round trip each.
+		n, failed, err := execBatch(ctx, q, stmts)
+		if err != nil {
+			u := &units[failed]
+			return o.fail(err, "save unit %s#%d", u.JobID, u.Shard)
+		}
 		for i := range units {
-			u := &units[i]
-			n, err := q.Exec(ctx, `UPDATE job_units SET state = $3, parts = $4, start_at = $5, last_checkpoint_at = $6, done_ns = $7,
-				since_at = $8, deferred_until = $9, reclaims = $10, preemptions = $11, no_spot = $12, lost_milli_seconds = $13, end_at = $14
-				WHERE job_id = $1 AND shard = $2 AND (state = $3 OR state NOT IN `+finalJobStates+`)`,
-				u.JobID, u.Shard, string(u.State), partsJSON(u.Parts), o.t(u.Start), o.t(u.LastCheckpoint), int64(u.Done),
-				o.t(u.Since), o.t(u.DeferredUntil), u.Reclaims, u.Preemptions, u.NoSpot, u.LostMilliSeconds, o.t(u.End))
-			if err != nil {
-				return o.fail(err, "save unit %s#%d", u.JobID, u.Shard)
-			}
-			if n > 0 {
+			if n[i] > 0 {
 				continue
 			}
+			u := &units[i]
 			var state string
 			if err := q.QueryRow(ctx, `SELECT state FROM job_units WHERE job_id = $1 AND shard = $2`, u.JobID, u.Shard).Scan(&state); err != nil {
 				return fmt.Errorf("save units: %w", one(err, "unit", fmt.Sprintf("%s#%d", u.JobID, u.Shard)))
