@@ -27,7 +27,7 @@ func (l *Loop) Tick(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("tick: %w", err)
 	}
-	base := store.NewBaseline(st.Units)
+	base := store.NewBaseline(st)
 	st.Offers = l.cfg.Offers
 	if st.Spent == nil {
 		st.Spent = map[string]core.Micros{}
@@ -144,8 +144,9 @@ func (l *Loop) Tick(ctx context.Context) error {
 		released[r.LeaseID] = true
 	}
 
-	// Persist the decisions, then act: only the units this tick changed
-	// are written, so a queue nothing touched costs no write.
+	// Persist the decisions, then act: only the units and leases this
+	// tick changed are written, so a queue or a fleet nothing touched
+	// costs no write.
 	jobs := jobStates(st)
 	units := base.Changed()
 	err = l.cfg.Store.Tx(ctx, func(tx store.Tx) error {
@@ -161,6 +162,9 @@ func (l *Loop) Tick(ctx context.Context) error {
 				if err := tx.Leases().CreateLease(ctx, sl); err != nil {
 					return err
 				}
+				continue
+			}
+			if !base.LeaseChanged(le) {
 				continue
 			}
 			if err := tx.Leases().UpdateLease(ctx, sl); err != nil {

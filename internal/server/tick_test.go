@@ -10,22 +10,34 @@ import (
 	"github.com/gpufleet/gpufleet/internal/store/sqlite"
 )
 
-// countingStore counts the units written through its transactions.
+// countingStore counts the units and lease updates written through its
+// transactions.
 type countingStore struct {
 	store.Store
-	saved *int
+	saved, leases *int
 }
 
 func (s countingStore) Tx(ctx context.Context, fn func(tx store.Tx) error) error {
-	return s.Store.Tx(ctx, func(tx store.Tx) error { return fn(countingTx{tx, s.saved}) })
+	return s.Store.Tx(ctx, func(tx store.Tx) error { return fn(countingTx{tx, s.saved, s.leases}) })
 }
 
 type countingTx struct {
 	store.Tx
-	saved *int
+	saved, leases *int
 }
 
-func (t countingTx) Units() store.Units { return countingUnits{t.Tx.Units(), t.saved} }
+func (t countingTx) Units() store.Units   { return countingUnits{t.Tx.Units(), t.saved} }
+func (t countingTx) Leases() store.Leases { return countingLeases{t.Tx.Leases(), t.leases} }
+
+type countingLeases struct {
+	store.Leases
+	updated *int
+}
+
+func (l countingLeases) UpdateLease(ctx context.Context, le store.Lease) error {
+	*l.updated++
+	return l.Leases.UpdateLease(ctx, le)
+}
 
 type countingUnits struct {
 	store.Units
@@ -37,26 +49,38 @@ func (u countingUnits) SaveUnits(ctx context.Context, units ...store.Unit) error
 	return u.Units.SaveUnits(ctx, units...)
 }
 
-// TestTickWritesOnlyChangedUnits: a tick writes the units it changed and
-// no other, so a queue that waits for machines costs no write per tick;
-// what is written is still every change (the job runs to the end).
+// TestTickWritesOnlyChangedUnits: a tick writes the units and leases it
+// changed and no other, so a queue that waits for machines costs no write
+// per tick; what is written is still every change (the job runs to the
+// end).
 func TestTickWritesOnlyChangedUnits(t *testing.T) {
-	var saved int
+	var saved, leases int
 	path := t.TempDir() + "/loop.db"
 	w := newWorldOn(t, func() (store.Store, error) {
 		s, err := sqlite.Open(context.Background(), path, sqlite.Options{})
-		return countingStore{s, &saved}, err
+		return countingStore{s, &saved, &leases}, err
 	})
 	const shards = 20
-	j := core.Job{ID: "wide", Team: "a", Tier: core.TierRegular, Shards: shards, Request: core.Request{GPUs: 1, MilliPerGPU: core.WholeGPU},
+	j := core.Job{ID: "wide", Team: "a", Tier: core.TierCore, Shards: shards, Request: core.Request{GPUs: 1, MilliPerGPU: core.WholeGPU},
 		EstDuration: 30 * time.Minute, Submit: w.clk.Now()}
 	if _, _, err := w.st.Jobs().SubmitJob(context.Background(), j, ""); err != nil {
 		t.Fatal(err)
 	}
-	// The machines take 2 minutes: meanwhile the queue waits unchanged.
-	w.run(time.Minute)
+	// Core work waits a minute for free machines before more are rented,
+	// and the machines take 2 minutes: meanwhile neither the queue nor the
+	// machines on their way change.
+	w.run(time.Minute + DefaultTick)
 	if saved != 0 {
-		t.Errorf("a minute of ticks while %d units wait for machines wrote %d units, want 0", shards, saved)
+		t.Errorf("a minute of ticks while %d units wait wrote %d units, want 0", shards, saved)
+	}
+	rented := len(w.leases())
+	if rented == 0 {
+		t.Fatal("no machine rented for the queue after a minute")
+	}
+	leases = 0
+	w.run(time.Minute)
+	if saved != 0 || leases != 0 {
+		t.Errorf("a minute of ticks while %d units wait for %d machines wrote %d units and updated %d leases, want none", shards, rented, saved, leases)
 	}
 	w.run(3 * time.Hour)
 	// Each unit is written when placed and when it succeeds.

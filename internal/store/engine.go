@@ -44,24 +44,49 @@ func (u *Unit) Engine(job *core.Job) *engine.Unit {
 	return out
 }
 
-// Baseline is the stored form of the units a loop loaded, so that it
-// writes back only the units a tick changed: a long queue of pending
-// units that nothing touched costs no write at all. It holds the units by
-// pointer, so a unit the engine prunes from State.Units is still compared
-// (and its final state written).
+// Baseline is the stored form of the units and leases a loop loaded, so
+// that it writes back only the rows a tick changed: a long queue of
+// pending units, or a fleet, that nothing touched costs no write at all.
+// It holds units and leases by pointer, so a unit the engine prunes from
+// State.Units is still compared (and its final state written).
 type Baseline struct {
-	units []*engine.Unit
-	was   []Unit
+	units     []*engine.Unit
+	was       []Unit
+	leasesWas map[*engine.Lease]Lease
 }
 
-// NewBaseline records units as they are now (as loaded, before any
-// change).
-func NewBaseline(units []*engine.Unit) *Baseline {
-	b := &Baseline{units: slices.Clone(units), was: make([]Unit, len(units))}
-	for i, u := range units {
+// NewBaseline records st's units and leases as they are now (as loaded,
+// before any change).
+func NewBaseline(st *engine.State) *Baseline {
+	b := &Baseline{units: slices.Clone(st.Units), was: make([]Unit, len(st.Units)), leasesWas: make(map[*engine.Lease]Lease, len(st.Leases))}
+	for i, u := range st.Units {
 		b.was[i] = UnitFromEngine(u)
 	}
+	for _, l := range st.Leases {
+		b.leasesWas[l] = LeaseFromEngine(l)
+	}
 	return b
+}
+
+// LeaseChanged reports whether l's stored form differs from its
+// baseline; a lease the baseline does not have is changed.
+func (b *Baseline) LeaseChanged(l *engine.Lease) bool {
+	was, ok := b.leasesWas[l]
+	if !ok {
+		return true
+	}
+	now := LeaseFromEngine(l)
+	return !sameLease(&now, &was)
+}
+
+// sameLease reports whether a and b store the same lease row, times
+// compared as instants.
+func sameLease(a, b *Lease) bool {
+	x, y := a.Lease, b.Lease
+	return x.ID == y.ID && x.OfferID == y.OfferID && x.Mode == y.Mode && x.Start.Equal(y.Start) && x.CommittedEnd.Equal(y.CommittedEnd) &&
+		x.End.Equal(y.End) && x.State == y.State && x.ClientToken == y.ClientToken && x.ProviderID == y.ProviderID &&
+		a.Requested.Equal(b.Requested) && a.ReadyAt.Equal(b.ReadyAt) && a.ReclaimAt.Equal(b.ReclaimAt) && a.IdleSince.Equal(b.IdleSince) &&
+		slices.Equal(a.For, b.For)
 }
 
 // Changed returns the stored form of every unit that differs from its

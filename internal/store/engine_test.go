@@ -49,7 +49,7 @@ func TestBaselineChanged(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			other, u := unit(), unit()
-			b := NewBaseline([]*engine.Unit{other, u})
+			b := NewBaseline(&engine.State{Units: []*engine.Unit{other, u}})
 			tc.change(u)
 			var want []Unit
 			if tc.changed {
@@ -59,5 +59,44 @@ func TestBaselineChanged(t *testing.T) {
 				t.Errorf("Changed() (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestBaselineLeaseChanged: a change to any field the store keeps of a
+// lease makes it changed, a lease not loaded is changed, and nothing
+// else is.
+func TestBaselineLeaseChanged(t *testing.T) {
+	at := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	lease := func() *engine.Lease {
+		return &engine.Lease{Lease: core.Lease{ID: "L1", OfferID: "o", Mode: core.OnDemand, Start: at, State: core.LeaseReady, ClientToken: "L1", ProviderID: "m-1"},
+			ReadyAt: at, For: []string{"j#0"}}
+	}
+	for _, tc := range []struct {
+		name    string
+		change  func(l *engine.Lease)
+		changed bool
+	}{
+		{"nothing", func(*engine.Lease) {}, false},
+		{"same instant elsewhere", func(l *engine.Lease) { l.ReadyAt = at.In(time.FixedZone("x", 3600)) }, false},
+		{"state", func(l *engine.Lease) { l.State = core.LeaseDraining }, true},
+		{"provider id", func(l *engine.Lease) { l.ProviderID = "m-2" }, true},
+		{"end", func(l *engine.Lease) { l.End = at }, true},
+		{"committed end", func(l *engine.Lease) { l.CommittedEnd = at }, true},
+		{"ready at", func(l *engine.Lease) { l.ReadyAt = at.Add(time.Second) }, true},
+		{"reclaim at", func(l *engine.Lease) { l.ReclaimAt = at }, true},
+		{"idle since", func(l *engine.Lease) { l.IdleSince = at }, true},
+		{"rented for", func(l *engine.Lease) { l.For = []string{"j#1"} }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := lease()
+			b := NewBaseline(&engine.State{Leases: []*engine.Lease{l}})
+			tc.change(l)
+			if got := b.LeaseChanged(l); got != tc.changed {
+				t.Errorf("LeaseChanged = %v, want %v", got, tc.changed)
+			}
+		})
+	}
+	if !NewBaseline(&engine.State{}).LeaseChanged(lease()) {
+		t.Error("a lease the baseline does not have is unchanged, want changed")
 	}
 }
