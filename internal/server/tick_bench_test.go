@@ -25,16 +25,22 @@ import (
 // timed tick is 5 s of the loop's clock after the last, as in service.
 //
 //	go test ./internal/server -run '^$' -bench TickPending -benchtime 3x -cpuprofile cpu.out
-func BenchmarkTickPending(b *testing.B) { benchStores(b, false) }
+func BenchmarkTickPending(b *testing.B) { benchStores(b, false, false) }
+
+// BenchmarkTickPendingJobs is BenchmarkTickPending with n jobs of one
+// unit each: the queue many small requests make.
+//
+//	go test ./internal/server -run '^$' -bench TickPendingJobs -benchtime 3x
+func BenchmarkTickPendingJobs(b *testing.B) { benchStores(b, false, true) }
 
 // BenchmarkTickCancel measures the tick after a job of n pending shards
 // is cancelled: every unit changes and has an event, the most a tick
 // writes for one job.
 //
 //	go test ./internal/server -run '^$' -bench TickCancel -benchtime 1x
-func BenchmarkTickCancel(b *testing.B) { benchStores(b, true) }
+func BenchmarkTickCancel(b *testing.B) { benchStores(b, true, false) }
 
-func benchStores(b *testing.B, cancel bool) {
+func benchStores(b *testing.B, cancel, jobs bool) {
 	stores := []struct {
 		name string
 		open func(b *testing.B) store.Store
@@ -57,12 +63,15 @@ func benchStores(b *testing.B, cancel bool) {
 	}
 	for _, s := range stores {
 		for _, n := range []int{1_000, 10_000, 100_000} {
-			b.Run(fmt.Sprintf("%s/%d", s.name, n), func(b *testing.B) { benchTick(b, s.open(b), n, cancel) })
+			if jobs && n > 10_000 {
+				break // submitting 100,000 jobs one by one takes minutes
+			}
+			b.Run(fmt.Sprintf("%s/%d", s.name, n), func(b *testing.B) { benchTick(b, s.open(b), n, cancel, jobs) })
 		}
 	}
 }
 
-func benchTick(b *testing.B, st store.Store, n int, cancel bool) {
+func benchTick(b *testing.B, st store.Store, n int, cancel, jobs bool) {
 	b.Cleanup(func() { st.Close() })
 	ctx := context.Background()
 	clk := clock.NewManual(t0)
@@ -89,7 +98,20 @@ func benchTick(b *testing.B, st store.Store, n int, cancel bool) {
 		}
 		clk.Advance(DefaultTick)
 	}
-	if !cancel {
+	switch {
+	case jobs:
+		for i := range n {
+			j := core.Job{ID: fmt.Sprintf("small-%d", i), Team: "a", Tier: core.TierRegular, Request: core.Request{GPUs: 1, MilliPerGPU: core.WholeGPU},
+				EstDuration: time.Hour, Submit: clk.Now()}
+			if _, _, err := st.Jobs().SubmitJob(ctx, j, ""); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := loop.Tick(ctx); err != nil {
+			b.Fatal(err)
+		}
+		clk.Advance(DefaultTick)
+	case !cancel:
 		queue("big")
 	}
 	b.ResetTimer()
