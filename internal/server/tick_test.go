@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,24 +11,35 @@ import (
 	"github.com/gpufleet/gpufleet/internal/store/sqlite"
 )
 
-// countingStore counts the units and lease updates written through its
-// transactions.
+// countingStore counts the units and lease updates written, and the
+// jobs read one by one, through its transactions.
 type countingStore struct {
 	store.Store
-	saved, leases *int
+	saved, leases, gets *int
 }
 
 func (s countingStore) Tx(ctx context.Context, fn func(tx store.Tx) error) error {
-	return s.Store.Tx(ctx, func(tx store.Tx) error { return fn(countingTx{tx, s.saved, s.leases}) })
+	return s.Store.Tx(ctx, func(tx store.Tx) error { return fn(countingTx{tx, s.saved, s.leases, s.gets}) })
 }
 
 type countingTx struct {
 	store.Tx
-	saved, leases *int
+	saved, leases, gets *int
 }
 
 func (t countingTx) Units() store.Units   { return countingUnits{t.Tx.Units(), t.saved} }
 func (t countingTx) Leases() store.Leases { return countingLeases{t.Tx.Leases(), t.leases} }
+func (t countingTx) Jobs() store.Jobs     { return countingJobs{t.Tx.Jobs(), t.gets} }
+
+type countingJobs struct {
+	store.Jobs
+	gets *int
+}
+
+func (j countingJobs) GetJob(ctx context.Context, id string) (store.Job, error) {
+	*j.gets++
+	return j.Jobs.GetJob(ctx, id)
+}
 
 type countingLeases struct {
 	store.Leases
@@ -54,11 +66,11 @@ func (u countingUnits) SaveUnits(ctx context.Context, units ...store.Unit) error
 // per tick; what is written is still every change (the job runs to the
 // end).
 func TestTickWritesOnlyChangedUnits(t *testing.T) {
-	var saved, leases int
+	var saved, leases, gets int
 	path := t.TempDir() + "/loop.db"
 	w := newWorldOn(t, func() (store.Store, error) {
 		s, err := sqlite.Open(context.Background(), path, sqlite.Options{})
-		return countingStore{s, &saved, &leases}, err
+		return countingStore{s, &saved, &leases, &gets}, err
 	})
 	const shards = 20
 	j := core.Job{ID: "wide", Team: "a", Tier: core.TierCore, Shards: shards, Request: core.Request{GPUs: 1, MilliPerGPU: core.WholeGPU},
@@ -98,5 +110,24 @@ func TestTickWritesOnlyChangedUnits(t *testing.T) {
 	}
 	if got := w.job("wide").State; got != core.JobSucceeded {
 		t.Errorf("job is %s, want succeeded", got)
+	}
+}
+
+// TestTickReadsJobsAtOnce: a tick reads the jobs of its queue in one
+// query, not one read per job, however many small jobs wait.
+func TestTickReadsJobsAtOnce(t *testing.T) {
+	var saved, leases, gets int
+	path := t.TempDir() + "/loop.db"
+	w := newWorldOn(t, func() (store.Store, error) {
+		s, err := sqlite.Open(context.Background(), path, sqlite.Options{})
+		return countingStore{s, &saved, &leases, &gets}, err
+	})
+	const jobs = 30
+	for i := range jobs {
+		w.submit(fmt.Sprintf("j%d", i), core.TierRegular, time.Hour)
+	}
+	w.run(time.Minute)
+	if gets != 0 {
+		t.Errorf("a minute of ticks while %d jobs wait read jobs one by one %d times, want none", jobs, gets)
 	}
 }

@@ -157,11 +157,23 @@ func LoadEngineState(ctx context.Context, a Aggregates, offer func(id string) (*
 	if err != nil {
 		return nil, LoopState{}, fmt.Errorf("load engine state: %w", err)
 	}
-	jobs := map[string]*core.Job{}
+	live, err := a.Jobs().ListLiveJobs(ctx)
+	if err != nil {
+		return nil, LoopState{}, fmt.Errorf("load engine state: %w", err)
+	}
+	jobs := make(map[string]*core.Job, len(live))
+	for i := range live {
+		jobs[live[i].ID] = &live[i].Job
+	}
+	if len(units) > 0 {
+		st.Units = make([]*engine.Unit, 0, len(units))
+	}
 	for i := range units {
 		u := &units[i]
 		j, ok := jobs[u.JobID]
 		if !ok {
+			// Its units ended between the two reads: only outside a Tx,
+			// where they are not one snapshot.
 			sj, err := a.Jobs().GetJob(ctx, u.JobID)
 			if err != nil {
 				return nil, LoopState{}, fmt.Errorf("load engine state: unit %s#%d: %w", u.JobID, u.Shard, err)

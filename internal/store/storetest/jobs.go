@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -345,4 +346,34 @@ func testUnitLimit(t *testing.T, open Opener) {
 	if got2.UnitLimit != 0 || got2.Units() != core.DefaultUnitLimit {
 		t.Errorf("team dflt: unit limit %d (in effect %d), want 0 (%d)", got2.UnitLimit, got2.Units(), core.DefaultUnitLimit)
 	}
+}
+
+// testLiveJobs: ListLiveJobs returns the jobs with a unit not in a final
+// state, a cancelled job whose units the loop has not stopped yet among
+// them, and not a job whose units have all ended.
+func testLiveJobs(t *testing.T, open Opener) {
+	s := open(t)
+	c := ctx(t)
+	setupTeams(t, s, "ml")
+	for _, id := range []string{"pending", "cancelled", "done"} {
+		submit(t, s, job(id, "ml"))
+	}
+	_, err := s.Jobs().CancelJob(c, "cancelled", at(1))
+	ok(t, err, "cancel")
+	ok(t, s.Units().SaveUnits(c, store.Unit{JobID: "done", State: core.JobSucceeded, End: at(2)}), "done's unit succeeds")
+	_, err = s.Jobs().TransitionJob(c, "done", core.JobSucceeded, at(2))
+	ok(t, err, "done succeeds")
+	live, err := s.Jobs().ListLiveJobs(c)
+	ok(t, err, "live jobs")
+	var ids []string
+	for _, j := range live {
+		ids = append(ids, j.ID)
+		if j.ID == "pending" {
+			want := store.Job{Job: job("pending", "ml"), StateAt: t0}
+			want.State = core.JobPending
+			diff(t, "live job", want, j)
+		}
+	}
+	slices.Sort(ids)
+	diff(t, "live jobs", []string{"cancelled", "pending"}, ids)
 }

@@ -191,6 +191,27 @@ func (o *ops) getJob(ctx context.Context, q Querier, id string) (store.Job, erro
 	return j, nil
 }
 
+// ListLiveJobs implements store.Jobs.
+func (o *ops) ListLiveJobs(ctx context.Context) ([]store.Job, error) {
+	rows, err := o.r().Query(ctx, `SELECT `+jobCols+` FROM jobs WHERE id IN (SELECT DISTINCT job_id FROM job_units WHERE state NOT IN `+finalJobStates+`)`)
+	if err != nil {
+		return nil, o.fail(err, "list live jobs")
+	}
+	defer rows.Close()
+	var out []store.Job
+	for rows.Next() {
+		j, _, err := scanJob(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list live jobs: %w", err)
+		}
+		out = append(out, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, o.fail(err, "list live jobs")
+	}
+	return out, nil
+}
+
 // ListJobs implements store.Jobs.
 func (o *ops) ListJobs(ctx context.Context, f store.JobFilter) (store.Page[store.Job], error) {
 	limit, err := store.PageLimit(f.Limit)
