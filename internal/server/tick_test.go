@@ -113,8 +113,8 @@ func TestTickWritesOnlyChangedUnits(t *testing.T) {
 	}
 }
 
-// TestTickReadsJobsAtOnce: a tick reads the jobs of its queue in one
-// query, not one read per job, however many small jobs wait.
+// TestTickReadsJobsAtOnce: a tick reads the jobs of its queue hundreds
+// to a query, not one read per job, however many small jobs wait.
 func TestTickReadsJobsAtOnce(t *testing.T) {
 	var saved, leases, gets int
 	path := t.TempDir() + "/loop.db"

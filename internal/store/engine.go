@@ -157,13 +157,21 @@ func LoadEngineState(ctx context.Context, a Aggregates, offer func(id string) (*
 	if err != nil {
 		return nil, LoopState{}, fmt.Errorf("load engine state: %w", err)
 	}
-	live, err := a.Jobs().ListLiveJobs(ctx)
+	// The units come in submission order, a job's together: its id is
+	// new when it differs from the last unit's.
+	var ids []string
+	for i := range units {
+		if i == 0 || units[i].JobID != units[i-1].JobID {
+			ids = append(ids, units[i].JobID)
+		}
+	}
+	got, err := a.Jobs().GetJobs(ctx, ids)
 	if err != nil {
 		return nil, LoopState{}, fmt.Errorf("load engine state: %w", err)
 	}
-	jobs := make(map[string]*core.Job, len(live))
-	for i := range live {
-		jobs[live[i].ID] = &live[i].Job
+	jobs := make(map[string]*core.Job, len(got))
+	for i := range got {
+		jobs[got[i].ID] = &got[i].Job
 	}
 	if len(units) > 0 {
 		st.Units = make([]*engine.Unit, 0, len(units))
@@ -172,14 +180,7 @@ func LoadEngineState(ctx context.Context, a Aggregates, offer func(id string) (*
 		u := &units[i]
 		j, ok := jobs[u.JobID]
 		if !ok {
-			// Its units ended between the two reads: only outside a Tx,
-			// where they are not one snapshot.
-			sj, err := a.Jobs().GetJob(ctx, u.JobID)
-			if err != nil {
-				return nil, LoopState{}, fmt.Errorf("load engine state: unit %s#%d: %w", u.JobID, u.Shard, err)
-			}
-			j = &sj.Job
-			jobs[u.JobID] = j
+			return nil, LoopState{}, fmt.Errorf("load engine state: unit %s#%d: %w", u.JobID, u.Shard, NotFound("job", u.JobID))
 		}
 		st.Units = append(st.Units, u.Engine(j))
 	}

@@ -45,10 +45,10 @@ type Jobs interface {
 	SubmitJob(ctx context.Context, j core.Job, idempotencyKey string) (job Job, created bool, err error)
 	// GetJob returns the job with id.
 	GetJob(ctx context.Context, id string) (Job, error)
-	// ListLiveJobs returns every job with a unit not in a final state
-	// (the jobs of Units.ListLiveUnits), in no particular order: one
-	// query for the loop, however many jobs the queue holds.
-	ListLiveJobs(ctx context.Context) ([]Job, error)
+	// GetJobs returns the jobs with ids, in no particular order; an id
+	// no job has is left out. The jobs are read hundreds to a query, so
+	// the loop reads its queue's jobs without a query each.
+	GetJobs(ctx context.Context, ids []string) ([]Job, error)
 	// ListJobs returns a page of the jobs f selects, newest first.
 	ListJobs(ctx context.Context, f JobFilter) (Page[Job], error)
 	// CancelJob moves the job to cancelled at at and returns it. Cancelling

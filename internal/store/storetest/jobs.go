@@ -348,32 +348,40 @@ func testUnitLimit(t *testing.T, open Opener) {
 	}
 }
 
-// testLiveJobs: ListLiveJobs returns the jobs with a unit not in a final
-// state, a cancelled job whose units the loop has not stopped yet among
-// them, and not a job whose units have all ended.
-func testLiveJobs(t *testing.T, open Opener) {
+// testGetJobs: GetJobs returns the jobs asked for, whole, however many
+// (more than one query's worth), and leaves out ids no job has.
+func testGetJobs(t *testing.T, open Opener) {
 	s := open(t)
 	c := ctx(t)
 	setupTeams(t, s, "ml")
-	for _, id := range []string{"pending", "cancelled", "done"} {
+	var ids, want []string
+	for i := range 1200 {
+		id := fmt.Sprintf("j%04d", i)
 		submit(t, s, job(id, "ml"))
-	}
-	_, err := s.Jobs().CancelJob(c, "cancelled", at(1))
-	ok(t, err, "cancel")
-	ok(t, s.Units().SaveUnits(c, store.Unit{JobID: "done", State: core.JobSucceeded, End: at(2)}), "done's unit succeeds")
-	_, err = s.Jobs().TransitionJob(c, "done", core.JobSucceeded, at(2))
-	ok(t, err, "done succeeds")
-	live, err := s.Jobs().ListLiveJobs(c)
-	ok(t, err, "live jobs")
-	var ids []string
-	for _, j := range live {
-		ids = append(ids, j.ID)
-		if j.ID == "pending" {
-			want := store.Job{Job: job("pending", "ml"), StateAt: t0}
-			want.State = core.JobPending
-			diff(t, "live job", want, j)
+		if i%2 == 0 {
+			ids = append(ids, id)
+			want = append(want, id)
 		}
 	}
-	slices.Sort(ids)
-	diff(t, "live jobs", []string{"cancelled", "pending"}, ids)
+	ids = append(ids, "nope")
+	got, err := s.Jobs().GetJobs(c, ids)
+	ok(t, err, "get jobs")
+	var gotIDs []string
+	for _, j := range got {
+		gotIDs = append(gotIDs, j.ID)
+		if j.ID == "j0000" {
+			w := store.Job{Job: job("j0000", "ml"), StateAt: t0}
+			w.State = core.JobPending
+			diff(t, "job j0000", w, j)
+		}
+	}
+	slices.Sort(gotIDs)
+	diff(t, "jobs", want, gotIDs)
+	got, err = s.Jobs().GetJobs(c, nil)
+	ok(t, err, "get no jobs")
+	if len(got) != 0 {
+		t.Errorf("no ids: %d jobs, want none", len(got))
+	}
+	_, err = s.Jobs().GetJobs(c, []string{""})
+	wantField(t, err, "ids", "", "an empty id")
 }

@@ -33,7 +33,7 @@ func Run(t *testing.T, open Opener) {
 		{"JobStates", testJobStates},
 		{"WideJob", testWideJob},
 		{"UnitLimit", testUnitLimit},
-		{"LiveJobs", testLiveJobs},
+		{"GetJobs", testGetJobs},
 		{"Units", testUnits},
 		{"Leases", testLeases},
 		{"LeaseTransitions", testLeaseTransitions},
