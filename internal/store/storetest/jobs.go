@@ -301,7 +301,8 @@ func testWideJob(t *testing.T, open Opener) {
 // testUnitLimit: a new job whose units would take its team's unfinished
 // jobs past the team's unit limit is refused (field shards, the value,
 // what is left), nothing of it stored; an idempotent retry of an accepted
-// job still gets it; a finished job frees its units; 0 is the default.
+// job still gets it; a job frees its units when it finishes (cancelled
+// or succeeded, not running), once; 0 is the default.
 func testUnitLimit(t *testing.T, open Opener) {
 	s := open(t)
 	c := ctx(t)
@@ -337,10 +338,22 @@ func testUnitLimit(t *testing.T, open Opener) {
 	_, err = s.Jobs().CancelJob(c, "a", at(5))
 	ok(t, err, "cancel a")
 	submit(t, s, sharded("d", "small", 6))
+	// b running is still unfinished; b succeeded frees its unit, once.
+	_, err = s.Jobs().TransitionJob(c, "b", core.JobRunning, at(6))
+	ok(t, err, "b runs")
+	_, _, err = s.Jobs().SubmitJob(c, sharded("e", "small", 0), "")
+	wantField(t, err, "shards", "0", "one unit more with 10 of 10 unfinished, one running")
+	_, err = s.Jobs().TransitionJob(c, "b", core.JobSucceeded, at(7))
+	ok(t, err, "b succeeds")
+	submit(t, s, sharded("e", "small", 0))
+	_, err = s.Jobs().CancelJob(c, "a", at(8))
+	ok(t, err, "cancel a again")
+	_, _, err = s.Jobs().SubmitJob(c, sharded("f", "small", 0), "")
+	wantField(t, err, "shards", "0", "one unit more after a second cancel of a, which frees nothing")
 
-	_, _, err = s.Jobs().SubmitJob(c, sharded("e", "dflt", core.DefaultUnitLimit+1), "")
+	_, _, err = s.Jobs().SubmitJob(c, sharded("g", "dflt", core.DefaultUnitLimit+1), "")
 	wantField(t, err, "shards", fmt.Sprint(core.DefaultUnitLimit+1), "one unit past the default limit")
-	submit(t, s, sharded("e", "dflt", core.DefaultUnitLimit))
+	submit(t, s, sharded("g", "dflt", core.DefaultUnitLimit))
 	got2, err := s.Teams().GetTeam(c, "dflt")
 	ok(t, err, "get dflt")
 	if got2.UnitLimit != 0 || got2.Units() != core.DefaultUnitLimit {

@@ -109,10 +109,13 @@ func (o *ops) SubmitJob(ctx context.Context, j core.Job, key string) (store.Job,
 			return o.fail(err, "submit job %q", j.ID)
 		}
 		created = true
-		if err := o.checkUnitLimit(ctx, q, &j); err != nil {
+		if err := o.reserveUnits(ctx, q, &j, true); err != nil {
 			return err
 		}
-		return o.insertUnits(ctx, q, &j)
+		if err := o.insertUnits(ctx, q, &j); err != nil {
+			return err
+		}
+		return o.reserveUnits(ctx, q, &j, false)
 	})
 	if err != nil {
 		return store.Job{}, false, err
@@ -128,25 +131,43 @@ func fpArg(key string, fp [32]byte) any {
 	return fp[:]
 }
 
-// checkUnitLimit refuses j, just inserted, when its team's unfinished
-// jobs (j among them) would have more units than the team's unit limit.
-// Only a new job is checked, so that an idempotent retry of an accepted
-// one still gets it. The no-op UPDATE locks the team's row: concurrent
-// submissions of one team count one after the other.
-func (o *ops) checkUnitLimit(ctx context.Context, q Querier, j *core.Job) error {
-	var limit, units int64
-	if err := q.QueryRow(ctx, `UPDATE teams SET unit_limit = unit_limit WHERE id = $1 RETURNING unit_limit`, j.Team).Scan(&limit); err != nil {
-		return o.fail(one(err, "team", j.Team), "submit job %q", j.ID)
-	}
-	t := core.Team{UnitLimit: limit}
-	if err := q.QueryRow(ctx, `SELECT COALESCE(SUM(CASE WHEN shards > 1 THEN shards ELSE 1 END), 0) FROM jobs
-		WHERE team_id = $1 AND state NOT IN `+finalJobStates, j.Team).Scan(&units); err != nil {
-		return o.fail(err, "submit job %q: count the team's units", j.ID)
-	}
-	if units > t.Units() {
-		n := int64(max(j.Shards, 1))
+// reserveUnits counts j's units, j just inserted, into its team's
+// queued units (the units of its unfinished jobs), and refuses j when
+// they would pass the team's unit limit. Only a new job is counted, so an
+// idempotent retry of an accepted one still gets it. With before, it
+// only reads, to refuse a job past the limit before its units are made;
+// after, one conditional UPDATE checks and counts, which orders
+// concurrent submissions of one team on its row for the rest of the
+// transaction (so it is the transaction's last statement).
+func (o *ops) reserveUnits(ctx context.Context, q Querier, j *core.Job, before bool) error {
+	n := int64(max(j.Shards, 1))
+	refuse := func() error {
+		var queued, limit int64
+		if err := q.QueryRow(ctx, `SELECT queued_units, unit_limit FROM teams WHERE id = $1`, j.Team).Scan(&queued, &limit); err != nil {
+			return o.fail(one(err, "team", j.Team), "submit job %q", j.ID)
+		}
+		t := core.Team{UnitLimit: limit}
+		if queued+n <= t.Units() {
+			return nil
+		}
 		return fmt.Errorf("submit job %q: %w", j.ID, &core.FieldError{Field: "shards", Value: fmt.Sprint(j.Shards),
-			Allowed: fmt.Sprintf("at most %d units for team %q now: its unfinished jobs have %d of its unit_limit %d", max(t.Units()-(units-n), 0), j.Team, units-n, t.Units())})
+			Allowed: fmt.Sprintf("at most %d units for team %q now: its unfinished jobs have %d of its unit_limit %d", max(t.Units()-queued, 0), j.Team, queued, t.Units())})
+	}
+	if before {
+		return refuse()
+	}
+	var queued int64
+	err := q.QueryRow(ctx, `UPDATE teams SET queued_units = queued_units + $2
+		WHERE id = $1 AND queued_units + $2 <= CASE WHEN unit_limit = 0 THEN $3 ELSE unit_limit END RETURNING queued_units`,
+		j.Team, n, int64(core.DefaultUnitLimit)).Scan(&queued)
+	switch {
+	case errors.Is(err, ErrNoRows):
+		if err := refuse(); err != nil {
+			return err
+		}
+		return fmt.Errorf("submit job %q: team %q: its queued units changed while counting", j.ID, j.Team)
+	case err != nil:
+		return o.fail(err, "submit job %q: count its units", j.ID)
 	}
 	return nil
 }
@@ -313,8 +334,9 @@ func (o *ops) moveJob(ctx context.Context, what, id string, state core.JobState,
 	err := o.atomic(ctx, func(q Querier) error {
 		// One conditional statement, so that concurrent moves serialize
 		// on the row and a final state is never left.
-		if _, err := q.Exec(ctx, `UPDATE jobs SET state = $2, state_at = $3 WHERE id = $1 AND state <> $2 AND state NOT IN `+finalJobStates,
-			id, string(state), o.t(at)); err != nil {
+		moved, err := q.Exec(ctx, `UPDATE jobs SET state = $2, state_at = $3 WHERE id = $1 AND state <> $2 AND state NOT IN `+finalJobStates,
+			id, string(state), o.t(at))
+		if err != nil {
 			return o.fail(err, "%s %q", what, id)
 		}
 		j, err := o.getJob(ctx, q, id)
@@ -323,6 +345,12 @@ func (o *ops) moveJob(ctx context.Context, what, id string, state core.JobState,
 		}
 		if j.State != state {
 			return fmt.Errorf("%s: %w", what, store.CheckJobTransition(fmt.Sprintf("job %q", id), j.State, state))
+		}
+		if moved > 0 && state.Final() {
+			// Finished: its units leave the team's queued units.
+			if _, err := q.Exec(ctx, `UPDATE teams SET queued_units = queued_units - $2 WHERE id = $1`, j.Team, int64(max(j.Shards, 1))); err != nil {
+				return o.fail(err, "%s %q: its team's queued units", what, id)
+			}
 		}
 		out = j
 		return nil
