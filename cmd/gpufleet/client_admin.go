@@ -168,6 +168,7 @@ func newTeamsCmd() *cobra.Command {
 	create.Flags().StringVar(&req.Cohort, "cohort", "", "quota cohort")
 	create.Flags().Int64Var(&req.Weight, "weight", 0, "fair-share weight (default 1)")
 	create.Flags().StringVar(&req.MonthlyBudget, "monthly-budget", "", "monthly budget in the catalog's currency")
+	create.Flags().Int64Var(&req.UnitLimit, "unit-limit", 0, "most units (shards) the team's unfinished jobs may have together (default 10000)")
 	cmd.AddCommand(create)
 	return cmd
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/clock"
+	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 )
 
@@ -23,6 +25,7 @@ import (
 func BenchmarkSubmit(b *testing.B) { benchSubmit(b, newFixture(b)) }
 
 func benchSubmit(b *testing.B, f *fixture) {
+	unlimited(b, f, "a")
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	var n atomic.Int64
 	lat := make(chan time.Duration, b.N+64)
@@ -101,5 +104,18 @@ func BenchmarkCheckJSON(b *testing.B) {
 		if err := checkJSON(body); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// unlimited gives team the most units its unfinished jobs may have, for a
+// benchmark that submits more jobs than the default unit limit.
+func unlimited(b *testing.B, f *fixture, team string) {
+	t, err := f.st.Teams().GetTeam(context.Background(), team)
+	if err != nil {
+		b.Fatal(err)
+	}
+	t.UnitLimit = core.MaxUnitLimit
+	if err := f.st.Teams().UpdateTeam(context.Background(), t); err != nil {
+		b.Fatal(err)
 	}
 }

@@ -89,6 +89,10 @@ type TeamRequest struct {
 	// MonthlyBudget is a decimal amount; empty for no budget.
 	MonthlyBudget string      `json:"monthly_budget,omitempty"`
 	Quotas        []QuotaView `json:"quotas,omitempty"`
+	// UnitLimit is the most units (one per shard) the team's unfinished
+	// jobs may have together; a job past it is refused (0: 10,000; at
+	// most 1,000,000).
+	UnitLimit int64 `json:"unit_limit,omitempty"`
 }
 
 // QuotaView is a team's guaranteed share of a GPU class, in milli-GPUs.
@@ -107,11 +111,14 @@ type TeamView struct {
 	Weight        int64       `json:"weight"`
 	MonthlyBudget json.Number `json:"monthly_budget"`
 	Quotas        []QuotaView `json:"quotas"`
+	// UnitLimit is the unit limit in force (the default when the team
+	// sets none).
+	UnitLimit int64 `json:"unit_limit"`
 }
 
 // NewTeamView renders t.
 func NewTeamView(t *core.Team) TeamView {
-	v := TeamView{ID: t.ID, Name: t.Name, Cohort: t.Cohort, Weight: t.Weight, MonthlyBudget: Amount(t.MonthlyBudget), Quotas: []QuotaView{}}
+	v := TeamView{ID: t.ID, Name: t.Name, Cohort: t.Cohort, Weight: t.Weight, MonthlyBudget: Amount(t.MonthlyBudget), Quotas: []QuotaView{}, UnitLimit: t.Units()}
 	for _, q := range t.Quotas {
 		v.Quotas = append(v.Quotas, QuotaView{GPUClass: q.GPUClass, Guaranteed: int64(q.Guaranteed), BorrowLimit: int64(q.BorrowLimit), LendLimit: int64(q.LendLimit)})
 	}
@@ -123,7 +130,7 @@ func (s *Server) createTeam(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	t := core.Team{ID: req.ID, Name: req.Name, Cohort: req.Cohort, Weight: req.Weight}
+	t := core.Team{ID: req.ID, Name: req.Name, Cohort: req.Cohort, Weight: req.Weight, UnitLimit: req.UnitLimit}
 	if t.Weight == 0 {
 		t.Weight = 1
 	}

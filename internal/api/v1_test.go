@@ -631,3 +631,46 @@ func TestSubmitWorkloadAndAccelerators(t *testing.T) {
 		t.Errorf("OpenAPI lacks workload, accelerators or slice_milli")
 	}
 }
+
+// TestUnitLimit: a member's job of 100,000 shards is refused by its
+// team's unit limit (the default), naming the field, the value and what
+// is left; an admin sets a team's limit, and a team shows the one in
+// force.
+func TestUnitLimit(t *testing.T) {
+	f := newFixture(t)
+	code, b, _ := f.call(t, "member", "POST", "/api/v1/jobs", `{"gpus":1,"shards":100000}`)
+	var e ErrorBody
+	if err := json.Unmarshal(b, &e); err != nil || code != 400 || e.Error.Field != "shards" ||
+		!strings.Contains(e.Error.Message, "100000") || !strings.Contains(e.Error.Message, "unit_limit 10000") {
+		t.Errorf("100,000 shards: %d %s, want 400 field shards naming the value and the limit", code, b)
+	}
+	if code, b, _ := f.call(t, "member", "POST", "/api/v1/jobs", `{"gpus":1,"shards":9999}`); code != 201 {
+		t.Errorf("9,999 shards beside one unit: %d %s, want 201", code, b)
+	}
+	for _, tc := range []struct {
+		body  string
+		code  int
+		limit int64
+	}{
+		{`{"id":"big","name":"big","unit_limit":200000}`, 201, 200_000},
+		{`{"id":"dflt","name":"dflt"}`, 201, core.DefaultUnitLimit},
+		{`{"id":"neg","name":"neg","unit_limit":-1}`, 400, 0},
+		{`{"id":"huge","name":"huge","unit_limit":1000001}`, 400, 0},
+	} {
+		code, b, _ := f.call(t, "admin", "POST", "/api/v1/teams", tc.body)
+		if code != tc.code {
+			t.Errorf("create team %s: %d %s, want %d", tc.body, code, b, tc.code)
+			continue
+		}
+		if code != 201 {
+			if json.Unmarshal(b, &e) != nil || e.Error.Field != "unit_limit" {
+				t.Errorf("create team %s: %s, want field unit_limit", tc.body, b)
+			}
+			continue
+		}
+		var v TeamView
+		if err := json.Unmarshal(b, &v); err != nil || v.UnitLimit != tc.limit {
+			t.Errorf("create team %s: %s, want unit_limit %d", tc.body, b, tc.limit)
+		}
+	}
+}

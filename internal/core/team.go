@@ -24,4 +24,24 @@ type Team struct {
 	// zero means no budget.
 	MonthlyBudget Micros
 	Quotas        []Quota
+	// UnitLimit is the most units (one per shard; a job without shards
+	// is one) the team's unfinished jobs may have together: a quota on
+	// queued work, so that one request cannot give every tick of the loop
+	// a million units to go through. 0 is DefaultUnitLimit.
+	UnitLimit int64
+}
+
+// DefaultUnitLimit is a team's UnitLimit when it sets none; MaxUnitLimit
+// is the most it may set.
+const (
+	DefaultUnitLimit = 10_000
+	MaxUnitLimit     = 1_000_000
+)
+
+// Units returns the team's UnitLimit, DefaultUnitLimit if it sets none.
+func (t *Team) Units() int64 {
+	if t.UnitLimit == 0 {
+		return DefaultUnitLimit
+	}
+	return t.UnitLimit
 }

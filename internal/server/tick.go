@@ -28,6 +28,7 @@ func (l *Loop) Tick(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("tick: %w", err)
 	}
+	base := store.NewBaseline(st)
 	st.Offers = l.cfg.Offers
 	if st.Spent == nil {
 		st.Spent = map[string]core.Micros{}
@@ -119,7 +120,7 @@ func (l *Loop) Tick(ctx context.Context) error {
 		case u.State == core.JobRunning && u.Job.EstDuration > 0 && !ag.agentDriven(u):
 			at := u.Start.Add(u.Job.EstDuration - u.Done)
 			if !at.After(now) {
-				engine.Finish(st, u.Key(), at)
+				engine.FinishUnit(st, u, at)
 				events = append(events, core.Event{At: at, Kind: "unit.succeeded", Subject: u.Key(),
 					Reason: fmt.Sprintf("its estimated duration %s has run (no agent runs it: the stand-in for its exit)", u.Job.EstDuration)})
 			}
@@ -145,8 +146,11 @@ func (l *Loop) Tick(ctx context.Context) error {
 		released[r.LeaseID] = true
 	}
 
-	// Persist the decisions, then act.
+	// Persist the decisions, then act: only the units and leases this
+	// tick changed are written, so a queue or a fleet nothing touched
+	// costs no write.
 	jobs := jobStates(st)
+	units := base.Changed()
 	err = l.cfg.Store.Tx(ctx, func(tx store.Tx) error {
 		if len(events) > 0 {
 			if _, err := tx.Events().AppendEvents(ctx, events...); err != nil {
@@ -162,13 +166,12 @@ func (l *Loop) Tick(ctx context.Context) error {
 				}
 				continue
 			}
+			if !base.LeaseChanged(le) {
+				continue
+			}
 			if err := tx.Leases().UpdateLease(ctx, sl); err != nil {
 				return err
 			}
-		}
-		units := make([]store.Unit, 0, len(st.Units))
-		for _, u := range st.Units {
-			units = append(units, store.UnitFromEngine(u))
 		}
 		if len(units) > 0 {
 			if err := tx.Units().SaveUnits(ctx, units...); err != nil {
@@ -261,13 +264,18 @@ func (l *Loop) acquire(ctx context.Context, st *engine.State, now time.Time) err
 
 // jobStates derives each job's state from its live units: succeeded when
 // all have, failed or cancelled when one has, running while one runs.
+// Jobs already in that state as loaded are left out: the tick reads and
+// writes only the jobs that move.
 func jobStates(st *engine.State) map[string]core.JobState {
-	type agg struct{ n, succeeded, running, failed, cancelled int }
+	type agg struct {
+		job                                      *core.Job
+		n, succeeded, running, failed, cancelled int
+	}
 	by := map[string]*agg{}
 	for _, u := range st.Units {
 		a := by[u.Job.ID]
 		if a == nil {
-			a = &agg{}
+			a = &agg{job: u.Job}
 			by[u.Job.ID] = a
 		}
 		a.n++
@@ -284,15 +292,19 @@ func jobStates(st *engine.State) map[string]core.JobState {
 	}
 	out := map[string]core.JobState{}
 	for id, a := range by {
+		var s core.JobState
 		switch {
 		case a.cancelled > 0:
-			out[id] = core.JobCancelled
+			s = core.JobCancelled
 		case a.failed > 0:
-			out[id] = core.JobFailed
+			s = core.JobFailed
 		case a.succeeded == a.n:
-			out[id] = core.JobSucceeded
+			s = core.JobSucceeded
 		case a.running > 0:
-			out[id] = core.JobRunning
+			s = core.JobRunning
+		}
+		if s != "" && s != a.job.State {
+			out[id] = s
 		}
 	}
 	return out

@@ -44,6 +44,74 @@ func (u *Unit) Engine(job *core.Job) *engine.Unit {
 	return out
 }
 
+// Baseline is the stored form of the units and leases a loop loaded, so
+// that it writes back only the rows a tick changed: a long queue of
+// pending units, or a fleet, that nothing touched costs no write at all.
+// It holds units and leases by pointer, so a unit the engine prunes from
+// State.Units is still compared (and its final state written).
+type Baseline struct {
+	units     []*engine.Unit
+	was       []Unit
+	leasesWas map[*engine.Lease]Lease
+}
+
+// NewBaseline records st's units and leases as they are now (as loaded,
+// before any change).
+func NewBaseline(st *engine.State) *Baseline {
+	b := &Baseline{units: slices.Clone(st.Units), was: make([]Unit, len(st.Units)), leasesWas: make(map[*engine.Lease]Lease, len(st.Leases))}
+	for i, u := range st.Units {
+		b.was[i] = UnitFromEngine(u)
+	}
+	for _, l := range st.Leases {
+		b.leasesWas[l] = LeaseFromEngine(l)
+	}
+	return b
+}
+
+// LeaseChanged reports whether l's stored form differs from its
+// baseline; a lease the baseline does not have is changed.
+func (b *Baseline) LeaseChanged(l *engine.Lease) bool {
+	was, ok := b.leasesWas[l]
+	if !ok {
+		return true
+	}
+	now := LeaseFromEngine(l)
+	return !sameLease(&now, &was)
+}
+
+// sameLease reports whether a and b store the same lease row, times
+// compared as instants.
+func sameLease(a, b *Lease) bool {
+	x, y := a.Lease, b.Lease
+	return x.ID == y.ID && x.OfferID == y.OfferID && x.Mode == y.Mode && x.Start.Equal(y.Start) && x.CommittedEnd.Equal(y.CommittedEnd) &&
+		x.End.Equal(y.End) && x.State == y.State && x.ClientToken == y.ClientToken && x.ProviderID == y.ProviderID &&
+		a.Requested.Equal(b.Requested) && a.ReadyAt.Equal(b.ReadyAt) && a.ReclaimAt.Equal(b.ReclaimAt) && a.IdleSince.Equal(b.IdleSince) &&
+		slices.Equal(a.For, b.For)
+}
+
+// Changed returns the stored form of every unit that differs from its
+// baseline, in the order the baseline has them.
+func (b *Baseline) Changed() []Unit {
+	var out []Unit
+	for i, u := range b.units {
+		if now := UnitFromEngine(u); !sameUnit(&now, &b.was[i]) {
+			out = append(out, now)
+		}
+	}
+	return out
+}
+
+// sameUnit reports whether a and b store the same row. Times compare as
+// instants (a loaded time has no monotonic reading, a fresh one may).
+func sameUnit(a, b *Unit) bool {
+	return a.JobID == b.JobID && a.Shard == b.Shard && a.State == b.State &&
+		a.Start.Equal(b.Start) && a.LastCheckpoint.Equal(b.LastCheckpoint) && a.Done == b.Done && a.Since.Equal(b.Since) &&
+		a.DeferredUntil.Equal(b.DeferredUntil) && a.Reclaims == b.Reclaims && a.Preemptions == b.Preemptions &&
+		a.NoSpot == b.NoSpot && a.LostMilliSeconds == b.LostMilliSeconds && a.End.Equal(b.End) &&
+		(a.Parts == nil) == (b.Parts == nil) &&
+		slices.EqualFunc(a.Parts, b.Parts, func(p, q Part) bool { return p.LeaseID == q.LeaseID && slices.Equal(p.GPUs, q.GPUs) })
+}
+
 // LeaseFromEngine returns what the store keeps of l; Requested is left
 // for the caller (it is set once, by CreateLease, and never changes).
 func LeaseFromEngine(l *engine.Lease) Lease {
@@ -89,17 +157,30 @@ func LoadEngineState(ctx context.Context, a Aggregates, offer func(id string) (*
 	if err != nil {
 		return nil, LoopState{}, fmt.Errorf("load engine state: %w", err)
 	}
-	jobs := map[string]*core.Job{}
+	// The units come in submission order, a job's together: its id is
+	// new when it differs from the last unit's.
+	var ids []string
+	for i := range units {
+		if i == 0 || units[i].JobID != units[i-1].JobID {
+			ids = append(ids, units[i].JobID)
+		}
+	}
+	got, err := a.Jobs().GetJobs(ctx, ids)
+	if err != nil {
+		return nil, LoopState{}, fmt.Errorf("load engine state: %w", err)
+	}
+	jobs := make(map[string]*core.Job, len(got))
+	for i := range got {
+		jobs[got[i].ID] = &got[i].Job
+	}
+	if len(units) > 0 {
+		st.Units = make([]*engine.Unit, 0, len(units))
+	}
 	for i := range units {
 		u := &units[i]
 		j, ok := jobs[u.JobID]
 		if !ok {
-			sj, err := a.Jobs().GetJob(ctx, u.JobID)
-			if err != nil {
-				return nil, LoopState{}, fmt.Errorf("load engine state: unit %s#%d: %w", u.JobID, u.Shard, err)
-			}
-			j = &sj.Job
-			jobs[u.JobID] = j
+			return nil, LoopState{}, fmt.Errorf("load engine state: unit %s#%d: %w", u.JobID, u.Shard, NotFound("job", u.JobID))
 		}
 		st.Units = append(st.Units, u.Engine(j))
 	}

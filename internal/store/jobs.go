@@ -38,9 +38,16 @@ type Jobs interface {
 	// with the same team and key returns the first job and created false
 	// if its body (JobFingerprint) is the same, and ErrConflict if it is
 	// not. An existing job id is ErrConflict, an unknown team ErrNotFound.
+	// A new job whose units would take its team's unfinished jobs past
+	// the team's unit limit (core.Team.Units) is a *core.FieldError on
+	// shards, and nothing of it is stored.
 	SubmitJob(ctx context.Context, j core.Job, idempotencyKey string) (job Job, created bool, err error)
 	// GetJob returns the job with id.
 	GetJob(ctx context.Context, id string) (Job, error)
+	// GetJobs returns the jobs with ids, in no particular order; an id
+	// no job has is left out. The jobs are read hundreds to a query, so
+	// the loop reads its queue's jobs without a query each.
+	GetJobs(ctx context.Context, ids []string) ([]Job, error)
 	// ListJobs returns a page of the jobs f selects, newest first.
 	ListJobs(ctx context.Context, f JobFilter) (Page[Job], error)
 	// CancelJob moves the job to cancelled at at and returns it. Cancelling

@@ -15,8 +15,9 @@ type Teams interface {
 	GetTeam(ctx context.Context, id string) (core.Team, error)
 	// ListTeams returns every team ordered by id.
 	ListTeams(ctx context.Context) ([]core.Team, error)
-	// UpdateTeam replaces the team's name, cohort, weight, budget and
-	// quotas with t's.
+	// UpdateTeam replaces the team's name, cohort, weight, budget, quotas
+	// and unit limit with t's. A lower unit limit refuses new jobs only:
+	// the queue already there stays.
 	UpdateTeam(ctx context.Context, t core.Team) error
 }
 
@@ -35,6 +36,9 @@ func ValidateTeam(t *core.Team) error {
 	}
 	if t.MonthlyBudget < 0 {
 		return &core.FieldError{Field: "monthly_budget", Value: t.MonthlyBudget.String(), Allowed: "an amount >= 0 (0: no budget)"}
+	}
+	if t.UnitLimit < 0 || t.UnitLimit > core.MaxUnitLimit {
+		return &core.FieldError{Field: "unit_limit", Value: fmt.Sprint(t.UnitLimit), Allowed: fmt.Sprintf("0..%d (0: %d)", core.MaxUnitLimit, core.DefaultUnitLimit)}
 	}
 	seen := map[string]bool{}
 	for i, q := range t.Quotas {

@@ -231,9 +231,59 @@ type execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 type querier struct{ e execer }
+
+var _ sqlstore.Batcher = querier{}
+
+// pipelined is how many statements one round trip of a batch sends: the
+// round trips of a batch of n are n/pipelined, and what is buffered for
+// one is bounded.
+const pipelined = 1000
+
+// ExecBatch implements sqlstore.Batcher.
+func (q querier) ExecBatch(ctx context.Context, stmts []sqlstore.Stmt) ([]int64, int, error) {
+	n := make([]int64, 0, len(stmts))
+	failed, err := q.batch(ctx, stmts, func(_ int, br pgx.BatchResults) error {
+		tag, err := br.Exec()
+		n = append(n, tag.RowsAffected())
+		return err
+	})
+	if err != nil {
+		return nil, failed, err
+	}
+	return n, 0, nil
+}
+
+// QueryRowBatch implements sqlstore.Batcher.
+func (q querier) QueryRowBatch(ctx context.Context, stmts []sqlstore.Stmt, scan func(i int, r sqlstore.Row) error) (int, error) {
+	return q.batch(ctx, stmts, func(i int, br pgx.BatchResults) error { return scan(i, row{br.QueryRow()}) })
+}
+
+// batch sends stmts pipelined at a time and reads each one's result with
+// read, stopping at the first error.
+func (q querier) batch(ctx context.Context, stmts []sqlstore.Stmt, read func(i int, br pgx.BatchResults) error) (int, error) {
+	for lo := 0; lo < len(stmts); lo += pipelined {
+		hi := min(lo+pipelined, len(stmts))
+		b := &pgx.Batch{}
+		for _, s := range stmts[lo:hi] {
+			b.Queue(s.SQL, s.Args...)
+		}
+		br := q.e.SendBatch(ctx, b)
+		for i := lo; i < hi; i++ {
+			if err := read(i, br); err != nil {
+				_ = br.Close()
+				return i, err
+			}
+		}
+		if err := br.Close(); err != nil {
+			return hi - 1, err
+		}
+	}
+	return 0, nil
+}
 
 func (q querier) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	tag, err := q.e.Exec(ctx, sql, args...)

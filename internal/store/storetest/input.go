@@ -74,6 +74,8 @@ func testBadInput(t *testing.T, open Opener) {
 		{"team: empty id", withTeam(func(x *core.Team) { x.ID = "" }), "id", ""},
 		{"team: id too long", withTeam(func(x *core.Team) { x.ID = long }), "id", "-"},
 		{"team: negative budget", withTeam(func(x *core.Team) { x.MonthlyBudget = -1_500_000 }), "monthly_budget", core.Micros(-1_500_000).String()},
+		{"team: negative unit limit", withTeam(func(x *core.Team) { x.UnitLimit = -1 }), "unit_limit", "-1"},
+		{"team: unit limit too high", withTeam(func(x *core.Team) { x.UnitLimit = core.MaxUnitLimit + 1 }), "unit_limit", "1000001"},
 		{"team: negative weight", withTeam(func(x *core.Team) { x.Weight = -3 }), "weight", "-3"},
 		{"team: negative guarantee", withTeam(func(x *core.Team) { x.Quotas[1].Guaranteed = -5 }), "quotas[1].guaranteed", "-5"},
 		{"team: quota without class", withTeam(func(x *core.Team) { x.Quotas[0].GPUClass = "" }), "quotas[0].gpu_class", ""},

@@ -2,8 +2,12 @@ package storetest
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/store"
@@ -221,4 +225,176 @@ func testJobStates(t *testing.T, open Opener) {
 	if us[0].State != core.JobPending {
 		t.Errorf("cancel changed the unit to %s; the loop stops units", us[0].State)
 	}
+}
+
+// testWideJob: a job of many shards gets every unit, pending since its
+// submission, in shard order, and submitting it allocates no more than
+// submitting a job of one shard: the units are made by the database, not
+// built a row at a time in memory.
+func testWideJob(t *testing.T, open Opener) {
+	s := open(t)
+	c := ctx(t)
+	setupTeams(t, s, "ml")
+	const wide = 20_000
+	n := 0
+	allocs := func(shards int) float64 {
+		return testing.AllocsPerRun(2, func() {
+			n++
+			j := job(fmt.Sprintf("w%d", n), "ml")
+			j.Shards = shards
+			submit(t, s, j)
+		})
+	}
+	one, many := allocs(1), allocs(wide)
+	// The slack is for the driver's own bookkeeping, which varies a little
+	// from call to call; a row's worth of arguments would be 20,000 times.
+	if many > one+200 {
+		t.Errorf("submitting %d shards allocated %.0f times, one shard %.0f: want about the same", wide, many, one)
+	}
+	id := fmt.Sprintf("w%d", n)
+	us, err := s.Units().ListUnits(c, id)
+	ok(t, err, "units of "+id)
+	if len(us) != wide {
+		t.Fatalf("%s has %d units, want %d", id, len(us), wide)
+	}
+	for i, u := range us {
+		if want := (store.Unit{JobID: id, Shard: i, State: core.JobPending, Since: t0}); !cmp.Equal(want, u) {
+			t.Fatalf("unit %d: %s", i, cmp.Diff(want, u))
+		}
+	}
+	live, err := s.Units().ListLiveUnits(c)
+	ok(t, err, "live units")
+	if want := 3*wide + 3; len(live) != want {
+		t.Errorf("%d live units, want %d", len(live), want)
+	}
+
+	// Saving them all is all or none, however many statements a backend
+	// sends at a time.
+	for i := range us {
+		us[i].Since = at(9)
+	}
+	ok(t, s.Units().SaveUnits(c, us...), "save every unit")
+	for i := range us {
+		us[i].Since = at(10)
+	}
+	wantErr(t, s.Units().SaveUnits(c, append(us, store.Unit{JobID: id, Shard: wide, State: core.JobPending})...), store.ErrNotFound, "save every unit and one beyond the shards")
+	got, err := s.Units().ListUnits(c, id)
+	ok(t, err, "units of "+id+" after the failed save")
+	for i, u := range got {
+		if !u.Since.Equal(at(9)) {
+			t.Fatalf("unit %d pending since %v after a save that failed, want %v", i, u.Since, at(9))
+		}
+	}
+	events := make([]core.Event, 2500)
+	for i := range events {
+		events[i] = core.Event{At: at(11), Kind: "unit.cancelled", Subject: fmt.Sprintf("%s#%d", id, i), Reason: "its job was cancelled"}
+	}
+	seqs, err := s.Events().AppendEvents(c, events...)
+	ok(t, err, "append an event per unit")
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] <= seqs[i-1] {
+			t.Fatalf("event %d has seq %d after %d: want increasing, in the order given", i, seqs[i], seqs[i-1])
+		}
+	}
+}
+
+// testUnitLimit: a new job whose units would take its team's unfinished
+// jobs past the team's unit limit is refused (field shards, the value,
+// what is left), nothing of it stored; an idempotent retry of an accepted
+// job still gets it; a job frees its units when it finishes (cancelled
+// or succeeded, not running), once; 0 is the default.
+func testUnitLimit(t *testing.T, open Opener) {
+	s := open(t)
+	c := ctx(t)
+	small := team("small")
+	small.UnitLimit = 10
+	ok(t, s.Teams().CreateTeam(c, small), "create team small")
+	dflt := team("dflt")
+	dflt.UnitLimit = 0
+	ok(t, s.Teams().CreateTeam(c, dflt), "create team dflt")
+	sharded := func(id, team string, shards int) core.Job {
+		j := job(id, team)
+		j.Shards = shards
+		return j
+	}
+	_, _, err := s.Jobs().SubmitJob(c, sharded("a", "small", 6), "key-a")
+	ok(t, err, "6 of 10 units")
+	submit(t, s, sharded("b", "small", 0)) // one unit
+	_, _, err = s.Jobs().SubmitJob(c, sharded("c", "small", 4), "")
+	wantField(t, err, "shards", "4", "4 more units with 7 of 10 unfinished")
+	if err == nil || !strings.Contains(err.Error(), "at most 3 units") || !strings.Contains(err.Error(), "unit_limit 10") {
+		t.Errorf("refusal %v: want it to say what is left (3) and the limit (10)", err)
+	}
+	_, err = s.Jobs().GetJob(c, "c")
+	wantErr(t, err, store.ErrNotFound, "refused job stored")
+	got, created, err := s.Jobs().SubmitJob(c, sharded("a2", "small", 6), "key-a")
+	ok(t, err, "retry of a with its key while the team is near its limit")
+	if created || got.ID != "a" {
+		t.Errorf("retry of a: job %q created %v, want a, not created", got.ID, created)
+	}
+	submit(t, s, sharded("c", "small", 3))
+	_, _, err = s.Jobs().SubmitJob(c, sharded("d", "small", 0), "")
+	wantField(t, err, "shards", "0", "one unit more with 10 of 10 unfinished")
+	_, err = s.Jobs().CancelJob(c, "a", at(5))
+	ok(t, err, "cancel a")
+	submit(t, s, sharded("d", "small", 6))
+	// b running is still unfinished; b succeeded frees its unit, once.
+	_, err = s.Jobs().TransitionJob(c, "b", core.JobRunning, at(6))
+	ok(t, err, "b runs")
+	_, _, err = s.Jobs().SubmitJob(c, sharded("e", "small", 0), "")
+	wantField(t, err, "shards", "0", "one unit more with 10 of 10 unfinished, one running")
+	_, err = s.Jobs().TransitionJob(c, "b", core.JobSucceeded, at(7))
+	ok(t, err, "b succeeds")
+	submit(t, s, sharded("e", "small", 0))
+	_, err = s.Jobs().CancelJob(c, "a", at(8))
+	ok(t, err, "cancel a again")
+	_, _, err = s.Jobs().SubmitJob(c, sharded("f", "small", 0), "")
+	wantField(t, err, "shards", "0", "one unit more after a second cancel of a, which frees nothing")
+
+	_, _, err = s.Jobs().SubmitJob(c, sharded("g", "dflt", core.DefaultUnitLimit+1), "")
+	wantField(t, err, "shards", fmt.Sprint(core.DefaultUnitLimit+1), "one unit past the default limit")
+	submit(t, s, sharded("g", "dflt", core.DefaultUnitLimit))
+	got2, err := s.Teams().GetTeam(c, "dflt")
+	ok(t, err, "get dflt")
+	if got2.UnitLimit != 0 || got2.Units() != core.DefaultUnitLimit {
+		t.Errorf("team dflt: unit limit %d (in effect %d), want 0 (%d)", got2.UnitLimit, got2.Units(), core.DefaultUnitLimit)
+	}
+}
+
+// testGetJobs: GetJobs returns the jobs asked for, whole, however many
+// (more than one query's worth), and leaves out ids no job has.
+func testGetJobs(t *testing.T, open Opener) {
+	s := open(t)
+	c := ctx(t)
+	setupTeams(t, s, "ml")
+	var ids, want []string
+	for i := range 1200 {
+		id := fmt.Sprintf("j%04d", i)
+		submit(t, s, job(id, "ml"))
+		if i%2 == 0 {
+			ids = append(ids, id)
+			want = append(want, id)
+		}
+	}
+	ids = append(ids, "nope")
+	got, err := s.Jobs().GetJobs(c, ids)
+	ok(t, err, "get jobs")
+	var gotIDs []string
+	for _, j := range got {
+		gotIDs = append(gotIDs, j.ID)
+		if j.ID == "j0000" {
+			w := store.Job{Job: job("j0000", "ml"), StateAt: t0}
+			w.State = core.JobPending
+			diff(t, "job j0000", w, j)
+		}
+	}
+	slices.Sort(gotIDs)
+	diff(t, "jobs", want, gotIDs)
+	got, err = s.Jobs().GetJobs(c, nil)
+	ok(t, err, "get no jobs")
+	if len(got) != 0 {
+		t.Errorf("no ids: %d jobs, want none", len(got))
+	}
+	_, err = s.Jobs().GetJobs(c, []string{""})
+	wantField(t, err, "ids", "", "an empty id")
 }

@@ -31,6 +31,9 @@ func Run(t *testing.T, open Opener) {
 		{"Jobs", testJobs},
 		{"Idempotency", testIdempotency},
 		{"JobStates", testJobStates},
+		{"WideJob", testWideJob},
+		{"UnitLimit", testUnitLimit},
+		{"GetJobs", testGetJobs},
 		{"Units", testUnits},
 		{"UnitSummaries", testUnitSummaries},
 		{"Leases", testLeases},
@@ -105,7 +108,7 @@ func ctx(t *testing.T) context.Context { return t.Context() }
 
 // team returns a valid team.
 func team(id string) core.Team {
-	return core.Team{ID: id, Name: "Team " + id, Cohort: "research", Weight: 2, MonthlyBudget: 5_000 * core.MicrosPerUnit,
+	return core.Team{ID: id, Name: "Team " + id, Cohort: "research", Weight: 2, MonthlyBudget: 5_000 * core.MicrosPerUnit, UnitLimit: 100_000,
 		Quotas: []core.Quota{{GPUClass: "H100", Guaranteed: 8000, BorrowLimit: -1, LendLimit: 4000}, {GPUClass: "A100", Guaranteed: 2000, BorrowLimit: 1000, LendLimit: -1}}}
 }
 

@@ -21,6 +21,54 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) Row
 }
 
+// Stmt is one statement of a batch.
+type Stmt struct {
+	SQL  string
+	Args []any
+}
+
+// Batcher is a Querier that sends many statements at a time (PostgreSQL's
+// pipeline: one round trip for many rows changed). Without it, the
+// statements of a batch run one by one, which costs nothing more where
+// the database is in the process (SQLite).
+type Batcher interface {
+	// ExecBatch runs stmts in order and returns the rows each changed;
+	// on an error, failed is the index of the statement that failed.
+	ExecBatch(ctx context.Context, stmts []Stmt) (n []int64, failed int, err error)
+	// QueryRowBatch runs stmts in order and scans the one row each
+	// returns with scan(i, row); on an error, failed is as for ExecBatch.
+	QueryRowBatch(ctx context.Context, stmts []Stmt, scan func(i int, r Row) error) (failed int, err error)
+}
+
+// execBatch runs stmts on q as ExecBatch does, batched when q can.
+func execBatch(ctx context.Context, q Querier, stmts []Stmt) ([]int64, int, error) {
+	if b, ok := q.(Batcher); ok {
+		return b.ExecBatch(ctx, stmts)
+	}
+	n := make([]int64, len(stmts))
+	for i, s := range stmts {
+		var err error
+		if n[i], err = q.Exec(ctx, s.SQL, s.Args...); err != nil {
+			return nil, i, err
+		}
+	}
+	return n, 0, nil
+}
+
+// queryRowBatch runs stmts on q as QueryRowBatch does, batched when q
+// can.
+func queryRowBatch(ctx context.Context, q Querier, stmts []Stmt, scan func(i int, r Row) error) (int, error) {
+	if b, ok := q.(Batcher); ok {
+		return b.QueryRowBatch(ctx, stmts, scan)
+	}
+	for i, s := range stmts {
+		if err := scan(i, q.QueryRow(ctx, s.SQL, s.Args...)); err != nil {
+			return i, err
+		}
+	}
+	return 0, nil
+}
+
 // Rows is the result of Query.
 type Rows interface {
 	Next() bool

@@ -18,25 +18,28 @@ func (o *ops) AppendEvents(ctx context.Context, events ...core.Event) ([]int64, 
 		}
 	}
 	seqs := make([]int64, len(events))
+	// One statement per event (the order of RETURNING rows of a
+	// multi-row insert is not defined), sent many at a time.
+	stmts := make([]Stmt, len(events))
+	for i, e := range events {
+		// The team column follows store.EventTeam: an explicit
+		// attribute, else the team of the job the subject names.
+		team := `$6`
+		arg := e.Attrs[store.EventTeam]
+		switch {
+		case arg != "":
+		case strings.HasPrefix(e.Kind, "audit."):
+		default:
+			team = `COALESCE((SELECT team_id FROM jobs WHERE id = $6), '')`
+			arg = store.JobOfSubject(e.Subject)
+		}
+		stmts[i] = Stmt{`INSERT INTO events (at, kind, subject, reason, attrs, team_id) VALUES ($1, $2, $3, $4, $5, ` + team + `) RETURNING seq`,
+			[]any{o.t(e.At), e.Kind, e.Subject, e.Reason, marshal(e.Attrs), arg}}
+	}
 	err := o.atomic(ctx, func(q Querier) error {
-		// One statement per event: the order of RETURNING rows of a
-		// multi-row insert is not defined.
-		for i, e := range events {
-			// The team column follows store.EventTeam: an explicit
-			// attribute, else the team of the job the subject names.
-			team := `$6`
-			arg := e.Attrs[store.EventTeam]
-			switch {
-			case arg != "":
-			case strings.HasPrefix(e.Kind, "audit."):
-			default:
-				team = `COALESCE((SELECT team_id FROM jobs WHERE id = $6), '')`
-				arg = store.JobOfSubject(e.Subject)
-			}
-			if err := q.QueryRow(ctx, `INSERT INTO events (at, kind, subject, reason, attrs, team_id) VALUES ($1, $2, $3, $4, $5, `+team+`) RETURNING seq`,
-				o.t(e.At), e.Kind, e.Subject, e.Reason, marshal(e.Attrs), arg).Scan(&seqs[i]); err != nil {
-				return o.fail(err, "append event %d (%s)", i, e.Kind)
-			}
+		failed, err := queryRowBatch(ctx, q, stmts, func(i int, r Row) error { return r.Scan(&seqs[i]) })
+		if err != nil {
+			return o.fail(err, "append event %d (%s)", failed, events[failed].Kind)
 		}
 		return nil
 	})

@@ -118,7 +118,13 @@ func (o *ops) SubmitJob(ctx context.Context, j core.Job, key string) (store.Job,
 			return o.fail(err, "submit job %q", j.ID)
 		}
 		created = true
-		return o.insertUnits(ctx, q, &j)
+		if err := o.reserveUnits(ctx, q, &j, true); err != nil {
+			return err
+		}
+		if err := o.insertUnits(ctx, q, &j); err != nil {
+			return err
+		}
+		return o.reserveUnits(ctx, q, &j, false)
 	})
 	if err != nil {
 		return store.Job{}, false, err
@@ -134,22 +140,58 @@ func fpArg(key string, fp [32]byte) any {
 	return fp[:]
 }
 
-// unitBatch is how many units one INSERT writes (13 parameters each, far
-// below both backends' limits).
-const unitBatch = 500
+// reserveUnits counts j's units, j just inserted, into its team's
+// queued units (the units of its unfinished jobs), and refuses j when
+// they would pass the team's unit limit. Only a new job is counted, so an
+// idempotent retry of an accepted one still gets it. With before, it
+// only reads, to refuse a job past the limit before its units are made;
+// after, one conditional UPDATE checks and counts, which orders
+// concurrent submissions of one team on its row for the rest of the
+// transaction (so it is the transaction's last statement).
+func (o *ops) reserveUnits(ctx context.Context, q Querier, j *core.Job, before bool) error {
+	n := int64(max(j.Shards, 1))
+	refuse := func() error {
+		var queued, limit int64
+		if err := q.QueryRow(ctx, `SELECT queued_units, unit_limit FROM teams WHERE id = $1`, j.Team).Scan(&queued, &limit); err != nil {
+			return o.fail(one(err, "team", j.Team), "submit job %q", j.ID)
+		}
+		t := core.Team{UnitLimit: limit}
+		if queued+n <= t.Units() {
+			return nil
+		}
+		return fmt.Errorf("submit job %q: %w", j.ID, &core.FieldError{Field: "shards", Value: fmt.Sprint(j.Shards),
+			Allowed: fmt.Sprintf("at most %d units for team %q now: its unfinished jobs have %d of its unit_limit %d", max(t.Units()-queued, 0), j.Team, queued, t.Units())})
+	}
+	if before {
+		return refuse()
+	}
+	var queued int64
+	err := q.QueryRow(ctx, `UPDATE teams SET queued_units = queued_units + $2
+		WHERE id = $1 AND queued_units + $2 <= CASE WHEN unit_limit = 0 THEN $3 ELSE unit_limit END RETURNING queued_units`,
+		j.Team, n, int64(core.DefaultUnitLimit)).Scan(&queued)
+	switch {
+	case errors.Is(err, ErrNoRows):
+		if err := refuse(); err != nil {
+			return err
+		}
+		return fmt.Errorf("submit job %q: team %q: its queued units changed while counting", j.ID, j.Team)
+	case err != nil:
+		return o.fail(err, "submit job %q: count its units", j.ID)
+	}
+	return nil
+}
 
+// insertUnits creates the job's units, pending since its submission, in
+// one statement whose rows the database generates: the work and memory
+// on this side are the same for one shard as for a hundred thousand, and
+// the statement's parameters are three whatever the count (SQLite binds
+// $n parameters in time quadratic in their number).
 func (o *ops) insertUnits(ctx context.Context, q Querier, j *core.Job) error {
-	n := max(j.Shards, 1)
-	for lo := 0; lo < n; lo += unitBatch {
-		var a args
-		var vals []string
-		for s := lo; s < min(n, lo+unitBatch); s++ {
-			vals = append(vals, a.list(j.ID, s, string(core.JobPending), "null", nil, nil, 0, o.t(j.Submit), nil, 0, 0, false, 0))
-		}
-		if _, err := q.Exec(ctx, `INSERT INTO job_units (job_id, shard, state, parts, start_at, last_checkpoint_at, done_ns, since_at,
-			deferred_until, reclaims, preemptions, no_spot, lost_milli_seconds) VALUES `+strings.Join(vals, ", "), a.vals...); err != nil {
-			return o.fail(err, "submit job %q: units", j.ID)
-		}
+	if _, err := q.Exec(ctx, `WITH RECURSIVE shards (shard) AS (SELECT 0 UNION ALL SELECT shard + 1 FROM shards WHERE shard + 1 < $2)
+		INSERT INTO job_units (job_id, shard, state, parts, done_ns, since_at, reclaims, preemptions, no_spot, lost_milli_seconds)
+		SELECT $1, shard, 'pending', 'null', 0, $3, 0, 0, false, 0 FROM shards`,
+		j.ID, max(j.Shards, 1), o.t(j.Submit)); err != nil {
+		return o.fail(err, "submit job %q: units", j.ID)
 	}
 	return nil
 }
@@ -177,6 +219,47 @@ func (o *ops) getJob(ctx context.Context, q Querier, id string) (store.Job, erro
 		return store.Job{}, fmt.Errorf("get job: %w", one(err, "job", id))
 	}
 	return j, nil
+}
+
+// jobsPerQuery is how many ids one GetJobs query looks up: few enough
+// that SQLite's binding of $n parameters (quadratic in their number)
+// stays well under a millisecond, many enough that a queue of 10,000
+// jobs is 20 queries.
+const jobsPerQuery = 500
+
+// GetJobs implements store.Jobs.
+func (o *ops) GetJobs(ctx context.Context, ids []string) ([]store.Job, error) {
+	for _, id := range ids {
+		if err := store.CheckID("ids", id); err != nil {
+			return nil, fmt.Errorf("get jobs: %w", err)
+		}
+	}
+	out := make([]store.Job, 0, len(ids))
+	for lo := 0; lo < len(ids); lo += jobsPerQuery {
+		var a args
+		vs := make([]any, 0, jobsPerQuery)
+		for _, id := range ids[lo:min(lo+jobsPerQuery, len(ids))] {
+			vs = append(vs, id)
+		}
+		rows, err := o.r().Query(ctx, `SELECT `+jobCols+` FROM jobs WHERE id IN `+a.list(vs...), a.vals...)
+		if err != nil {
+			return nil, o.fail(err, "get jobs")
+		}
+		for rows.Next() {
+			j, _, err := scanJob(rows)
+			if err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("get jobs: %w", err)
+			}
+			out = append(out, j)
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, o.fail(err, "get jobs")
+		}
+	}
+	return out, nil
 }
 
 // ListJobs implements store.Jobs.
@@ -292,8 +375,9 @@ func (o *ops) moveJob(ctx context.Context, what, id string, state core.JobState,
 	err := o.atomic(ctx, func(q Querier) error {
 		// One conditional statement, so that concurrent moves serialize
 		// on the row and a final state is never left.
-		if _, err := q.Exec(ctx, `UPDATE jobs SET state = $2, state_at = $3 WHERE id = $1 AND state <> $2 AND state NOT IN `+finalJobStates,
-			id, string(state), o.t(at)); err != nil {
+		moved, err := q.Exec(ctx, `UPDATE jobs SET state = $2, state_at = $3 WHERE id = $1 AND state <> $2 AND state NOT IN `+finalJobStates,
+			id, string(state), o.t(at))
+		if err != nil {
 			return o.fail(err, "%s %q", what, id)
 		}
 		j, err := o.getJob(ctx, q, id)
@@ -302,6 +386,12 @@ func (o *ops) moveJob(ctx context.Context, what, id string, state core.JobState,
 		}
 		if j.State != state {
 			return fmt.Errorf("%s: %w", what, store.CheckJobTransition(fmt.Sprintf("job %q", id), j.State, state))
+		}
+		if moved > 0 && state.Final() {
+			// Finished: its units leave the team's queued units.
+			if _, err := q.Exec(ctx, `UPDATE teams SET queued_units = queued_units - $2 WHERE id = $1`, j.Team, int64(max(j.Shards, 1))); err != nil {
+				return o.fail(err, "%s %q: its team's queued units", what, id)
+			}
 		}
 		out = j
 		return nil

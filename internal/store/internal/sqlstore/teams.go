@@ -9,7 +9,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/store"
 )
 
-const teamSelect = `SELECT t.id, t.name, t.cohort, t.weight, t.monthly_budget_micros,
+const teamSelect = `SELECT t.id, t.name, t.cohort, t.weight, t.monthly_budget_micros, t.unit_limit,
 	q.gpu_class, q.guaranteed_milli, q.borrow_limit_milli, q.lend_limit_milli
 	FROM teams t LEFT JOIN team_quotas q ON q.team_id = t.id`
 
@@ -19,8 +19,8 @@ func (o *ops) CreateTeam(ctx context.Context, t core.Team) error {
 		return fmt.Errorf("create team: %w", err)
 	}
 	return o.atomic(ctx, func(q Querier) error {
-		if _, err := q.Exec(ctx, `INSERT INTO teams (id, name, cohort, weight, monthly_budget_micros) VALUES ($1, $2, $3, $4, $5)`,
-			t.ID, t.Name, t.Cohort, t.Weight, int64(t.MonthlyBudget)); err != nil {
+		if _, err := q.Exec(ctx, `INSERT INTO teams (id, name, cohort, weight, monthly_budget_micros, unit_limit) VALUES ($1, $2, $3, $4, $5, $6)`,
+			t.ID, t.Name, t.Cohort, t.Weight, int64(t.MonthlyBudget), t.UnitLimit); err != nil {
 			if errors.Is(o.s.b.Classify(err), store.ErrConflict) {
 				return fmt.Errorf("create team: %w", store.Exists("id", "team", t.ID)) // the id is teams' one unique key
 			}
@@ -79,7 +79,7 @@ func (o *ops) teams(ctx context.Context, sql string, a ...any) ([]core.Team, err
 			guar, borrow, lend *int64
 			budget             int64
 		)
-		if err := rows.Scan(&t.ID, &t.Name, &t.Cohort, &t.Weight, &budget, S(&class), &guar, &borrow, &lend); err != nil {
+		if err := rows.Scan(&t.ID, &t.Name, &t.Cohort, &t.Weight, &budget, &t.UnitLimit, S(&class), &guar, &borrow, &lend); err != nil {
 			return nil, err
 		}
 		t.MonthlyBudget = core.Micros(budget)
@@ -102,8 +102,8 @@ func (o *ops) UpdateTeam(ctx context.Context, t core.Team) error {
 	return o.atomic(ctx, func(q Querier) error {
 		// The team row first: its lock orders concurrent updates of one
 		// team, so the quota rows are replaced by one at a time.
-		n, err := q.Exec(ctx, `UPDATE teams SET name = $2, cohort = $3, weight = $4, monthly_budget_micros = $5 WHERE id = $1`,
-			t.ID, t.Name, t.Cohort, t.Weight, int64(t.MonthlyBudget))
+		n, err := q.Exec(ctx, `UPDATE teams SET name = $2, cohort = $3, weight = $4, monthly_budget_micros = $5, unit_limit = $6 WHERE id = $1`,
+			t.ID, t.Name, t.Cohort, t.Weight, int64(t.MonthlyBudget), t.UnitLimit)
 		if err != nil {
 			return o.fail(err, "update team %q", t.ID)
 		}

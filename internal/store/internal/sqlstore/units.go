@@ -29,20 +29,36 @@ func partsJSON(ps []store.Part) string {
 	return marshal(docs)
 }
 
-func scanUnit(r interface{ Scan(...any) error }) (store.Unit, error) {
-	var (
-		u     store.Unit
-		state string
-		parts string
-		done  int64
-	)
-	if err := r.Scan(&u.JobID, &u.Shard, &state, &parts, T(&u.Start), T(&u.LastCheckpoint), &done, T(&u.Since),
-		T(&u.DeferredUntil), &u.Reclaims, &u.Preemptions, &u.NoSpot, &u.LostMilliSeconds, T(&u.End)); err != nil {
-		return u, err
+// unitScan scans unitCols into u through scanners made once, so that a
+// listing of many units does not allocate them for every row.
+type unitScan struct {
+	u     store.Unit
+	state string
+	parts string
+	done  int64
+	dest  []any
+}
+
+func newUnitScan() *unitScan {
+	s := &unitScan{}
+	u := &s.u
+	s.dest = []any{&u.JobID, &u.Shard, &s.state, &s.parts, T(&u.Start), T(&u.LastCheckpoint), &s.done, T(&u.Since),
+		T(&u.DeferredUntil), &u.Reclaims, &u.Preemptions, &u.NoSpot, &u.LostMilliSeconds, T(&u.End)}
+	return s
+}
+
+// scan reads the row r holds.
+func (s *unitScan) scan(r interface{ Scan(...any) error }) (store.Unit, error) {
+	if err := r.Scan(s.dest...); err != nil {
+		return store.Unit{}, err
 	}
-	u.State, u.Done = core.JobState(state), time.Duration(done)
+	u := s.u
+	u.State, u.Done = core.JobState(s.state), time.Duration(s.done)
+	if s.parts == "null" {
+		return u, nil // not running: most units, and no JSON to decode
+	}
 	var docs []partDoc
-	if err := unmarshal(parts, &docs); err != nil {
+	if err := unmarshal(s.parts, &docs); err != nil {
 		return u, fmt.Errorf("unit %s#%d: parts: %w", u.JobID, u.Shard, err)
 	}
 	if docs != nil {
@@ -61,20 +77,28 @@ func (o *ops) SaveUnits(ctx context.Context, units ...store.Unit) error {
 			return fmt.Errorf("save units: %w", err)
 		}
 	}
+	stmts := make([]Stmt, len(units))
+	for i := range units {
+		u := &units[i]
+		stmts[i] = Stmt{`UPDATE job_units SET state = $3, parts = $4, start_at = $5, last_checkpoint_at = $6, done_ns = $7,
+			since_at = $8, deferred_until = $9, reclaims = $10, preemptions = $11, no_spot = $12, lost_milli_seconds = $13, end_at = $14
+			WHERE job_id = $1 AND shard = $2 AND (state = $3 OR state NOT IN ` + finalJobStates + `)`,
+			[]any{u.JobID, u.Shard, string(u.State), partsJSON(u.Parts), o.t(u.Start), o.t(u.LastCheckpoint), int64(u.Done),
+				o.t(u.Since), o.t(u.DeferredUntil), u.Reclaims, u.Preemptions, u.NoSpot, u.LostMilliSeconds, o.t(u.End)}}
+	}
 	return o.atomic(ctx, func(q Querier) error {
+		// One statement per unit, sent many at a time: a tick that
+		// changes every unit of a long queue is not a round trip each.
+		n, failed, err := execBatch(ctx, q, stmts)
+		if err != nil {
+			u := &units[failed]
+			return o.fail(err, "save unit %s#%d", u.JobID, u.Shard)
+		}
 		for i := range units {
-			u := &units[i]
-			n, err := q.Exec(ctx, `UPDATE job_units SET state = $3, parts = $4, start_at = $5, last_checkpoint_at = $6, done_ns = $7,
-				since_at = $8, deferred_until = $9, reclaims = $10, preemptions = $11, no_spot = $12, lost_milli_seconds = $13, end_at = $14
-				WHERE job_id = $1 AND shard = $2 AND (state = $3 OR state NOT IN `+finalJobStates+`)`,
-				u.JobID, u.Shard, string(u.State), partsJSON(u.Parts), o.t(u.Start), o.t(u.LastCheckpoint), int64(u.Done),
-				o.t(u.Since), o.t(u.DeferredUntil), u.Reclaims, u.Preemptions, u.NoSpot, u.LostMilliSeconds, o.t(u.End))
-			if err != nil {
-				return o.fail(err, "save unit %s#%d", u.JobID, u.Shard)
-			}
-			if n > 0 {
+			if n[i] > 0 {
 				continue
 			}
+			u := &units[i]
 			var state string
 			if err := q.QueryRow(ctx, `SELECT state FROM job_units WHERE job_id = $1 AND shard = $2`, u.JobID, u.Shard).Scan(&state); err != nil {
 				return fmt.Errorf("save units: %w", one(err, "unit", fmt.Sprintf("%s#%d", u.JobID, u.Shard)))
@@ -165,8 +189,9 @@ func (o *ops) units(ctx context.Context, sql string, a ...any) ([]store.Unit, er
 	}
 	defer rows.Close()
 	var out []store.Unit
+	sc := newUnitScan()
 	for rows.Next() {
-		u, err := scanUnit(rows)
+		u, err := sc.scan(rows)
 		if err != nil {
 			return nil, err
 		}
