@@ -7,9 +7,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/plan"
 	"github.com/gpufleet/gpufleet/internal/policy"
+	"github.com/spf13/cobra"
 )
 
 // loadPolicy reads a policy file (docs/policy.md).
@@ -59,4 +62,99 @@ func resolvePolicies(list string) ([]policy.Policy, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// basePolicy is gpufleet's default policy holding portfolio p's
+// committed base: its GPUs per model, on the committed mode of the
+// longest term in the base's mix (the fleet keeps a base on one mode:
+// where classes differ, the mode of the most GPUs, the longer term on a
+// tie). The doc says what the plan chose, term by term.
+func basePolicy(p plan.Portfolio, offers []core.Offer) (policy.Policy, error) {
+	pol := policy.Default()
+	pol.Name, pol.Source = "portfolio-base", "gpufleet plan portfolio"
+	gpusIn := map[core.BillingMode]int64{}
+	var notes []string
+	for _, r := range p.Reserved {
+		if r.Count <= 0 {
+			continue
+		}
+		mode, err := baseMode(p, r.GPUModel, offers)
+		if err != nil {
+			return policy.Policy{}, err
+		}
+		pol.Reserved.GPUs[r.GPUModel] = int(min(r.Count, 1_000_000))
+		gpusIn[mode] += r.Count
+		notes = append(notes, fmt.Sprintf("%d %s GPUs on %s", r.Count, r.GPUModel, r.Term))
+	}
+	best := core.Monthly
+	for _, m := range []core.BillingMode{core.Monthly, core.Weekly, core.Daily} { // longest first: it wins ties
+		if gpusIn[m] > gpusIn[best] {
+			best = m
+		}
+	}
+	pol.Reserved.Mode = best
+	pol.Doc = fmt.Sprintf("gpufleet's default policy with the committed base gpufleet plan portfolio chose for %d hours from %s: %s",
+		p.Hours, p.Start.UTC().Format(time.RFC3339), strings.Join(append(notes, "nothing reserved")[:max(len(notes), 1)], "; "))
+	return pol, pol.Validate()
+}
+
+// baseMode is the committed mode of the longest term in model's base.
+func baseMode(p plan.Portfolio, model string, offers []core.Offer) (core.BillingMode, error) {
+	for _, c := range p.Classes {
+		if c.GPUModel != model || !c.HasBase {
+			continue
+		}
+		var longest int64
+		for _, pc := range c.Base.Periods {
+			if pc.Count > 0 || pc.PartialSeconds > 0 {
+				longest = max(longest, pc.Seconds)
+			}
+		}
+		for i := range offers {
+			o := &offers[i]
+			if o.GPUModel != model {
+				continue
+			}
+			for _, pl := range o.Plans {
+				if term := committedTerm(pl); term > 0 && term == longest {
+					return pl.Mode, nil
+				}
+			}
+		}
+		return "", fmt.Errorf("plan portfolio: %s: the base's longest term (%d s) is no committed plan of the catalog", model, longest)
+	}
+	return "", fmt.Errorf("plan portfolio: %s: no committed base planned", model)
+}
+
+// committedTerm is a committed plan's term in seconds as the planner
+// reads it (plan.PricesFromOffer); 0 for pay-as-you-go and spot.
+func committedTerm(pl core.PricePlan) int64 {
+	if pl.Term > 0 {
+		return pl.Term
+	}
+	switch pl.Mode {
+	case core.Daily:
+		return core.Day.Seconds()
+	case core.Weekly:
+		return core.Week.Seconds()
+	case core.Monthly:
+		return core.Month.Seconds()
+	}
+	return 0
+}
+
+// writePolicyOut writes portfolio p's base as a policy file at path.
+func writePolicyOut(cmd *cobra.Command, path string, p plan.Portfolio, offers []core.Offer) error {
+	pol, err := basePolicy(p, offers)
+	if err != nil {
+		return err
+	}
+	b, err := policy.Marshal(pol)
+	if err != nil {
+		return err
+	}
+	return writeTo(cmd, path, func(w io.Writer) error {
+		_, err := w.Write(append([]byte("# gpufleet policy file (docs/policy.md), written by gpufleet plan portfolio\n"), b...))
+		return err
+	})
 }

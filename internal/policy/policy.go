@@ -375,6 +375,29 @@ func (p Policy) Label() string {
 	return fmt.Sprintf("%s (%s, %s)", p.Name, p.Source, p.Hash())
 }
 
+// Offers keeps of offers the plans in the policy's billing modes, and the
+// offers that still have one: what the engine may rent. Every offer when
+// the policy allows every mode.
+func (p Policy) Offers(offers []core.Offer) []core.Offer {
+	if len(p.BillingModes) == 0 {
+		return offers
+	}
+	var out []core.Offer
+	for _, o := range offers {
+		var plans []core.PricePlan
+		for _, pl := range o.Plans {
+			if slices.Contains(p.BillingModes, pl.Mode) {
+				plans = append(plans, pl)
+			}
+		}
+		if len(plans) > 0 {
+			o.Plans = plans
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 // Modes is what the policy may rent in: nil for every mode.
 func (p Policy) Modes() []core.BillingMode {
 	if len(p.BillingModes) == 0 {

@@ -9,30 +9,6 @@ import (
 	"github.com/gpufleet/gpufleet/internal/core"
 )
 
-// restrict keeps only the plans of the allowed modes, and offers that
-// still have one.
-func restrict(offers []core.Offer, modes []core.BillingMode) []core.Offer {
-	if modes == nil {
-		return offers
-	}
-	var out []core.Offer
-	for _, o := range offers {
-		var plans []core.PricePlan
-		for _, p := range o.Plans {
-			for _, m := range modes {
-				if p.Mode == m {
-					plans = append(plans, p)
-				}
-			}
-		}
-		if len(plans) > 0 {
-			o.Plans = plans
-			out = append(out, o)
-		}
-	}
-	return out
-}
-
 // peakFleet sizes a peak-sized base (static-peak): per GPU model the jobs
 // may use, the peak of concurrent GPU demand, in machines of the offer
 // with the cheapest price per GPU on the committed mode.

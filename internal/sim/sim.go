@@ -68,7 +68,7 @@ func Run(ctx context.Context, cfg Config, p policy.Policy) (*Result, error) {
 	if cfg.Recheck == 0 {
 		cfg.Recheck = 5 * time.Minute
 	}
-	offers := restrict(cfg.Offers, p.Modes())
+	offers := p.Offers(cfg.Offers)
 	if len(offers) == 0 {
 		return nil, fmt.Errorf("sim: policy %s: the catalog has no offer in modes %v", p.Name, p.Modes())
 	}
