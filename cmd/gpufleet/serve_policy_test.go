@@ -106,6 +106,9 @@ func TestServePolicyRefused(t *testing.T) {
 	if err := os.WriteFile("peak.yaml", []byte("base: static-peak\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile("tpu.yaml", []byte("reserved:\n  gpus:\n    TPU9: 4\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -115,6 +118,7 @@ func TestServePolicyRefused(t *testing.T) {
 		{[]string{"--policy", "static-peak"}, `reserved.peak_sized: invalid value "true": want false for serve`},
 		{[]string{"--policy", "peak.yaml"}, `reserved.peak_sized: invalid value "true": want false for serve`},
 		{[]string{"--policy", filepath.Join("no", "such.yaml")}, `load policy: open no/such.yaml`},
+		{[]string{"--policy", "tpu.yaml"}, `reserved.gpus.TPU9: invalid value "4": want a GPU model with a monthly plan in the catalog (`},
 	} {
 		code, _, errs := runCLI(t, append([]string{"serve", "--addr", "127.0.0.1:0"}, tc.args...)...)
 		if code == 0 || !strings.Contains(errs, tc.want) || strings.Contains(errs, "admin token") {
