@@ -59,6 +59,9 @@ several servers may share it, one of them runs the loop.`,
 			if err != nil {
 				return err
 			}
+			if len(pol.Offers(c.Offers)) == 0 {
+				return usageError{&core.FieldError{Field: "--policy " + pol.Source + ": billing_modes", Value: fmt.Sprint(pol.BillingModes), Allowed: "modes some offer of the catalog is sold in"}}
+			}
 			ecfg, err := pol.Engine(pol.Offers(c.Offers), time.Now())
 			if err != nil {
 				return fmt.Errorf("serve: policy %s: %w", pol.Source, err)

@@ -99,11 +99,18 @@ renting:
 // TestServePolicyRefused: a bad --policy stops serve before it starts,
 // with an error naming the file, line, field and what is allowed.
 func TestServePolicyRefused(t *testing.T) {
+	v100, err := filepath.Abs(v100Catalog) // monthly and on-demand only
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Chdir(t.TempDir())
 	if err := os.WriteFile("typo.yaml", []byte("name: x\nidle:\n  utilpct: 5\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile("peak.yaml", []byte("base: static-peak\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("weekly.yaml", []byte("billing_modes: [weekly]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile("tpu.yaml", []byte("reserved:\n  gpus:\n    TPU9: 4\n"), 0o600); err != nil {
@@ -118,6 +125,7 @@ func TestServePolicyRefused(t *testing.T) {
 		{[]string{"--policy", "static-peak"}, `reserved.peak_sized: invalid value "true": want false for serve`},
 		{[]string{"--policy", "peak.yaml"}, `reserved.peak_sized: invalid value "true": want false for serve`},
 		{[]string{"--policy", filepath.Join("no", "such.yaml")}, `load policy: open no/such.yaml`},
+		{[]string{"--policy", "weekly.yaml", "--catalog", v100}, `--policy weekly.yaml: billing_modes: invalid value "[weekly]": want modes some offer of the catalog is sold in`},
 		{[]string{"--policy", "tpu.yaml"}, `reserved.gpus.TPU9: invalid value "4": want a GPU model with a monthly plan in the catalog (`},
 	} {
 		code, _, errs := runCLI(t, append([]string{"serve", "--addr", "127.0.0.1:0"}, tc.args...)...)

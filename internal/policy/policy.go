@@ -361,6 +361,13 @@ func (p Policy) Validate() error {
 // two policies with one hash decide alike.
 func (p Policy) Hash() string {
 	p.Name, p.Doc, p.Base, p.Source = "", "", "", ""
+	// Nil and empty say the same; JSON would tell them apart.
+	if p.BillingModes == nil {
+		p.BillingModes = []core.BillingMode{}
+	}
+	if p.Reserved.GPUs == nil {
+		p.Reserved.GPUs = map[string]int{}
+	}
 	b, _ := json.Marshal(p) // maps marshal in key order
 	s := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(s[:6])

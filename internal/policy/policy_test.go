@@ -215,3 +215,16 @@ func TestEngineReserved(t *testing.T) {
 		t.Errorf("no committed A100 offer: %v; want %s", err, want)
 	}
 }
+
+// Nil and empty lists and maps hash alike: they decide alike.
+func TestHashNilEmpty(t *testing.T) {
+	a, b := Default(), Default()
+	b.BillingModes, b.Reserved.GPUs = nil, nil
+	if a.Hash() != b.Hash() {
+		t.Errorf("hash %s with empty billing_modes and reserved.gpus, %s with nil", a.Hash(), b.Hash())
+	}
+	b.Idle.UtilPct++
+	if a.Hash() == b.Hash() {
+		t.Error("a changed knob kept the hash")
+	}
+}

@@ -22,7 +22,7 @@ import (
 // on the offer of the allowed mode). Before, serve set neither.
 func TestLoopPolicyTimeOfUseAndModes(t *testing.T) {
 	tou := &core.TimeOfUse{Location: time.UTC, Windows: []core.Window{{
-		Weekdays: []time.Weekday{time.Monday, time.Tuesday, time.Wednesday, time.Thursday, time.Friday, time.Saturday, time.Sunday},
+		Weekdays:  []time.Weekday{time.Monday, time.Tuesday, time.Wednesday, time.Thursday, time.Friday, time.Saturday, time.Sunday},
 		StartHour: 12, EndHour: 18, MultiplierBP: 3000}}}
 	offers := []core.Offer{
 		{ID: "test/r1/cheap", Provider: "test", Region: "r1", InstanceType: "cheap", GPUModel: "A100", GPUs: 1, GPUMemMiB: 40960, VCPUs: 8, MemoryMiB: 65536, Currency: "USD",
