@@ -540,6 +540,7 @@ type portfolioFlags struct {
 	solver                         string
 	json, hourly, noSensitivity    bool
 	burstLeases                    bool
+	policyOut                      string
 }
 
 // traceFormats are the trace formats --format names.
@@ -583,6 +584,7 @@ gpus and optionally interruptible and deferrable shares (docs/planner.md).`,
 	fl.BoolVar(&f.hourly, "hourly", false, "with --json: include each class's hour-by-hour plan")
 	fl.BoolVar(&f.noSensitivity, "no-sensitivity", false, "skip the ±20% demand scenarios")
 	fl.BoolVar(&f.burstLeases, "burst-leases", true, "cover bursts with short committed terms (a week, a day) where cheaper than on demand")
+	fl.StringVar(&f.policyOut, "policy-out", "", "also write the planned committed base as a policy file (gpufleet's default policy with reserved.gpus set) that serve --policy and sim --policy take as it is")
 	return cmd
 }
 
@@ -653,6 +655,11 @@ func runPlanPortfolio(cmd *cobra.Command, f portfolioFlags) error {
 	})
 	if err != nil {
 		return err
+	}
+	if f.policyOut != "" {
+		if err := writePolicyOut(cmd, f.policyOut, p, cat.Offers); err != nil {
+			return err
+		}
 	}
 	if f.json {
 		return writeJSON(cmd, portfolioOutput(p, cat.Currency, f.hourly))

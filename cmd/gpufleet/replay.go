@@ -20,6 +20,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/bound"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/engine"
+	"github.com/gpufleet/gpufleet/internal/policy"
 	provsim "github.com/gpufleet/gpufleet/internal/provider/sim"
 	"github.com/gpufleet/gpufleet/internal/report"
 	"github.com/gpufleet/gpufleet/internal/sim"
@@ -51,7 +52,7 @@ func attachReplay(cmd *cobra.Command) {
 	fl.StringVar(&f.paiTasks, "pai-tasks", "", "for --format pai: the task table (the --trace file is the job table)")
 	fl.StringVar(&f.catalog, "catalog", "", "catalog file; the embedded demo catalog if empty")
 	fl.StringVar(&f.profile, "profile", "", "workload profile (YAML); the documented defaults if empty")
-	fl.StringVar(&f.policies, "policy", strings.Join(sim.PolicyNames, ","), "comma-separated policies: "+strings.Join(sim.PolicyNames, ", "))
+	fl.StringVar(&f.policies, "policy", strings.Join(policy.PresetNames, ","), "comma-separated policies run side by side: presets ("+strings.Join(policy.PresetNames, ", ")+") and policy files (.yaml, docs/policy.md)")
 	fl.Uint64Var(&f.seed, "seed", 1, "random seed (provider delays, reclaims)")
 	fl.StringVar(&f.jsonOut, "json", "", "write the JSON result to this file (- for stdout)")
 	fl.StringVar(&f.htmlOut, "html", "", "write the HTML report to this file")
@@ -190,6 +191,10 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 			}
 		}()
 	}
+	policies, err := resolvePolicies(f.policies)
+	if err != nil {
+		return err
+	}
 	tr, err := loadTrace(f)
 	if err != nil {
 		return err
@@ -221,15 +226,7 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 			return err
 		}
 	}
-	var policies []sim.Policy
-	for _, name := range strings.Split(f.policies, ",") {
-		p, err := sim.NewPolicy(strings.TrimSpace(name))
-		if err != nil {
-			return usageError{fmt.Errorf("--policy: %w", err)}
-		}
-		policies = append(policies, p)
-	}
-	cfg := sim.Config{Workload: w, Offers: cat.Offers, TimeOfUse: siteTariff(cat.Offers), Seed: f.seed,
+	cfg := sim.Config{Workload: w, Offers: cat.Offers, TimeOfUse: policy.SiteTariff(cat.Offers), Seed: f.seed,
 		Provider: provsim.Config{Default: provsim.Settings{Delay: provsim.Fixed(f.delay)}}}
 	boundsc := startBounds(w, cat.Offers, cfg.TimeOfUse, f.noLP)
 	stderr := cmd.ErrOrStderr()
@@ -252,7 +249,7 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 			defer func() { <-sem }()
 			c := cfg
 			if f.leasesOut != "" {
-				leases[i].Policy = p.Name
+				leases[i].Policy = p.Label()
 				c.Leases = func(l sim.LeaseRecord) { leases[i].Leases = append(leases[i].Leases, l) }
 			}
 			if bar {
@@ -329,7 +326,7 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "policy\tcost %s\t× bound\tidle share\tpaid GPU-h\tallocated GPU-h\twait p95 s\tcore p95 s\tdeadline misses\tpreemptions\tlost GPU-h\t\n", cat.Currency)
 	for _, p := range v.Policies {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t\n", p.Policy, report.Fixed(p.Cost, 2), report.Fixed(p.VsBound, 3), report.Percent(p.IdleShare),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t\n", cmp.Or(p.Label, p.Policy), report.Fixed(p.Cost, 2), report.Fixed(p.VsBound, 3), report.Percent(p.IdleShare),
 			report.Fixed(p.PaidGPUHours, 0), report.Fixed(p.AllocatedGPUHours, 0), p.WaitP95, p.WaitsByTier["core"].P95, p.DeadlineMisses, p.Preemptions, report.Fixed(p.LostGPUHours, 1))
 	}
 	boundName := "lower bound (LP)"
@@ -352,19 +349,6 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 		fmt.Fprintf(cmd.OutOrStdout(), "%s: %d steps, %d events in %s (%.0f events/s)\n", p.Policy, p.Steps, p.Events, walls[i].Round(time.Millisecond), p.EventsPerS)
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "wall clock %s\n", time.Since(start).Round(time.Millisecond))
-	return nil
-}
-
-// siteTariff is the first time-of-use tariff in the catalog: the off-peak
-// windows deferrable work may wait for.
-func siteTariff(offers []core.Offer) *core.TimeOfUse {
-	for _, o := range offers {
-		for _, p := range o.Plans {
-			if p.TimeOfUse != nil {
-				return p.TimeOfUse
-			}
-		}
-	}
 	return nil
 }
 

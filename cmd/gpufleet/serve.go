@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,8 +18,8 @@ import (
 	"github.com/gpufleet/gpufleet/internal/api"
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
-	"github.com/gpufleet/gpufleet/internal/engine"
 	"github.com/gpufleet/gpufleet/internal/fleet"
+	"github.com/gpufleet/gpufleet/internal/policy"
 	"github.com/gpufleet/gpufleet/internal/provider"
 	"github.com/gpufleet/gpufleet/internal/provider/sim"
 	"github.com/gpufleet/gpufleet/internal/server"
@@ -31,7 +32,7 @@ func newServeCmd() *cobra.Command {
 	var logJSON bool
 	var logLevel string
 	var tick, simDelay time.Duration
-	var waits string
+	var waits, policyArg string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the gpufleet server: API, control loop and sim provider on embedded defaults",
@@ -53,6 +54,17 @@ several servers may share it, one of them runs the loop.`,
 			c, err := loadCatalog(catalogPath)
 			if err != nil {
 				return err
+			}
+			pol, err := servePolicy(policyArg, waits)
+			if err != nil {
+				return err
+			}
+			if len(pol.Offers(c.Offers)) == 0 {
+				return usageError{&core.FieldError{Field: "--policy " + pol.Source + ": billing_modes", Value: fmt.Sprint(pol.BillingModes), Allowed: "modes some offer of the catalog is sold in"}}
+			}
+			ecfg, err := pol.Engine(pol.Offers(c.Offers), time.Now())
+			if err != nil {
+				return fmt.Errorf("serve: policy %s: %w", pol.Source, err)
 			}
 			log, err := newLogger(cmd.ErrOrStderr(), logJSON, logLevel)
 			if err != nil {
@@ -98,17 +110,14 @@ several servers may share it, one of them runs the loop.`,
 			if err != nil {
 				return fmt.Errorf("serve: %s provider: %w", providerKind, err)
 			}
-			ecfg := engine.Config{}
-			if ecfg.Fleet.WaitTarget, err = parseWaitTargets(waits); err != nil {
-				return usageError{err}
-			}
 			// The sim provider's limit per offer bounds what a job may ask
 			// (submissions) and what a waiting job can get (the loop).
 			var capacity fleet.Capacity
 			if pc, ok := cloud.(interface{ Capacity(offerID string) int }); ok {
 				capacity = pc.Capacity
 			}
-			loop, err := server.NewLoop(server.Config{Store: st, Provider: cloud, Offers: c.Offers, Engine: ecfg, Clock: clk, Log: log, Tick: tick, Capacity: capacity})
+			loop, err := server.NewLoop(server.Config{Store: st, Provider: cloud, Offers: c.Offers, RentOffers: pol.Offers(c.Offers), TimeOfUse: pol.Tariff(c.Offers),
+				Engine: ecfg, Clock: clk, Log: log, Tick: tick, Capacity: capacity})
 			if err != nil {
 				return fmt.Errorf("serve: %w", err)
 			}
@@ -122,8 +131,8 @@ several servers may share it, one of them runs the loop.`,
 			if secret != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "admin token (shown once, store it now): %s\n", secret)
 			}
-			srv := api.New(c, clk, log, api.WithStore(st), api.WithCollectors(loop.Collectors()...), api.WithReadiness(loop), api.WithCapacity(capacity)).HTTPServer(addr)
-			log.Info("gpufleet serving", "addr", "http://"+ln.Addr().String(), "offers", len(c.Offers), "currency", c.Currency, "db", redact(db))
+			srv := api.New(c, clk, log, api.WithStore(st), api.WithCollectors(loop.Collectors()...), api.WithReadiness(loop), api.WithCapacity(capacity), api.WithPolicy(pol)).HTTPServer(addr)
+			log.Info("gpufleet serving", "addr", "http://"+ln.Addr().String(), "offers", len(c.Offers), "currency", c.Currency, "db", redact(db), "policy", pol.Name, "policy_source", pol.Source, "policy_hash", pol.Hash())
 			lctx, stop := context.WithCancel(ctx)
 			var wg sync.WaitGroup
 			wg.Go(func() {
@@ -147,7 +156,8 @@ several servers may share it, one of them runs the loop.`,
 	cmd.Flags().BoolVar(&logJSON, "log-json", false, "log as JSON lines instead of text")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "the least level logged: debug (adds a line per API request), info, warn or error")
 	cmd.Flags().DurationVar(&tick, "tick", server.DefaultTick, "control loop period")
-	cmd.Flags().StringVar(&waits, "wait-target", "", "how long pending work of a tier may wait for the current fleet before more is rented, e.g. core=0s,regular=5m (unset tiers keep the defaults: core 1m, regular 10m, offline 1h)")
+	cmd.Flags().StringVar(&policyArg, "policy", policy.DefaultName, "the policy the control loop runs: a preset (gpufleet, reactive, autostop) or a policy file (.yaml, docs/policy.md); GET /api/v1/policy shows it")
+	cmd.Flags().StringVar(&waits, "wait-target", "", "override the policy's wait targets: how long pending work of a tier may wait for the current fleet before more is rented, e.g. core=0s,regular=5m (unset tiers keep the policy's: by default core 1m, regular 10m, offline 1h)")
 	return cmd
 }
 
@@ -196,27 +206,52 @@ func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, log 
 	return nil
 }
 
-// parseWaitTargets reads --wait-target: comma-separated tier=duration
-// pairs over the fleet's defaults; empty keeps the defaults (nil).
-func parseWaitTargets(s string) (map[core.Tier]time.Duration, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
+// servePolicy is serve's policy: the --policy preset or file, with
+// --wait-target's tiers over its wait targets. A peak-sized base is
+// refused: a server does not know its workload before it comes.
+func servePolicy(arg, waits string) (policy.Policy, error) {
+	var p policy.Policy
+	var err error
+	switch {
+	case isPolicyFile(arg):
+		if p, err = loadPolicy(arg); err != nil {
+			return policy.Policy{}, err
+		}
+	case slices.Contains(policy.PresetNames, arg):
+		p, _ = policy.Preset(arg)
+	default:
+		return policy.Policy{}, usageError{&core.FieldError{Field: "--policy", Value: arg, Allowed: "a preset (" + strings.Join(policy.PresetNames, ", ") + ") or a policy file (.yaml)"}}
 	}
-	out := fleet.Config{}.Defaults().WaitTarget
+	if p.Reserved.PeakSized {
+		return policy.Policy{}, usageError{&core.FieldError{Field: "--policy " + arg + ": reserved.peak_sized", Value: "true",
+			Allowed: "false for serve (a peak-sized base is sized from a workload known in advance: the simulator's; give reserved.gpus instead)"}}
+	}
+	if err := parseWaitTargets(waits, p.WaitTargets); err != nil {
+		return policy.Policy{}, usageError{err}
+	}
+	return p, nil
+}
+
+// parseWaitTargets reads --wait-target, comma-separated tier=duration
+// pairs, into wait (the policy's targets); empty changes nothing.
+func parseWaitTargets(s string, wait map[core.Tier]policy.Duration) error {
+	if strings.TrimSpace(s) == "" {
+		return nil
+	}
 	for _, kv := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		if !ok {
-			return nil, &core.FieldError{Field: "--wait-target", Value: kv, Allowed: "tier=duration pairs, e.g. core=0s,regular=5m"}
+			return &core.FieldError{Field: "--wait-target", Value: kv, Allowed: "tier=duration pairs, e.g. core=0s,regular=5m"}
 		}
 		tier, err := core.ParseTier(strings.TrimSpace(k))
 		if err != nil {
-			return nil, fmt.Errorf("--wait-target: %w", err)
+			return fmt.Errorf("--wait-target: %w", err)
 		}
 		d, err := time.ParseDuration(strings.TrimSpace(v))
 		if err != nil || d < 0 {
-			return nil, &core.FieldError{Field: "--wait-target " + string(tier), Value: v, Allowed: "a duration >= 0 (30s, 5m, 1h)"}
+			return &core.FieldError{Field: "--wait-target " + string(tier), Value: v, Allowed: "a duration >= 0 (30s, 5m, 1h)"}
 		}
-		out[tier] = d
+		wait[tier] = policy.Duration(d)
 	}
-	return out, nil
+	return nil
 }

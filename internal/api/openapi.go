@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/policy"
 )
 
 // apiDoc describes each route's request and response bodies; schemas are
@@ -131,6 +132,7 @@ var (
 	numberType   = reflect.TypeOf(json.Number(""))
 	workloadType = reflect.TypeOf(core.Workload(""))
 	accelType    = reflect.TypeOf(core.Accelerator(""))
+	durationType = reflect.TypeOf(policy.Duration(0))
 )
 
 // schemaOf derives a JSON schema from a Go type as encoding/json sees it.
@@ -143,6 +145,8 @@ func schemaOf(t reflect.Type) map[string]any {
 		return map[string]any{"type": "string", "format": "date-time"}
 	case t == numberType:
 		return map[string]any{"type": "number"}
+	case t == durationType:
+		return map[string]any{"type": "string", "description": "a duration as Go writes one: 90s, 5m0s, 1h30m0s"}
 	case t == workloadType:
 		return map[string]any{"type": "string", "enum": []string{string(core.Training), string(core.Inference)}}
 	case t == accelType:

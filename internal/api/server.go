@@ -19,6 +19,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/fleet"
+	"github.com/gpufleet/gpufleet/internal/policy"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	"github.com/gpufleet/gpufleet/internal/store"
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,6 +47,9 @@ type Server struct {
 	submitted   prometheus.Counter
 	collectors  []prometheus.Collector
 	readiness   []Readiness
+	// policy is the control loop's: GET /api/v1/policy shows it and the
+	// overview's idle ladder applies it.
+	policy policy.Policy
 }
 
 // Readiness is a part of the server that /readyz asks whether it does its
@@ -95,7 +99,7 @@ func WithCollectors(cs ...prometheus.Collector) Option {
 // New returns a server for catalog c. Time comes from clk; logs go to log.
 func New(c *pricing.Catalog, clk clock.Clock, log *slog.Logger, opts ...Option) *Server {
 	s := &Server{catalog: c, clock: clk, log: log, registry: prometheus.NewRegistry(), mux: http.NewServeMux(),
-		limiter: newLimiter(DefaultRateLimit), anonLimiter: newLimiter(DefaultAnonymousRateLimit)}
+		limiter: newLimiter(DefaultRateLimit), anonLimiter: newLimiter(DefaultAnonymousRateLimit), policy: policy.Default()}
 	for _, o := range opts {
 		o(s)
 	}
@@ -178,6 +182,7 @@ func (s *Server) routes() []route {
 	base = append(base, s.agentRoutes()...)
 	base = append(base, s.auditRoutes()...)
 	base = append(base, s.uiRoutes()...)
+	base = append(base, s.policyRoutes()...)
 	return base
 }
 

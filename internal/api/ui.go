@@ -14,7 +14,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/billing"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/dashboard"
-	"github.com/gpufleet/gpufleet/internal/fleet"
+	"github.com/gpufleet/gpufleet/internal/policy"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	"github.com/gpufleet/gpufleet/internal/store"
 )
@@ -181,8 +181,9 @@ type OverviewAlert struct {
 }
 
 // IdleGPUView is a GPU whose samples have all been under the idle
-// threshold (fleet.Config's IdleUtilPct, 20%) for at least IdleFor (30
-// minutes): the first rung of the idle ladder, read from the samples.
+// threshold (the server's policy's idle.util_pct, 20% by default) for at
+// least idle.for (30 minutes): the first rung of the idle ladder, read
+// from the samples.
 type IdleGPUView struct {
 	Lease string `json:"lease"`
 	GPU   int    `json:"gpu"`
@@ -199,7 +200,8 @@ type IdleGPUView struct {
 // utilization and idle GPUs.
 const SampleWindow = 5 * time.Minute
 
-// overviewScan is how far back the overview reads samples for idle GPUs.
+// overviewScan is how far back the overview reads samples for idle GPUs
+// at least; longer when the idle ladder's first rung needs it.
 const overviewScan = 2 * time.Hour
 
 // maxOverviewAlerts bounds the open alerts the overview lists; GET
@@ -212,7 +214,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	if p.Role != store.RoleAdmin {
 		team = p.Team
 	}
-	ov, err := BuildOverview(r.Context(), s.store, s.catalog, s.clock.Now(), team)
+	ov, err := BuildOverview(r.Context(), s.store, s.catalog, s.clock.Now(), team, s.policy.Idle)
 	if err != nil {
 		s.storeError(w, r, err, "")
 		return
@@ -245,9 +247,13 @@ func usageOver(in billing.UsageInput, from time.Time) (billing.UsageTotals, erro
 // exactly this; the dashboard renders it without recomputing anything.
 //
 // Its cost follows the fleet (live leases, running units, the samples of
-// the last two hours, this month's leases and runs), never the queue: the
-// waiting units and the jobs are counted in the store.
-func BuildOverview(ctx context.Context, st store.Store, cat *pricing.Catalog, now time.Time, team string) (Overview, error) {
+// the last two hours or the idle ladder's first rung and 5 minutes if
+// longer, this month's leases and runs), never the queue: the waiting
+// units and the jobs are counted in the store.
+//
+// idle is the idle ladder of the policy the control loop runs, so the
+// GPUs the page calls idle are the ones the loop alerts on.
+func BuildOverview(ctx context.Context, st store.Store, cat *pricing.Catalog, now time.Time, team string, idle policy.Idle) (Overview, error) {
 	now = now.UTC()
 	monthStart, monthEnd := billing.MonthBounds(now, time.UTC)
 	dayStart := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
@@ -296,7 +302,7 @@ func BuildOverview(ctx context.Context, st store.Store, cat *pricing.Catalog, no
 		}
 		// To is exclusive and the store keeps microseconds: a reading
 		// taken at now counts.
-		samples, err = tx.Samples().QuerySamples(ctx, store.SampleFilter{From: now.Add(-overviewScan), To: now.Add(time.Microsecond)})
+		samples, err = tx.Samples().QuerySamples(ctx, store.SampleFilter{From: now.Add(-max(overviewScan, time.Duration(idle.For)+SampleWindow)), To: now.Add(time.Microsecond)})
 		return err
 	})
 	if err != nil {
@@ -415,7 +421,7 @@ func BuildOverview(ctx context.Context, st store.Store, cat *pricing.Catalog, no
 		}
 		return a.gpu - b.gpu
 	})
-	cfg := fleet.Config{}.Defaults()
+	idleFor := time.Duration(idle.For)
 	var busy int64 // Σ milli × utilization percent
 	for _, k := range keys {
 		all := byGPU[k]
@@ -433,10 +439,10 @@ func BuildOverview(ctx context.Context, st store.Store, cat *pricing.Catalog, no
 		// The ladder's first rung: every reading under the threshold
 		// since LowSince, and LowSince at least IdleFor ago.
 		lowSince, maxUtil := time.Time{}, 0
-		for i := len(all) - 1; i >= 0 && all[i].UtilPct < cfg.IdleUtilPct; i-- {
+		for i := len(all) - 1; i >= 0 && all[i].UtilPct < idle.UtilPct; i-- {
 			lowSince, maxUtil = all[i].At, max(maxUtil, all[i].UtilPct)
 		}
-		if lowSince.IsZero() || now.Sub(lowSince) < cfg.IdleFor {
+		if lowSince.IsZero() || now.Sub(lowSince) < idleFor {
 			continue
 		}
 		iv := IdleGPUView{Lease: k.lease, GPU: k.gpu, MaxUtilPct: maxUtil, LowSince: lowSince.UTC()}
@@ -447,7 +453,7 @@ func BuildOverview(ctx context.Context, st store.Store, cat *pricing.Catalog, no
 			continue
 		}
 		iv.Reason = fmt.Sprintf("GPU %d of lease %s has been under %d%% utilization (at most %d%%) since %s, %s: at least the idle ladder's %s",
-			k.gpu, k.lease, cfg.IdleUtilPct, maxUtil, lowSince.UTC().Format(time.RFC3339), now.Sub(lowSince).Round(time.Second), cfg.IdleFor)
+			k.gpu, k.lease, idle.UtilPct, maxUtil, lowSince.UTC().Format(time.RFC3339), now.Sub(lowSince).Round(time.Second), idleFor)
 		ov.IdleGPUs = append(ov.IdleGPUs, iv)
 	}
 	u.BusyMilli = scaled(busy, 100)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/policy"
 	"github.com/gpufleet/gpufleet/internal/store"
 	"github.com/gpufleet/gpufleet/internal/store/sqlite"
 )
@@ -41,7 +42,7 @@ func benchOverviewQueue(b *testing.B, open func(*testing.B) store.Store) {
 			fillQueue(b, st, units)
 			b.ResetTimer()
 			for b.Loop() {
-				ov, err := BuildOverview(context.Background(), st, uiCatalog(), uiNow, "")
+				ov, err := BuildOverview(context.Background(), st, uiCatalog(), uiNow, "", policy.Default().Idle)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -107,7 +108,7 @@ func BenchmarkOverviewHistory(b *testing.B) {
 			}
 			b.ResetTimer()
 			for b.Loop() {
-				if _, err := BuildOverview(ctx, st, uiCatalog(), uiNow, ""); err != nil {
+				if _, err := BuildOverview(ctx, st, uiCatalog(), uiNow, "", policy.Default().Idle); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/policy"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	"github.com/gpufleet/gpufleet/internal/store"
 	"github.com/gpufleet/gpufleet/internal/store/sqlite"
@@ -116,7 +118,7 @@ func fillUIStore(t testing.TB, st store.Store) {
 
 func TestBuildOverviewFigures(t *testing.T) {
 	st := uiStore(t)
-	ov, err := BuildOverview(context.Background(), st, uiCatalog(), uiNow, "")
+	ov, err := BuildOverview(context.Background(), st, uiCatalog(), uiNow, "", policy.Default().Idle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +180,7 @@ func TestBuildOverviewFigures(t *testing.T) {
 	if err := st.Samples().InsertSamples(context.Background(), core.Sample{LeaseID: "L3", GPU: 0, At: uiNow.Add(-time.Minute), UtilPct: 80}); err != nil {
 		t.Fatal(err)
 	}
-	if ov, err = BuildOverview(context.Background(), st, uiCatalog(), uiNow, ""); err != nil {
+	if ov, err = BuildOverview(context.Background(), st, uiCatalog(), uiNow, "", policy.Default().Idle); err != nil {
 		t.Fatal(err)
 	}
 	if u := ov.Utilization; u.AllocatedUtilPct != "80" || u.BusyMilli != "400" || u.SampledAllocatedGPUs != 1 || u.SampledAllocatedMilli != 500 || u.ReportingGPUs != 3 {
@@ -186,7 +188,7 @@ func TestBuildOverviewFigures(t *testing.T) {
 	}
 
 	// A team's view: its queue, budget, alerts and jobs; the fleet's spend.
-	ta, err := BuildOverview(context.Background(), st, uiCatalog(), uiNow, "a")
+	ta, err := BuildOverview(context.Background(), st, uiCatalog(), uiNow, "a", policy.Default().Idle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +247,7 @@ func TestOverviewRoutes(t *testing.T) {
 	if code := uiGet(t, ts, secret, "/api/v1/overview", &ov); code != 200 {
 		t.Fatal(code)
 	}
-	want, err := BuildOverview(context.Background(), st, uiCatalog(), uiNow, "a")
+	want, err := BuildOverview(context.Background(), st, uiCatalog(), uiNow, "a", policy.Default().Idle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,4 +452,65 @@ func testOverviewEqualsUsageReport(t *testing.T, st store.Store) {
 		t.Errorf("figures: %v", got)
 	}
 	t.Logf("overview = report: %v", got)
+}
+
+// TestOverviewIdleLadderFollowsPolicy: the overview's idle GPUs are the
+// first rung of the server's policy, not the defaults. L1's GPU 0 has
+// been at 10% and GPU 1 at 50% for 40 minutes.
+func TestOverviewIdleLadderFollowsPolicy(t *testing.T) {
+	st := uiStore(t)
+	type idleGPU struct {
+		Lease string
+		GPU   int
+	}
+	for _, tc := range []struct {
+		name string
+		idle func(*policy.Idle)
+		want []idleGPU
+	}{
+		{"defaults: under 20% for 30m", func(*policy.Idle) {}, []idleGPU{{"L1", 0}}},
+		{"under 60%", func(i *policy.Idle) { i.UtilPct = 60 }, []idleGPU{{"L1", 0}, {"L1", 1}}},
+		{"under 5%", func(i *policy.Idle) { i.UtilPct = 5 }, nil},
+		{"for an hour", func(i *policy.Idle) { i.For = policy.Duration(time.Hour) }, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := policy.Default()
+			tc.idle(&p.Idle)
+			ts := httptest.NewServer(New(uiCatalog(), clock.NewManual(uiNow), slog.New(slog.NewTextHandler(io.Discard, nil)),
+				WithStore(st), WithRateLimit(RateLimit{}), WithPolicy(p)))
+			defer ts.Close()
+			secret := uiAdmin(t, st)
+			var ov Overview
+			if code := uiGet(t, ts, secret, "/api/v1/overview", &ov); code != 200 {
+				t.Fatal(code)
+			}
+			var got []idleGPU
+			for _, g := range ov.IdleGPUs {
+				got = append(got, idleGPU{g.Lease, g.GPU})
+				if !strings.Contains(g.Reason, fmt.Sprintf("under %d%%", p.Idle.UtilPct)) {
+					t.Errorf("reason %q does not name the policy's threshold %d%%", g.Reason, p.Idle.UtilPct)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("idle GPUs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// uiAdmin adds an admin token to st and returns its secret.
+func uiAdmin(t *testing.T, st store.Store) string {
+	t.Helper()
+	secret, hash, err := store.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprintf("admin%d", time.Now().UnixNano())
+	if err := st.Users().CreateUser(context.Background(), store.User{ID: id, Role: store.RoleAdmin, Created: uiNow}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Tokens().CreateToken(context.Background(), store.Token{ID: "t" + id, Hash: hash, User: id, Role: store.RoleAdmin, Name: id, Created: uiNow}); err != nil {
+		t.Fatal(err)
+	}
+	return secret
 }

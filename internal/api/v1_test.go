@@ -189,6 +189,7 @@ func TestRoleMatrix(t *testing.T) {
 		{"GET /api/v1/overview", "GET", "/api/v1/overview", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 403}},
 		{"GET /api/v1/overview/heatmap", "GET", "/api/v1/overview/heatmap", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 403}},
 		{"GET /api/v1/overview/leases", "GET", "/api/v1/overview/leases", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 403}},
+		{"GET /api/v1/policy", "GET", "/api/v1/policy", nil, want{"none": 401, "admin": 200, "team-admin": 200, "member": 200, "viewer": 200, "agent": 403}},
 	}
 	covered := map[string]bool{}
 	for _, tc := range cases {

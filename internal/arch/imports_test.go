@@ -14,7 +14,7 @@ import (
 const module = "github.com/gpufleet/gpufleet"
 
 // decision packages must be pure: state and time in, decisions out.
-var decision = []string{"sched", "fleet", "billing", "plan", "engine"}
+var decision = []string{"sched", "fleet", "billing", "plan", "engine", "policy"}
 
 // forbidden are standard packages that do I/O or reach outside the
 // process. A decision package may not depend on them, even indirectly

@@ -36,23 +36,7 @@ func ReservedBase(now time.Time, machines []Machine, offers []core.Offer, cfg Co
 		if have[model] >= want {
 			continue
 		}
-		var best *core.Offer
-		var bestPer core.Micros
-		for i := range offers {
-			o := &offers[i]
-			p, ok := o.Plan(cfg.ReservedMode)
-			if o.GPUModel != model || !ok || !p.Committed() {
-				continue
-			}
-			b, err := billing.Cost(p, billing.Span{Start: now, End: now})
-			if err != nil {
-				continue
-			}
-			per := b.Amount * core.Micros(core.WholeGPU) / core.Micros(o.CapMilli()) // per whole GPU, a slice's too
-			if best == nil || per < bestPer {
-				best, bestPer = o, per
-			}
-		}
+		best, bestPer := reservedOffer(now, model, cfg.ReservedMode, offers)
 		if best == nil {
 			continue
 		}
@@ -62,4 +46,33 @@ func ReservedBase(now time.Time, machines []Machine, offers []core.Offer, cfg Co
 		}
 	}
 	return out
+}
+
+// ReservedOffer is the offer ReservedBase rents model's base from on
+// mode at now: the cheapest term bill per whole GPU (a slice's too); nil
+// when no offer of the model has a committed plan on mode.
+func ReservedOffer(now time.Time, model string, mode core.BillingMode, offers []core.Offer) *core.Offer {
+	o, _ := reservedOffer(now, model, mode, offers)
+	return o
+}
+
+func reservedOffer(now time.Time, model string, mode core.BillingMode, offers []core.Offer) (*core.Offer, core.Micros) {
+	var best *core.Offer
+	var bestPer core.Micros
+	for i := range offers {
+		o := &offers[i]
+		p, ok := o.Plan(mode)
+		if o.GPUModel != model || !ok || !p.Committed() {
+			continue
+		}
+		b, err := billing.Cost(p, billing.Span{Start: now, End: now})
+		if err != nil {
+			continue
+		}
+		per := b.Amount * core.Micros(core.WholeGPU) / core.Micros(o.CapMilli()) // per whole GPU, a slice's too
+		if best == nil || per < bestPer {
+			best, bestPer = o, per
+		}
+	}
+	return best, bestPer
 }

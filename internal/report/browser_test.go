@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/gpufleet/gpufleet/internal/browsertest"
+	"github.com/gpufleet/gpufleet/internal/policy"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	provsim "github.com/gpufleet/gpufleet/internal/provider/sim"
 	"github.com/gpufleet/gpufleet/internal/report"
@@ -35,8 +36,8 @@ func TestSimHTMLInBrowser(t *testing.T) {
 	w := sim.NewWorkload(tw, offers, 0)
 	cfg := sim.Config{Workload: w, Offers: offers, Seed: 1, Provider: provsim.Config{Default: provsim.Settings{Delay: provsim.Fixed(2 * time.Minute)}}}
 	var results []*sim.Result
-	for _, name := range sim.PolicyNames {
-		p, err := sim.NewPolicy(name)
+	for _, name := range policy.PresetNames {
+		p, err := policy.Preset(name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,8 +104,8 @@ func TestSimHTMLInBrowser(t *testing.T) {
 	if got.Resources != 0 {
 		t.Errorf("the report loaded %d resources; it must be self-contained", got.Resources)
 	}
-	if len(got.Rows) != len(sim.PolicyNames) {
-		t.Errorf("table rows %v, want one per policy %v", got.Rows, sim.PolicyNames)
+	if len(got.Rows) != len(policy.PresetNames) {
+		t.Errorf("table rows %v, want one per policy %v", got.Rows, policy.PresetNames)
 	}
 	// Cost and idle bars, two time series per policy that rented (all
 	// four do), and at least one waiting-time CDF.

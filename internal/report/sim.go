@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -21,7 +22,13 @@ func Number(v int64, scale int64) json.Number {
 
 // PolicyView is the JSON of one policy's result.
 type PolicyView struct {
-	Policy            string                 `json:"policy"`
+	Policy string `json:"policy"`
+	// PolicySource is "preset NAME" or the policy file's path, and
+	// PolicyHash the digest of its knobs: which policy ran, exactly.
+	PolicySource string `json:"policy_source,omitempty"`
+	PolicyHash   string `json:"policy_hash,omitempty"`
+	// Label names the policy on one line (sim.Result.PolicyLabel).
+	Label             string                 `json:"-"`
 	Cost              json.Number            `json:"cost"`
 	CostByMode        map[string]json.Number `json:"cost_by_mode"`
 	IdleCost          json.Number            `json:"idle_cost"`
@@ -79,7 +86,7 @@ func NewSimView(traceName string, cur core.Currency, seed uint64, profile string
 	v.LowerBound.Cost = Number(int64(bound), int64(core.MicrosPerUnit))
 	v.LowerBound.Method = "price bound: every GPU-second of work at the cheapest admissible price per GPU-second, no idle time"
 	for _, r := range results {
-		pv := PolicyView{Policy: r.Policy, Cost: Number(int64(r.Cost), int64(core.MicrosPerUnit)), CostByMode: map[string]json.Number{},
+		pv := PolicyView{Policy: r.Policy, PolicySource: r.PolicySource, PolicyHash: r.PolicyHash, Label: label(r), Cost: Number(int64(r.Cost), int64(core.MicrosPerUnit)), CostByMode: map[string]json.Number{},
 			IdleCost:     Number(int64(r.IdleCost), int64(core.MicrosPerUnit)),
 			PaidGPUHours: Number(r.PaidMilliSec, 3_600_000), AllocatedGPUHours: Number(r.AllocatedMilliSec, 3_600_000),
 			IdleShare: Number(r.IdleShareBP(), 10000),
@@ -128,7 +135,7 @@ pre{background:#f8f8f8;padding:1em;white-space:pre-wrap}@media print{body{margin
 	b.WriteString("<table><tr><th>policy</th><th>cost</th><th>× bound</th><th>idle share</th><th>paid GPU-h</th><th>allocated GPU-h</th><th>wait p50 s</th><th>p95 s</th><th>p99 s</th><th>core p95 s</th><th>deadline misses</th><th>preemptions</th><th>lost GPU-h</th></tr>")
 	for _, p := range v.Policies {
 		fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td>%s</td><td>%s</td></tr>",
-			html.EscapeString(p.Policy), Fixed(p.Cost, 2), Fixed(p.VsBound, 3), Percent(p.IdleShare), Fixed(p.PaidGPUHours, 0), Fixed(p.AllocatedGPUHours, 0),
+			html.EscapeString(cmp.Or(p.Label, p.Policy)), Fixed(p.Cost, 2), Fixed(p.VsBound, 3), Percent(p.IdleShare), Fixed(p.PaidGPUHours, 0), Fixed(p.AllocatedGPUHours, 0),
 			grouped(strconv.FormatInt(p.WaitP50, 10)), grouped(strconv.FormatInt(p.WaitP95, 10)), grouped(strconv.FormatInt(p.WaitP99, 10)),
 			grouped(strconv.FormatInt(p.WaitsByTier["core"].P95, 10)), p.DeadlineMisses, grouped(strconv.Itoa(p.Preemptions)), Fixed(p.LostGPUHours, 1))
 	}
@@ -138,7 +145,7 @@ pre{background:#f8f8f8;padding:1em;white-space:pre-wrap}@media print{body{margin
 	var rows []string
 	var vals [][]float64
 	for _, r := range results {
-		rows = append(rows, r.Policy)
+		rows = append(rows, label(r))
 		var row []float64
 		for _, k := range keys {
 			row = append(row, r.CostByMode[core.BillingMode(k)].Float())
@@ -175,7 +182,7 @@ pre{background:#f8f8f8;padding:1em;white-space:pre-wrap}@media print{body{margin
 			}
 			ss = append(ss, sr)
 		}
-		fmt.Fprintf(&b, "<h2>%s</h2>", html.EscapeString(r.Policy))
+		fmt.Fprintf(&b, "<h2>%s</h2>", html.EscapeString(label(r)))
 		b.WriteString(lineChart("Fleet GPUs by billing mode", "hours", "GPUs", ss))
 		paid := series{Name: "paid GPUs", Color: "#1f77b4", Step: true}
 		alloc := series{Name: "allocated GPUs", Color: "#2ca02c", Step: true}
@@ -275,7 +282,7 @@ func WriteSimCSV(w io.Writer, results []*sim.Result) error {
 	}
 	for _, r := range results {
 		for _, s := range r.Series {
-			row := []string{r.Policy, s.At.UTC().Format(time.RFC3339)}
+			row := []string{label(r), s.At.UTC().Format(time.RFC3339)}
 			for _, m := range modes {
 				row = append(row, strconv.Itoa(s.GPUsIn(m)))
 			}
@@ -366,3 +373,7 @@ func waitCDFs(results []*sim.Result) string {
 	}
 	return b.String()
 }
+
+// label names r's policy in a table cell or a CSV row: the name alone for
+// an unchanged preset, else with its file and hash.
+func label(r *sim.Result) string { return cmp.Or(r.PolicyLabel, r.Policy) }

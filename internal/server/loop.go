@@ -28,9 +28,15 @@ type Config struct {
 	// Offers is the catalog the engine rents from and the leases' offers
 	// are resolved in.
 	Offers []core.Offer
-	Engine engine.Config
-	Clock  clock.Clock
-	Log    *slog.Logger
+	// RentOffers is what the engine may rent: the policy's billing modes
+	// of Offers (policy.Policy.Offers); nil: Offers.
+	RentOffers []core.Offer
+	// TimeOfUse is the tariff deferrable work waits for (policy.Policy's
+	// Tariff); nil: no shifting.
+	TimeOfUse *core.TimeOfUse
+	Engine    engine.Config
+	Clock     clock.Clock
+	Log       *slog.Logger
 	// Tick is the period between steps (DefaultTick if zero).
 	Tick time.Duration
 	// Agents configures the work with node agents (agents.go).
@@ -63,6 +69,9 @@ func NewLoop(cfg Config) (*Loop, error) {
 	}
 	if cfg.Tick <= 0 {
 		cfg.Tick = DefaultTick
+	}
+	if cfg.RentOffers == nil {
+		cfg.RentOffers = cfg.Offers
 	}
 	l := &Loop{cfg: cfg, offers: map[string]*core.Offer{}, metrics: newMetrics(), unrunnable: map[string]string{}}
 	for i := range cfg.Offers {

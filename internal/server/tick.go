@@ -29,7 +29,7 @@ func (l *Loop) Tick(ctx context.Context) error {
 		return fmt.Errorf("tick: %w", err)
 	}
 	base := store.NewBaseline(st)
-	st.Offers = l.cfg.Offers
+	st.Offers, st.TimeOfUse = l.cfg.RentOffers, l.cfg.TimeOfUse
 	if st.Spent == nil {
 		st.Spent = map[string]core.Micros{}
 	}
@@ -322,7 +322,7 @@ func (l *Loop) unrunnableEvents(d engine.Decisions, now time.Time) []core.Event 
 	for _, w := range d.Waiting {
 		key := w.Unit.Key()
 		waiting[key] = true
-		err := fleetpolicy.Feasible(w.Unit.Job, l.cfg.Offers, l.cfg.Capacity)
+		err := fleetpolicy.Feasible(w.Unit.Job, l.cfg.RentOffers, l.cfg.Capacity)
 		if err == nil {
 			delete(l.unrunnable, key)
 			continue

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/engine"
+	"github.com/gpufleet/gpufleet/internal/policy"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	provsim "github.com/gpufleet/gpufleet/internal/provider/sim"
 	"github.com/gpufleet/gpufleet/internal/trace"
@@ -49,7 +50,7 @@ func benchSynthetic(b *testing.B, n int) {
 	gc := trace.DefaultGenConfig()
 	gc.Jobs = n
 	cfg := benchConfig(traceWorkload(b, trace.Generate(gc, 1), pricing.Demo().Offers))
-	p, err := NewPolicy("gpufleet")
+	p, err := policy.Preset("gpufleet")
 	if err != nil {
 		b.Fatal(err)
 	}

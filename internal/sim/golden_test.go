@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/policy"
 	provsim "github.com/gpufleet/gpufleet/internal/provider/sim"
 )
 
@@ -38,7 +39,7 @@ func TestGoldenTranscript(t *testing.T) {
 		Transcript: func(e core.Event) {
 			lines = append(lines, fmt.Sprintf("%s %-14s %-10s %s", e.At.Sub(t0), e.Kind, e.Subject, e.Reason))
 		}}
-	p, _ := NewPolicy("gpufleet")
+	p, _ := policy.Preset("gpufleet")
 	r, err := Run(context.Background(), cfg, p)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/policy"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	"github.com/gpufleet/gpufleet/internal/trace"
 )
@@ -32,8 +33,8 @@ func TestDecisionHash(t *testing.T) {
 	gc.Jobs = 3000
 	cfg := benchConfig(traceWorkload(t, trace.Generate(gc, 1), pricing.Demo().Offers))
 	var lines []string
-	for _, name := range PolicyNames {
-		p, err := NewPolicy(name)
+	for _, name := range policy.PresetNames {
+		p, err := policy.Preset(name)
 		if err != nil {
 			t.Fatal(err)
 		}

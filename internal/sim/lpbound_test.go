@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/bound"
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/policy"
 	provsim "github.com/gpufleet/gpufleet/internal/provider/sim"
 )
 
@@ -94,8 +95,8 @@ func TestLPBoundBetweenPriceBoundAndPolicies(t *testing.T) {
 		if lp.Cost < price-core.Micros(lp.Jobs) { // the price bound rounds per job
 			rt.Fatalf("LP bound %s below the price bound %s", lp.Cost, price)
 		}
-		for _, name := range PolicyNames {
-			p, _ := NewPolicy(name)
+		for _, name := range policy.PresetNames {
+			p, _ := policy.Preset(name)
 			cfg := Config{Workload: w, Offers: offers, TimeOfUse: tou, Seed: 3, Provider: provsim.Config{Default: provsim.Settings{Delay: provsim.Fixed(2 * time.Minute)}}}
 			// Every run must end: a policy that keeps stepping is a bug (the
 			// test found one: a deadline shorter than provisioning left a

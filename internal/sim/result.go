@@ -8,6 +8,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/billing"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/engine"
+	"github.com/gpufleet/gpufleet/internal/policy"
 )
 
 // Waits summarises waiting times (first start − submit) in seconds.
@@ -37,6 +38,12 @@ type Sample struct {
 // Result is what one policy did on one workload.
 type Result struct {
 	Policy string `json:"policy"`
+	// PolicySource and PolicyHash say which policy ran: "preset NAME" or
+	// the policy file's path, and policy.Policy.Hash of its knobs;
+	// PolicyLabel is its policy.Policy.Label, for one-line reports.
+	PolicySource string `json:"policy_source"`
+	PolicyHash   string `json:"policy_hash"`
+	PolicyLabel  string `json:"-"`
 	// Cost is the bill of every lease, exact; CostByMode splits it.
 	Cost       core.Micros                      `json:"-"`
 	CostByMode map[core.BillingMode]core.Micros `json:"-"`
@@ -70,12 +77,12 @@ type Result struct {
 	err error
 }
 
-func newResult(policy string, onLease func(LeaseRecord)) *Result {
+func newResult(p policy.Policy, onLease func(LeaseRecord)) *Result {
 	var use map[string]int64
 	if onLease != nil {
 		use = map[string]int64{}
 	}
-	return &Result{Policy: policy, onLease: onLease, leaseUse: use, CostByMode: map[core.BillingMode]core.Micros{}, waits: map[core.Tier][]int64{}, WaitsByTier: map[core.Tier]Waits{}}
+	return &Result{Policy: p.Name, PolicySource: p.Source, PolicyHash: p.Hash(), PolicyLabel: p.Label(), onLease: onLease, leaseUse: use, CostByMode: map[core.BillingMode]core.Micros{}, waits: map[core.Tier][]int64{}, WaitsByTier: map[core.Tier]Waits{}}
 }
 
 // IdleShareBP is idle GPU-time over paid GPU-time, in basis points.

@@ -13,6 +13,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/engine"
+	"github.com/gpufleet/gpufleet/internal/policy"
 	"github.com/gpufleet/gpufleet/internal/provider"
 	provsim "github.com/gpufleet/gpufleet/internal/provider/sim"
 	"github.com/gpufleet/gpufleet/internal/sched"
@@ -56,7 +57,7 @@ type Config struct {
 
 // Run replays cfg.Workload under policy p and measures it. It stops
 // early with ctx's error when ctx is done.
-func Run(ctx context.Context, cfg Config, p Policy) (*Result, error) {
+func Run(ctx context.Context, cfg Config, p policy.Policy) (*Result, error) {
 	w := cfg.Workload
 	if w == nil || len(w.Jobs) == 0 {
 		return nil, errors.New("sim: empty workload")
@@ -67,20 +68,23 @@ func Run(ctx context.Context, cfg Config, p Policy) (*Result, error) {
 	if cfg.Recheck == 0 {
 		cfg.Recheck = 5 * time.Minute
 	}
-	offers := restrict(cfg.Offers, p.Modes)
+	offers := p.Offers(cfg.Offers)
 	if len(offers) == 0 {
-		return nil, fmt.Errorf("sim: policy %s: the catalog has no offer in modes %v", p.Name, p.Modes)
+		return nil, fmt.Errorf("sim: policy %s: the catalog has no offer in modes %v", p.Name, p.Modes())
 	}
-	ecfg := p.Engine
+	ecfg, err := p.Engine(offers, start)
+	if err != nil {
+		return nil, fmt.Errorf("sim: policy %s: %w", p.Name, err)
+	}
 	// Defaults once: every fleet call applies them again, and each
 	// application allocates the wait-target map when it is missing.
 	ecfg.Fleet = ecfg.Fleet.Defaults()
-	if p.Peak {
-		peak, err := peakFleet(w, offers, start)
+	if p.Reserved.PeakSized {
+		peak, err := peakFleet(w, offers, p.Reserved.Mode, start)
 		if err != nil {
 			return nil, fmt.Errorf("sim: policy %s: %w", p.Name, err)
 		}
-		ecfg.Fleet.Reserved, ecfg.Fleet.ReservedMode = peak, core.Monthly
+		ecfg.Fleet.Reserved = peak
 	}
 	clk := clock.NewManual(start)
 	pc := cfg.Provider
@@ -90,10 +94,10 @@ func Run(ctx context.Context, cfg Config, p Policy) (*Result, error) {
 		return nil, fmt.Errorf("sim: provider: %w", err)
 	}
 	st := &engine.State{Offers: offers, Teams: cfg.Teams, Spent: map[string]core.Micros{}}
-	if p.TimeOfUse {
+	if p.TimeOfUse.Shift {
 		st.TimeOfUse = cfg.TimeOfUse
 	}
-	r := &run{cfg: cfg, p: p, ecfg: ecfg, st: st, cloud: cloud, clk: clk, res: newResult(p.Name, cfg.Leases), waking: map[int64]bool{}, providerID: map[string]string{}, leaseOf: map[string]string{}, first: map[string]time.Time{}}
+	r := &run{cfg: cfg, p: p, ecfg: ecfg, st: st, cloud: cloud, clk: clk, res: newResult(p, cfg.Leases), waking: map[int64]bool{}, providerID: map[string]string{}, leaseOf: map[string]string{}, first: map[string]time.Time{}}
 	next := 0
 	for loops := 0; ; loops++ {
 		if loops%1024 == 0 {
@@ -137,7 +141,7 @@ func Run(ctx context.Context, cfg Config, p Policy) (*Result, error) {
 // run is one simulation's mutable state.
 type run struct {
 	cfg        Config
-	p          Policy
+	p          policy.Policy
 	ecfg       engine.Config
 	st         *engine.State
 	cloud      *provsim.Cloud

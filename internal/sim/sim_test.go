@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/engine"
+	"github.com/gpufleet/gpufleet/internal/policy"
 	provsim "github.com/gpufleet/gpufleet/internal/provider/sim"
 )
 
@@ -67,8 +68,8 @@ func TestPoliciesSideBySide(t *testing.T) {
 		t.Fatal(err)
 	}
 	results := map[string]*Result{}
-	for _, name := range PolicyNames {
-		p, _ := NewPolicy(name)
+	for _, name := range policy.PresetNames {
+		p, _ := policy.Preset(name)
 		r, err := Run(context.Background(), testConfig(w), p)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -97,7 +98,7 @@ func TestPoliciesSideBySide(t *testing.T) {
 
 func TestDeterministicPerSeed(t *testing.T) {
 	w := burstyWorkload(2)
-	p, _ := NewPolicy("gpufleet")
+	p, _ := policy.Preset("gpufleet")
 	a, err := Run(context.Background(), testConfig(w), p)
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +113,7 @@ func TestDeterministicPerSeed(t *testing.T) {
 func TestRunStopsWhenCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	p, _ := NewPolicy("gpufleet")
+	p, _ := policy.Preset("gpufleet")
 	if _, err := Run(ctx, testConfig(burstyWorkload(3)), p); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
@@ -122,14 +123,14 @@ func TestRunStopsWhenCancelled(t *testing.T) {
 // counting as free.
 func TestUnpricedLeaseIsAnError(t *testing.T) {
 	o := testOffers()[0]
-	r := newResult("gpufleet", nil)
+	r := newResult(policy.Default(), nil)
 	l := &engine.Lease{Lease: core.Lease{ID: "L7", OfferID: o.ID, Mode: o.Plans[0].Mode, Start: t0, End: t0.Add(-time.Hour)}, Offer: &o, Plan: &o.Plans[0]}
 	r.addLease(l)
 	if r.err == nil || !strings.Contains(r.err.Error(), "L7") || r.Cost != 0 || r.Leases != 0 {
 		t.Fatalf("err %v, cost %s, leases %d: want an error naming L7 and nothing billed", r.err, r.Cost, r.Leases)
 	}
 	l.End = t0.Add(time.Hour)
-	r2 := newResult("gpufleet", nil)
+	r2 := newResult(policy.Default(), nil)
 	r2.addLease(l)
 	if r2.err != nil || r2.Cost <= 0 {
 		t.Fatalf("a valid lease: err %v, cost %s", r2.err, r2.Cost)
@@ -161,8 +162,8 @@ func TestWaitPercentiles(t *testing.T) {
 // holding more than it paid for.
 func TestLeaseRecordsAddUpToTheBill(t *testing.T) {
 	w := burstyWorkload(4)
-	for _, name := range PolicyNames {
-		p, _ := NewPolicy(name)
+	for _, name := range policy.PresetNames {
+		p, _ := policy.Preset(name)
 		var recs []LeaseRecord
 		cfg := testConfig(w)
 		cfg.Leases = func(l LeaseRecord) { recs = append(recs, l) }
