@@ -183,13 +183,13 @@ idempotency_key: eval-1
 		t.Errorf("bad tier: %d %q", code, errs)
 	}
 	// What the job does and is built for: flags, and a file the flags override.
-	if err := json.Unmarshal([]byte(must(secret, "submit", "--id", "serve", "--gpus", "1", "--workload", "inference", "--accelerators", "aws-inferentia,nvidia", "--json")), &j); err != nil {
+	if err := json.Unmarshal([]byte(must(secret, "submit", "--gpus", "1", "--workload", "inference", "--accelerators", "aws-inferentia,nvidia", "--json")), &j); err != nil {
 		t.Fatal(err)
 	}
 	if j.Workload != core.Inference || len(j.Accelerators) != 2 || j.Accelerators[0] != core.AWSInferentia {
 		t.Errorf("submitted inference job %+v", j)
 	}
-	serve := writeFile(t, "serve.yaml", "id: serve2\ngpus: 1\ngpu_milli: 125\nworkload: inference\naccelerators: [nvidia]\n")
+	serve := writeFile(t, "serve.yaml", "gpus: 1\ngpu_milli: 125\nworkload: inference\naccelerators: [nvidia]\n")
 	if out := must(secret, "submit", "-f", serve, "--accelerators", "nvidia,amd"); !strings.Contains(out, "inference on nvidia,amd") {
 		t.Errorf("submit -f with --accelerators: %s", out)
 	}
