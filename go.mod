@@ -6,14 +6,17 @@ require (
 	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/chromedp/chromedp v0.23.1
 	github.com/google/go-cmp v0.7.0
+	github.com/oapi-codegen/runtime v1.1.1
 	github.com/spf13/cobra v1.10.2
 	go.yaml.in/yaml/v3 v3.0.6
 )
 
 require (
+	github.com/apapsch/go-jsonmerge/v2 v2.0.0 // indirect
 	github.com/chromedp/cdproto v0.160.1 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/kylelemons/godebug v1.1.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 )
 

@@ -18,6 +18,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/api"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/plan"
+	"github.com/gpufleet/gpufleet/internal/progress"
 	"github.com/gpufleet/gpufleet/internal/trace"
 )
 
@@ -539,7 +540,7 @@ type portfolioFlags struct {
 	checkpoint, restart            string
 	solver                         string
 	json, hourly, noSensitivity    bool
-	burstLeases                    bool
+	burstLeases, quiet             bool
 	policyOut                      string
 }
 
@@ -585,6 +586,7 @@ gpus and optionally interruptible and deferrable shares (docs/planner.md).`,
 	fl.BoolVar(&f.noSensitivity, "no-sensitivity", false, "skip the ±20% demand scenarios")
 	fl.BoolVar(&f.burstLeases, "burst-leases", true, "cover bursts with short committed terms (a week, a day) where cheaper than on demand")
 	fl.StringVar(&f.policyOut, "policy-out", "", "also write the planned committed base as a policy file (gpufleet's default policy with reserved.gpus set) that serve --policy and sim --policy take as it is")
+	fl.BoolVar(&f.quiet, "quiet", false, "no progress on stderr (shown only when stderr is a terminal)")
 	return cmd
 }
 
@@ -649,10 +651,14 @@ func runPlanPortfolio(cmd *cobra.Command, f portfolioFlags) error {
 			return fmt.Errorf("plan portfolio: %w", err)
 		}
 	}
+	disp := progress.For(cmd.ErrOrStderr(), f.quiet)
+	solves := disp.Task("solve classes", 0)
 	p, err := plan.PlanPortfolio(plan.PortfolioRequest{
 		Demand: s, Prices: classes, ShiftWindow: f.shiftWindow, Solver: solver, NoSensitivity: f.noSensitivity, BurstLeases: f.burstLeases,
-		Spot: plan.SpotModel{CheckpointSeconds: ckpt, RestartSeconds: restart},
+		Spot: plan.SpotModel{CheckpointSeconds: ckpt, RestartSeconds: restart}, Progress: solves.Set,
 	})
+	solves.Done()
+	disp.Close()
 	if err != nil {
 		return err
 	}

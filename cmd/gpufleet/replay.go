@@ -21,6 +21,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/engine"
 	"github.com/gpufleet/gpufleet/internal/policy"
+	"github.com/gpufleet/gpufleet/internal/progress"
 	provsim "github.com/gpufleet/gpufleet/internal/provider/sim"
 	"github.com/gpufleet/gpufleet/internal/report"
 	"github.com/gpufleet/gpufleet/internal/sim"
@@ -60,7 +61,7 @@ func attachReplay(cmd *cobra.Command) {
 	fl.StringVar(&f.leasesOut, "leases", "", "write every lease each policy rented (offer, mode, start, end, held and billed hours, allocated GPU-hours, idle share, cost) as CSV to this file")
 	fl.IntVar(&f.limit, "limit", 0, "replay only the first N jobs (0: all)")
 	fl.DurationVar(&f.delay, "provisioning-delay", 2*time.Minute, "simulated provisioning delay of every offer")
-	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar on stderr")
+	fl.BoolVar(&f.quiet, "quiet", false, "no progress on stderr (shown only when stderr is a terminal)")
 	fl.BoolVar(&f.noLP, "no-lp", false, "skip the LP lower bound (the price bound is still computed)")
 	fl.BoolVar(&f.checkViews, "check-views", false, "check at every step that the engine's live view of the fleet is what a fresh build gives (ten times as slow or more; for testing)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the replay to this file")
@@ -135,16 +136,17 @@ type boundsResult struct {
 // do not depend on the replays, so a run takes the longer of the two
 // rather than their sum. Without the LP (noLP) the price bound stands
 // alone.
-func startBounds(w *sim.Workload, offers []core.Offer, tou *core.TimeOfUse, noLP bool) <-chan boundsResult {
+func startBounds(w *sim.Workload, offers []core.Offer, tou *core.TimeOfUse, noLP bool, task *progress.Task) <-chan boundsResult {
 	out := make(chan boundsResult, 1) // never blocks: the result may go unread on error
 	go func() {
+		defer task.Done()
 		start := time.Now()
 		var r boundsResult
 		if noLP {
 			r.b.Price, r.err = sim.PriceBound(w, offers, tou)
 			r.b.Cost = r.b.Price
 		} else {
-			r.b, r.err = sim.Bound(w, offers, tou, bound.Options{})
+			r.b, r.err = sim.Bound(w, offers, tou, bound.Options{Progress: task.Set})
 		}
 		r.took = time.Since(start)
 		out <- r
@@ -228,19 +230,25 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 	}
 	cfg := sim.Config{Workload: w, Offers: cat.Offers, TimeOfUse: policy.SiteTariff(cat.Offers), Seed: f.seed,
 		Provider: provsim.Config{Default: provsim.Settings{Delay: provsim.Fixed(f.delay)}}}
-	boundsc := startBounds(w, cat.Offers, cfg.TimeOfUse, f.noLP)
-	stderr := cmd.ErrOrStderr()
-	bar := !f.quiet && isTerminal(stderr)
+	// Progress on a terminal: a line per policy (jobs submitted) and one
+	// for the LP bound (iterations of its ascent).
+	disp := progress.For(cmd.ErrOrStderr(), f.quiet)
+	tasks := make([]*progress.Task, len(policies))
+	for i, p := range policies {
+		tasks[i] = disp.Task("sim "+p.Name, len(w.Jobs))
+	}
+	var lpTask *progress.Task
+	if !f.noLP {
+		lpTask = disp.Task("LP bound", 0)
+	}
+	boundsc := startBounds(w, cat.Offers, cfg.TimeOfUse, f.noLP, lpTask)
 	// Policies are independent runs: side by side on the cores there are.
 	results := make([]*sim.Result, len(policies))
 	errs := make([]error, len(policies))
 	walls := make([]time.Duration, len(policies))
-	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(runtime.GOMAXPROCS(0), 1))
-	progress := make([]int, len(policies))
 	leases := make([]report.PolicyLeases, len(policies))
-	total := len(w.Jobs)
 	for i, p := range policies {
 		wg.Add(1)
 		go func() {
@@ -252,31 +260,21 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 				leases[i].Policy = p.Label()
 				c.Leases = func(l sim.LeaseRecord) { leases[i].Leases = append(leases[i].Leases, l) }
 			}
-			if bar {
-				c.Progress = func(done, _ int) {
-					mu.Lock()
-					defer mu.Unlock()
-					progress[i] = done
-					sum := 0
-					for _, d := range progress {
-						sum += d
-					}
-					fmt.Fprintf(stderr, "\rsimulating %d policies %s %3d%%", len(policies), progressBar(sum, total*len(policies), 30), sum*100/max(total*len(policies), 1))
-				}
+			if disp != nil {
+				c.Progress = tasks[i].Set
 			}
 			t := time.Now()
 			results[i], errs[i] = sim.Run(cmd.Context(), c, p)
 			walls[i] = time.Since(t)
+			tasks[i].Done()
 		}()
 	}
 	wg.Wait()
-	if bar {
-		fmt.Fprintln(stderr)
-	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
 	br := <-boundsc
+	disp.Close()
 	if br.err != nil {
 		return br.err
 	}
@@ -366,18 +364,4 @@ func writeTo(cmd *cobra.Command, path string, write func(io.Writer) error) error
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return fh.Close()
-}
-
-func isTerminal(w io.Writer) bool {
-	fh, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := fh.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-func progressBar(done, total, width int) string {
-	n := done * width / max(total, 1)
-	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 
+	"github.com/gpufleet/gpufleet/internal/progress"
 	"github.com/gpufleet/gpufleet/internal/trace"
 	"github.com/spf13/cobra"
 )
@@ -18,6 +19,7 @@ func newTraceGenCmd() *cobra.Command {
 	cfg := trace.DefaultGenConfig()
 	var seed uint64
 	var out string
+	var quiet bool
 	cmd := &cobra.Command{
 		Use:   "gen [--jobs N] [--seed S] [-o FILE]",
 		Short: "Generate a synthetic trace (diurnal arrivals, tier and size mixes) in the generic CSV form",
@@ -29,8 +31,14 @@ defaults come from the Helios excerpt (docs/traces.md). Deterministic per seed.`
 			if err := cfg.Validate(); err != nil {
 				return usageError{err}
 			}
-			t := trace.Generate(cfg, seed)
-			return writeTo(cmd, out, func(w io.Writer) error { return trace.WriteGeneric(w, t) })
+			disp := progress.For(cmd.ErrOrStderr(), quiet)
+			defer disp.Close()
+			gen := disp.Task("generate", cfg.Jobs)
+			t := trace.GenerateProgress(cfg, seed, gen.Set)
+			gen.Done()
+			write := disp.Task("write", len(t.Jobs))
+			defer write.Done()
+			return writeTo(cmd, out, func(w io.Writer) error { return trace.WriteGenericProgress(w, t, write.Set) })
 		},
 	}
 	f := cmd.Flags()
@@ -40,5 +48,6 @@ defaults come from the Helios excerpt (docs/traces.md). Deterministic per seed.`
 	f.IntVar(&cfg.Teams, "teams", cfg.Teams, "number of teams")
 	f.Uint64Var(&seed, "seed", 1, "random seed")
 	f.StringVarP(&out, "output", "o", "-", "output file (- for stdout)")
+	f.BoolVar(&quiet, "quiet", false, "no progress on stderr (shown only when stderr is a terminal)")
 	return cmd
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,10 +23,13 @@ var apiDoc = map[string]struct {
 	headers []string
 	// created: the route answers 201 for a new resource.
 	created bool
+	// errors are the route's own error answers, beyond those its
+	// authentication, body, parameters and path imply (errorResponses).
+	errors map[int]string
 }{
 	"GET /healthz":             {response: map[string]any{}},
 	"GET /api/v1/openapi.json": {response: map[string]any{}},
-	"GET /readyz":              {response: map[string]any{}},
+	"GET /readyz":              {response: map[string]any{}, errors: map[int]string{503: "Not ready: the store does not answer, or the control loop is not making progress"}},
 	"GET /api/v1/offers": {response: struct {
 		Offers   []OfferView `json:"offers"`
 		Currency string      `json:"currency"`
@@ -36,8 +40,9 @@ var apiDoc = map[string]struct {
 	"GET /api/v1/teams": {response: struct {
 		Teams []TeamView `json:"teams"`
 	}{}},
-	"POST /api/v1/tokens":             {request: TokenRequest{}, response: TokenView{}, created: true},
-	"POST /api/v1/jobs":               {request: JobRequest{}, response: JobView{}, created: true, headers: []string{"Idempotency-Key"}},
+	"POST /api/v1/tokens": {request: TokenRequest{}, response: TokenView{}, created: true},
+	"POST /api/v1/jobs": {request: JobRequest{}, response: JobView{}, created: true, headers: []string{"Idempotency-Key"},
+		errors: map[int]string{422: "No offer can ever run the job (code unrunnable; field names what to change)"}},
 	"GET /api/v1/jobs":                {response: JobsPage{}, params: []string{"team", "state", "tier", "limit", "cursor"}},
 	"GET /api/v1/jobs/{id}":           {response: JobView{}},
 	"POST /api/v1/jobs/{id}/cancel":   {response: JobView{}},
@@ -50,6 +55,95 @@ var apiDoc = map[string]struct {
 	"GET /api/v1/reports/usage":       {response: UsageReportView{}, params: []string{"from", "to", "team"}},
 }
 
+// operationIDs name each route's operation, as generated clients name
+// their methods: stable names chosen once, never derived from paths that
+// may move.
+var operationIDs = map[string]string{
+	"GET /healthz":                         "health",
+	"GET /readyz":                          "ready",
+	"GET /api/v1/openapi.json":             "getOpenAPI",
+	"GET /api/v1/offers":                   "listOffers",
+	"GET /api/v1/offers/{id...}":           "getOffer",
+	"POST /api/v1/quote":                   "quote",
+	"POST /api/v1/teams":                   "createTeam",
+	"GET /api/v1/teams":                    "listTeams",
+	"POST /api/v1/tokens":                  "createToken",
+	"GET /api/v1/tokens":                   "listTokens",
+	"POST /api/v1/tokens/{id}/revoke":      "revokeToken",
+	"POST /api/v1/jobs":                    "submitJob",
+	"GET /api/v1/jobs":                     "listJobs",
+	"GET /api/v1/jobs/{id}":                "getJob",
+	"POST /api/v1/jobs/{id}/cancel":        "cancelJob",
+	"GET /api/v1/jobs/{id}/logs":           "getJobLogs",
+	"GET /api/v1/leases":                   "listLeases",
+	"GET /api/v1/events":                   "listEvents",
+	"GET /api/v1/alerts":                   "listAlerts",
+	"POST /api/v1/alerts/{id}/ack":         "ackAlert",
+	"GET /api/v1/reports/usage":            "usageReport",
+	"GET /api/v1/policy":                   "getPolicy",
+	"GET /api/v1/reports/audit":            "auditReport",
+	"GET /api/v1/nodes":                    "listNodes",
+	"GET /api/v1/overview":                 "getOverview",
+	"GET /api/v1/overview/heatmap":         "getHeatmap",
+	"GET /api/v1/overview/leases":          "listBoundaryLeases",
+	"POST /api/v1/agent/heartbeat":         "agentHeartbeat",
+	"POST /api/v1/agent/samples":           "agentSamples",
+	"POST /api/v1/agent/events":            "agentEvents",
+	"GET /api/v1/agent/commands":           "agentCommands",
+	"POST /api/v1/agent/commands/{id}/ack": "agentAckCommand",
+	"POST /api/v1/agent/logs":              "agentLogs",
+}
+
+// errorResponses are the error answers of route r beyond its own
+// (apiDoc's errors): what its token, body, parameters and path can be
+// refused for, by the middleware and handlers every such route shares.
+// Each carries the error schema.
+func errorResponses(r route) map[string]any {
+	doc := apiDoc[r.pattern]
+	out := map[string]any{}
+	add := func(code int, why string) {
+		out[strconv.Itoa(code)] = map[string]any{"description": why, "content": errorContent}
+	}
+	_, path, _ := strings.Cut(r.pattern, " ")
+	hasID := strings.Contains(path, "{id")
+	if r.roles != nil {
+		add(http.StatusUnauthorized, "No bearer token, or an unknown, revoked or expired one")
+		add(http.StatusForbidden, "The token's role (or team) may not do this")
+	}
+	if doc.request != nil || len(doc.params) > 0 || len(doc.headers) > 0 || hasID {
+		add(http.StatusBadRequest, "A parameter or body field that is not valid: field names it, message says what is allowed")
+	}
+	if takesBody(r.pattern) {
+		add(http.StatusUnsupportedMediaType, "A body (or a Content-Type) that is not application/json")
+		if doc.request != nil {
+			add(http.StatusRequestEntityTooLarge, "A body over the server's limit")
+		}
+		if r.roles != nil {
+			// What a write refers to may be missing or changed meanwhile
+			// (storeError).
+			add(http.StatusNotFound, "The request refers to something that does not exist (field names what)")
+			add(http.StatusConflict, "The request conflicts with what is stored (field names what)")
+		}
+	}
+	if hasID {
+		add(http.StatusNotFound, "No such resource (or one of another team)")
+	}
+	if !isProbe(r.pattern) {
+		who := "the token's"
+		if r.roles == nil {
+			who = "the client address's"
+		}
+		add(http.StatusTooManyRequests, "Over "+who+" rate limit; Retry-After says when to retry")
+	}
+	for code, why := range doc.errors {
+		add(code, why)
+	}
+	return out
+}
+
+// errorContent is every error answer's body: the Error schema.
+var errorContent = map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Error"}}}
+
 // OpenAPI returns the OpenAPI 3 document of the server's routes.
 func (s *Server) OpenAPI() map[string]any {
 	paths := map[string]any{}
@@ -57,27 +151,16 @@ func (s *Server) OpenAPI() map[string]any {
 		method, path, _ := strings.Cut(r.pattern, " ")
 		path = strings.ReplaceAll(path, "{id...}", "{id}")
 		doc := apiDoc[r.pattern]
-		op := map[string]any{
-			"summary": r.summary,
-			"responses": map[string]any{
-				"200":     map[string]any{"description": "OK", "content": jsonContent(doc.response)},
-				"default": map[string]any{"description": "An error", "content": jsonContent(ErrorBody{})},
-			},
-		}
-		responses := op["responses"].(map[string]any)
+		responses := errorResponses(r)
+		responses["200"] = map[string]any{"description": "OK", "content": jsonContent(doc.response)}
+		responses["default"] = map[string]any{"description": "An unexpected error", "content": errorContent}
 		if doc.created {
 			responses["201"] = map[string]any{"description": "Created", "content": jsonContent(doc.response)}
 		}
-		if takesBody(r.pattern) {
-			responses["415"] = map[string]any{"description": "A body (or a Content-Type) that is not application/json", "content": jsonContent(ErrorBody{})}
-		}
-		if !isProbe(r.pattern) {
-			who := "the token's"
-			if r.roles == nil {
-				who = "the client address's"
-			}
-			responses["429"] = map[string]any{"description": "Over " + who + " rate limit; Retry-After says when to retry", "content": jsonContent(ErrorBody{})}
-		}
+		op := map[string]any{"operationId": operationIDs[r.pattern], "summary": r.summary, "responses": responses}
+		// Every operation states its security: a bearer token, or none
+		// (an empty list), so that a generator never guesses.
+		op["security"] = []any{}
 		if r.roles != nil {
 			op["security"] = []any{map[string]any{"bearer": []any{}}}
 			roles := make([]string, len(r.roles))
@@ -112,10 +195,16 @@ func (s *Server) OpenAPI() map[string]any {
 	return map[string]any{
 		"openapi": "3.0.3",
 		"info":    map[string]any{"title": "gpufleet", "version": "v1", "description": "Keep rented GPUs busy: offers, quotes, teams, tokens, jobs, leases and the audit trail."},
+		// The server the document is fetched from: a relative URL, as
+		// each deployment has its own address.
+		"servers": []any{map[string]any{"url": "/", "description": "The gpufleet server that serves this document"}},
 		"paths":   paths,
-		"components": map[string]any{"securitySchemes": map[string]any{
-			"bearer": map[string]any{"type": "http", "scheme": "bearer", "description": "An API token (gpf_...), shown once when it is created."},
-		}},
+		"components": map[string]any{
+			"securitySchemes": map[string]any{
+				"bearer": map[string]any{"type": "http", "scheme": "bearer", "description": "An API token (gpf_...), shown once when it is created."},
+			},
+			"schemas": map[string]any{"Error": schemaOf(reflect.TypeOf(ErrorBody{}))},
+		},
 	}
 }
 

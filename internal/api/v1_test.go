@@ -204,6 +204,9 @@ func TestRoleMatrix(t *testing.T) {
 				if code != tc.codes[role] {
 					t.Errorf("got %d, want %d: %s", code, tc.codes[role], b)
 				}
+				if !documented(f.srv, tc.route, code) {
+					t.Errorf("answered %d, which the OpenAPI document does not list for %s", code, tc.route)
+				}
 				if !json.Valid(b) {
 					t.Errorf("not JSON: %s", b)
 				}

@@ -106,6 +106,10 @@ type Options struct {
 	DeferSlack time.Duration
 	// Iterations of the dual ascent (1000).
 	Iterations int
+	// Progress, if set, is called after each iteration of the ascent with
+	// the iterations done and Iterations: the bound of a million jobs
+	// takes minutes.
+	Progress func(done, total int)
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -217,6 +221,9 @@ func LP(in Input, opt Options) (Result, error) {
 			cur = p.eval()
 		}
 		res.Iterations = k
+		if opt.Progress != nil {
+			opt.Progress(k, opt.Iterations)
+		}
 	}
 	p.restore(bestGamma)
 	res.Cost = toMicros(p.eval())

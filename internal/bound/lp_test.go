@@ -151,3 +151,28 @@ func TestShorterCheaperTermDoesNotDominate(t *testing.T) {
 		}
 	}
 }
+
+// TestLPProgress: progress comes once per iteration of the ascent, up to
+// Iterations, and does not change the bound.
+func TestLPProgress(t *testing.T) {
+	jobs := []*core.Job{job("a", 0, 8, 3*time.Hour), job("b", time.Hour, 4, 30*time.Hour)}
+	in := Input{Jobs: jobs, Offers: []core.Offer{offer8()}}
+	plain, err := LP(in, Options{Wait: time.Nanosecond, Iterations: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls, last int
+	got, err := LP(in, Options{Wait: time.Nanosecond, Iterations: 50, Progress: func(done, total int) {
+		calls++
+		if done != last+1 || total != 50 {
+			t.Errorf("progress(%d, %d) after %d, want (%d, 50)", done, total, last, last+1)
+		}
+		last = done
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 50 || got.Cost != plain.Cost {
+		t.Errorf("%d calls, cost %s; want 50 calls and cost %s", calls, got.Cost, plain.Cost)
+	}
+}

@@ -1,8 +1,11 @@
 // Package client is a typed HTTP client for gpufleet's /api/v1, used by
-// the CLI (and fit for scripts in Go). It speaks the API's own types
-// (package api), so a field added to a view reaches the client with no
-// second definition to drift, and it turns the API's JSON errors back
-// into *Error values that keep the stable code and the offending field.
+// the CLI (and fit for scripts in Go). Its requests are made by the
+// client oapi-codegen generates from the server's OpenAPI document
+// (package apiclient: paths, methods and parameters as the document
+// names them); its answers are read into the API's own types (package
+// api), so a field added to a view reaches the client with no second
+// definition to drift. It turns the API's JSON errors back into *Error
+// values that keep the stable code and the offending field.
 package client
 
 import (
@@ -19,13 +22,12 @@ import (
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/api"
+	"github.com/gpufleet/gpufleet/internal/apiclient"
 )
 
 // Client calls one server with one token.
 type Client struct {
-	base  *url.URL
-	token string
-	http  *http.Client
+	gen *apiclient.Client
 }
 
 // DefaultTimeout bounds each request when New is given no http.Client.
@@ -41,7 +43,16 @@ func New(base, token string, hc *http.Client) (*Client, error) {
 	if hc == nil {
 		hc = &http.Client{Timeout: DefaultTimeout}
 	}
-	return &Client{base: u, token: token, http: hc}, nil
+	gen, err := apiclient.NewClient(u.String(), apiclient.WithHTTPClient(hc), apiclient.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+		if token != "" {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+		return nil
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("server URL %q: %w", base, err)
+	}
+	return &Client{gen: gen}, nil
 }
 
 // Error is an error answer of the API.
@@ -68,65 +79,69 @@ func StatusOf(err error) int {
 	return 0
 }
 
-// do sends a request and decodes a 2xx answer into out (when not nil);
-// it returns the status.
-func (c *Client) do(ctx context.Context, method, path string, q url.Values, body any, hdr http.Header, out any) (int, error) {
-	u := *c.base
-	u.Path = c.base.Path + path
-	u.RawQuery = q.Encode()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, fmt.Errorf("%s %s: %w", method, path, err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+// read takes the answer of a generated call (op names it): it decodes a
+// 2xx answer into out (when not nil), turns others into *Error, and
+// returns the status.
+func read(op string, resp *http.Response, err error, out any) (int, error) {
 	if err != nil {
-		return 0, fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	for k, vs := range hdr {
-		req.Header[k] = vs
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
+		return 0, fmt.Errorf("%s: %w", op, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return resp.StatusCode, fmt.Errorf("%s %s: read the answer: %w", method, path, err)
+		return resp.StatusCode, fmt.Errorf("%s: read the answer: %w", op, err)
 	}
 	if resp.StatusCode/100 != 2 {
 		var eb api.ErrorBody
 		if json.Unmarshal(data, &eb) == nil && eb.Error.Code != "" {
 			return resp.StatusCode, &Error{Status: resp.StatusCode, Code: eb.Error.Code, Field: eb.Error.Field, Message: eb.Error.Message}
 		}
-		return resp.StatusCode, &Error{Status: resp.StatusCode, Code: "http", Message: fmt.Sprintf("%s %s: %s", method, path, strings.TrimSpace(string(data[:min(len(data), 200)])))}
+		return resp.StatusCode, &Error{Status: resp.StatusCode, Code: "http", Message: fmt.Sprintf("%s: %s", op, strings.TrimSpace(string(data[:min(len(data), 200)])))}
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("%s %s: decode the answer: %w", method, path, err)
+			return resp.StatusCode, fmt.Errorf("%s: decode the answer: %w", op, err)
 		}
 	}
 	return resp.StatusCode, nil
 }
 
+// body is v as a JSON request body.
+func body(v any) (io.Reader, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.NewReader(b), nil
+}
+
+const jsonType = "application/json"
+
+// opt is a query parameter: nil (left out) when empty.
+func opt(v string) *string {
+	if v == "" {
+		return nil
+	}
+	return &v
+}
+
+func optInt[T int | int64](v T) *string {
+	if v == 0 {
+		return nil
+	}
+	s := strconv.FormatInt(int64(v), 10)
+	return &s
+}
+
 // SubmitJob submits j; a non-empty key makes retries safe (created is
 // false for a replay of the same submission).
 func (c *Client) SubmitJob(ctx context.Context, j api.JobRequest, key string) (job api.JobView, created bool, err error) {
-	hdr := http.Header{}
-	if key != "" {
-		hdr.Set("Idempotency-Key", key)
+	b, err := body(j)
+	if err != nil {
+		return job, false, fmt.Errorf("submit job: %w", err)
 	}
-	code, err := c.do(ctx, http.MethodPost, "/api/v1/jobs", nil, j, hdr, &job)
+	resp, err := c.gen.SubmitJobWithBody(ctx, &apiclient.SubmitJobParams{IdempotencyKey: opt(key)}, jsonType, b)
+	code, err := read("POST /api/v1/jobs", resp, err, &job)
 	return job, code == http.StatusCreated, err
 }
 
@@ -141,28 +156,25 @@ type JobFilter struct {
 
 // ListJobs returns one page of jobs, newest first.
 func (c *Client) ListJobs(ctx context.Context, f JobFilter) (api.JobsPage, error) {
-	q := url.Values{}
-	set(q, "team", f.Team)
-	set(q, "state", strings.Join(f.States, ","))
-	set(q, "tier", f.Tier)
-	setInt(q, "limit", f.Limit)
-	set(q, "cursor", f.Cursor)
 	var p api.JobsPage
-	_, err := c.do(ctx, http.MethodGet, "/api/v1/jobs", q, nil, nil, &p)
+	resp, err := c.gen.ListJobs(ctx, &apiclient.ListJobsParams{Team: opt(f.Team), State: opt(strings.Join(f.States, ",")), Tier: opt(f.Tier), Limit: optInt(f.Limit), Cursor: opt(f.Cursor)})
+	_, err = read("GET /api/v1/jobs", resp, err, &p)
 	return p, err
 }
 
 // GetJob returns one job.
 func (c *Client) GetJob(ctx context.Context, id string) (api.JobView, error) {
 	var j api.JobView
-	_, err := c.do(ctx, http.MethodGet, "/api/v1/jobs/"+url.PathEscape(id), nil, nil, nil, &j)
+	resp, err := c.gen.GetJob(ctx, id)
+	_, err = read("GET /api/v1/jobs/"+id, resp, err, &j)
 	return j, err
 }
 
 // CancelJob cancels one job.
 func (c *Client) CancelJob(ctx context.Context, id string) (api.JobView, error) {
 	var j api.JobView
-	_, err := c.do(ctx, http.MethodPost, "/api/v1/jobs/"+url.PathEscape(id)+"/cancel", nil, nil, nil, &j)
+	resp, err := c.gen.CancelJob(ctx, id)
+	_, err = read("POST /api/v1/jobs/"+id+"/cancel", resp, err, &j)
 	return j, err
 }
 
@@ -175,19 +187,18 @@ type LogQuery struct {
 
 // JobLogs reads a stretch of a job's log.
 func (c *Client) JobLogs(ctx context.Context, id string, lq LogQuery) (api.LogView, error) {
-	q := url.Values{}
-	if lq.Lines > 0 {
-		q.Set("lines", strconv.FormatInt(lq.Lines, 10))
-	} else if lq.Tail > 0 {
-		q.Set("tail", strconv.FormatInt(lq.Tail, 10))
-	} else if lq.Offset > 0 {
-		q.Set("offset", strconv.FormatInt(lq.Offset, 10))
-	}
-	if lq.Limit > 0 {
-		q.Set("limit", strconv.FormatInt(lq.Limit, 10))
+	p := &apiclient.GetJobLogsParams{Limit: optInt(max(lq.Limit, 0))}
+	switch {
+	case lq.Lines > 0:
+		p.Lines = optInt(lq.Lines)
+	case lq.Tail > 0:
+		p.Tail = optInt(lq.Tail)
+	case lq.Offset > 0:
+		p.Offset = optInt(lq.Offset)
 	}
 	var v api.LogView
-	_, err := c.do(ctx, http.MethodGet, "/api/v1/jobs/"+url.PathEscape(id)+"/logs", q, nil, nil, &v)
+	resp, err := c.gen.GetJobLogs(ctx, id, p)
+	_, err = read("GET /api/v1/jobs/"+id+"/logs", resp, err, &v)
 	return v, err
 }
 
@@ -198,25 +209,19 @@ type PageFilter struct {
 	Cursor string
 }
 
-func (f PageFilter) query() url.Values {
-	q := url.Values{}
-	set(q, "state", strings.Join(f.States, ","))
-	setInt(q, "limit", f.Limit)
-	set(q, "cursor", f.Cursor)
-	return q
-}
-
 // ListLeases returns one page of leases, newest first.
 func (c *Client) ListLeases(ctx context.Context, f PageFilter) (api.LeasesPage, error) {
 	var p api.LeasesPage
-	_, err := c.do(ctx, http.MethodGet, "/api/v1/leases", f.query(), nil, nil, &p)
+	resp, err := c.gen.ListLeases(ctx, &apiclient.ListLeasesParams{State: opt(strings.Join(f.States, ",")), Limit: optInt(f.Limit), Cursor: opt(f.Cursor)})
+	_, err = read("GET /api/v1/leases", resp, err, &p)
 	return p, err
 }
 
 // ListNodes returns one page of node agents.
 func (c *Client) ListNodes(ctx context.Context, f PageFilter) (api.NodesPage, error) {
 	var p api.NodesPage
-	_, err := c.do(ctx, http.MethodGet, "/api/v1/nodes", f.query(), nil, nil, &p)
+	resp, err := c.gen.ListNodes(ctx, &apiclient.ListNodesParams{State: opt(strings.Join(f.States, ",")), Limit: optInt(f.Limit), Cursor: opt(f.Cursor)})
+	_, err = read("GET /api/v1/nodes", resp, err, &p)
 	return p, err
 }
 
@@ -225,14 +230,20 @@ func (c *Client) ListTeams(ctx context.Context) ([]api.TeamView, error) {
 	var p struct {
 		Teams []api.TeamView `json:"teams"`
 	}
-	_, err := c.do(ctx, http.MethodGet, "/api/v1/teams", nil, nil, nil, &p)
+	resp, err := c.gen.ListTeams(ctx)
+	_, err = read("GET /api/v1/teams", resp, err, &p)
 	return p.Teams, err
 }
 
 // CreateTeam creates a team (admin).
 func (c *Client) CreateTeam(ctx context.Context, t api.TeamRequest) (api.TeamView, error) {
 	var v api.TeamView
-	_, err := c.do(ctx, http.MethodPost, "/api/v1/teams", nil, t, nil, &v)
+	b, err := body(t)
+	if err != nil {
+		return v, fmt.Errorf("create team: %w", err)
+	}
+	resp, err := c.gen.CreateTeamWithBody(ctx, jsonType, b)
+	_, err = read("POST /api/v1/teams", resp, err, &v)
 	return v, err
 }
 
@@ -244,55 +255,48 @@ type TokenFilter struct {
 
 // ListTokens lists tokens (never their secrets).
 func (c *Client) ListTokens(ctx context.Context, f TokenFilter) ([]api.TokenInfoView, error) {
-	q := url.Values{}
-	set(q, "team", f.Team)
-	set(q, "user", f.User)
+	p := &apiclient.ListTokensParams{Team: opt(f.Team), User: opt(f.User)}
 	if f.ActiveOnly {
-		q.Set("active", "true")
+		p.Active = opt("true")
 	}
-	var p api.TokensPage
-	_, err := c.do(ctx, http.MethodGet, "/api/v1/tokens", q, nil, nil, &p)
-	return p.Tokens, err
+	var page api.TokensPage
+	resp, err := c.gen.ListTokens(ctx, p)
+	_, err = read("GET /api/v1/tokens", resp, err, &page)
+	return page.Tokens, err
 }
 
 // CreateToken creates a token; the answer holds its secret, once.
 func (c *Client) CreateToken(ctx context.Context, t api.TokenRequest) (api.TokenView, error) {
 	var v api.TokenView
-	_, err := c.do(ctx, http.MethodPost, "/api/v1/tokens", nil, t, nil, &v)
+	b, err := body(t)
+	if err != nil {
+		return v, fmt.Errorf("create token: %w", err)
+	}
+	resp, err := c.gen.CreateTokenWithBody(ctx, jsonType, b)
+	_, err = read("POST /api/v1/tokens", resp, err, &v)
 	return v, err
 }
 
 // RevokeToken revokes a token.
 func (c *Client) RevokeToken(ctx context.Context, id string) (api.TokenInfoView, error) {
 	var v api.TokenInfoView
-	_, err := c.do(ctx, http.MethodPost, "/api/v1/tokens/"+url.PathEscape(id)+"/revoke", nil, nil, nil, &v)
+	resp, err := c.gen.RevokeToken(ctx, id)
+	_, err = read("POST /api/v1/tokens/"+id+"/revoke", resp, err, &v)
 	return v, err
 }
 
 // UsageReport returns cost and utilization per team over [from, to);
 // zero times leave the server's defaults (this month so far).
 func (c *Client) UsageReport(ctx context.Context, from, to time.Time, team string) (api.UsageReportView, error) {
-	q := url.Values{}
+	p := &apiclient.UsageReportParams{Team: opt(team)}
 	if !from.IsZero() {
-		q.Set("from", from.UTC().Format(time.RFC3339))
+		p.From = opt(from.UTC().Format(time.RFC3339))
 	}
 	if !to.IsZero() {
-		q.Set("to", to.UTC().Format(time.RFC3339))
+		p.To = opt(to.UTC().Format(time.RFC3339))
 	}
-	set(q, "team", team)
 	var v api.UsageReportView
-	_, err := c.do(ctx, http.MethodGet, "/api/v1/reports/usage", q, nil, nil, &v)
+	resp, err := c.gen.UsageReport(ctx, p)
+	_, err = read("GET /api/v1/reports/usage", resp, err, &v)
 	return v, err
-}
-
-func set(q url.Values, k, v string) {
-	if v != "" {
-		q.Set(k, v)
-	}
-}
-
-func setInt(q url.Values, k string, v int) {
-	if v != 0 {
-		q.Set(k, strconv.Itoa(v))
-	}
 }

@@ -91,6 +91,10 @@ type PortfolioRequest struct {
 	// the solver; see [BurstLease]. Off, the burst is on demand and every
 	// solver gives the same least cost.
 	BurstLeases bool
+	// Progress, if set, is called with the class solves done and their
+	// number (each class once, and four times more for the sensitivity
+	// scenarios), from the goroutines that solve them.
+	Progress func(done, total int)
 }
 
 // Reservation is a committed base: Count GPUs of a class, each held for
@@ -310,7 +314,21 @@ func PlanPortfolio(r PortfolioRequest) (Portfolio, error) {
 		}
 		inputs[i] = in
 	}
-	p, sols, err := solveAll(inputs, solver, nil)
+	solves := len(inputs)
+	if !r.NoSensitivity {
+		solves *= 5
+	}
+	var mu sync.Mutex // calls in order, one at a time
+	solved := 0
+	progress := func() {
+		if r.Progress != nil {
+			mu.Lock()
+			defer mu.Unlock()
+			solved++
+			r.Progress(solved, solves)
+		}
+	}
+	p, sols, err := solveAll(inputs, solver, nil, progress)
 	if err != nil {
 		return Portfolio{}, err
 	}
@@ -325,11 +343,11 @@ func PlanPortfolio(r PortfolioRequest) (Portfolio, error) {
 			scaled[i] = in.scaled(change)
 			fixed[i] = sols[i].r
 		}
-		sp, _, err := solveAll(scaled, solver, nil)
+		sp, _, err := solveAll(scaled, solver, nil, progress)
 		if err != nil {
 			return Portfolio{}, fmt.Errorf("plan portfolio: demand %+d%%: %w", change/100, err)
 		}
-		fp, _, err := solveAll(scaled, solver, fixed)
+		fp, _, err := solveAll(scaled, solver, fixed, progress)
 		if err != nil {
 			return Portfolio{}, fmt.Errorf("plan portfolio: demand %+d%% with the base kept: %w", change/100, err)
 		}
@@ -342,8 +360,8 @@ func PlanPortfolio(r PortfolioRequest) (Portfolio, error) {
 }
 
 // solveAll solves every class and sums the portfolio. fixed, when set,
-// holds each class's least base.
-func solveAll(inputs []*classInput, solver Solver, fixed []int64) (Portfolio, []classSolution, error) {
+// holds each class's least base; solved is called after each class.
+func solveAll(inputs []*classInput, solver Solver, fixed []int64, solved func()) (Portfolio, []classSolution, error) {
 	var p Portfolio
 	method := solver
 	sols := make([]classSolution, len(inputs))
@@ -367,6 +385,7 @@ func solveAll(inputs []*classInput, solver Solver, fixed []int64) (Portfolio, []
 				s, err = withBurstLeases(in, s, rf)
 			}
 			sols[i], methods[i], errs[i] = s, m, err
+			solved()
 		}()
 	}
 	wg.Wait()

@@ -134,3 +134,35 @@ func TestPortfolioErrors(t *testing.T) {
 		t.Errorf("unknown class: %v does not wrap ErrUnknownClass", err)
 	}
 }
+
+// TestPortfolioProgress: progress counts every class solve, in order, up
+// to their number: one per class, five with the sensitivity scenarios.
+func TestPortfolioProgress(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		noSensitivity bool
+		want          int
+	}{{"with sensitivity", false, 5}, {"without", true, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []int
+			_, err := PlanPortfolio(PortfolioRequest{Demand: series(v100, bump(flat(730, 2), 300, 324, 6)), Prices: v100Offer(),
+				NoSensitivity: tc.noSensitivity,
+				Progress: func(done, total int) {
+					if total != tc.want {
+						t.Errorf("total %d, want %d", total, tc.want)
+					}
+					got = append(got, done)
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []int
+			for i := 1; i <= tc.want; i++ {
+				want = append(want, i)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("progress (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -91,6 +91,7 @@ func (l *Loop) offer(id string) (*core.Offer, bool) {
 func (l *Loop) Run(ctx context.Context) error {
 	for {
 		err := l.lead(ctx)
+		l.metrics.leader.Set(0) // the lock is given up whenever lead returns
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -117,6 +118,7 @@ func (l *Loop) lead(ctx context.Context) error {
 				break
 			}
 			l.health.following()
+			l.metrics.leader.Set(0)
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
@@ -126,6 +128,7 @@ func (l *Loop) lead(ctx context.Context) error {
 	}
 	l.cfg.Log.Info("control loop leading", "tick", l.cfg.Tick)
 	l.health.led(l.cfg.Clock.Now())
+	l.metrics.leader.Set(1)
 	if err := l.Reconcile(ctx); err != nil {
 		return err
 	}

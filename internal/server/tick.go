@@ -214,7 +214,7 @@ func (l *Loop) Tick(ctx context.Context) error {
 		}
 	}
 	err = l.acquire(ctx, st, now)
-	l.metrics.observe(st, time.Since(began))
+	l.metrics.observe(st, ag.agents, now, time.Since(began))
 	return err
 }
 

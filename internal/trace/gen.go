@@ -156,7 +156,16 @@ func checkMix(field string, mix []Weighted, lo, hi int64, needed bool) error {
 // GenConfig), drawn exactly by inverting the piecewise-constant
 // cumulative rate. Jobs carry a tier when the tier mix is set, and leave
 // interruptible, deadline, GPU model and memory to the profile.
-func Generate(cfg GenConfig, seed uint64) Trace {
+func Generate(cfg GenConfig, seed uint64) Trace { return GenerateProgress(cfg, seed, nil) }
+
+// progressEvery is how many jobs pass between two calls of a progress
+// callback: rarely enough to cost nothing next to the jobs' work.
+const progressEvery = 10_000
+
+// GenerateProgress is Generate that calls progress, when not nil, with
+// the jobs made so far and cfg.Jobs, every few thousand jobs and at the
+// end.
+func GenerateProgress(cfg GenConfig, seed uint64, progress func(done, total int)) Trace {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
@@ -233,6 +242,12 @@ func Generate(cfg GenConfig, seed uint64) Trace {
 			j.Tier = tiers[pick(rng, tierMix)]
 		}
 		out.Jobs = append(out.Jobs, j)
+		if progress != nil && (i+1)%progressEvery == 0 {
+			progress(i+1, cfg.Jobs)
+		}
+	}
+	if progress != nil {
+		progress(cfg.Jobs, cfg.Jobs)
 	}
 	return out
 }

@@ -212,3 +212,33 @@ func BenchmarkReadGeneric1M(b *testing.B) {
 		}
 	}
 }
+
+// TestGenerateProgress: progress comes in order, ends at the total, and
+// does not change what is generated or written.
+func TestGenerateProgress(t *testing.T) {
+	cfg := DefaultGenConfig()
+	cfg.Jobs = 25_000
+	var calls [][2]int
+	rec := func(done, total int) { calls = append(calls, [2]int{done, total}) }
+	got := GenerateProgress(cfg, 7, rec)
+	if diff := cmp.Diff(Generate(cfg, 7), got); diff != "" {
+		t.Fatalf("GenerateProgress differs from Generate (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([][2]int{{10_000, 25_000}, {20_000, 25_000}, {25_000, 25_000}}, calls); diff != "" {
+		t.Errorf("generate progress (-want +got):\n%s", diff)
+	}
+	calls = nil
+	var plain, counted strings.Builder
+	if err := WriteGeneric(&plain, got); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteGenericProgress(&counted, got, rec); err != nil {
+		t.Fatal(err)
+	}
+	if plain.String() != counted.String() {
+		t.Error("WriteGenericProgress wrote other bytes than WriteGeneric")
+	}
+	if diff := cmp.Diff([][2]int{{10_000, 25_000}, {20_000, 25_000}, {25_000, 25_000}}, calls); diff != "" {
+		t.Errorf("write progress (-want +got):\n%s", diff)
+	}
+}

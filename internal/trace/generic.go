@@ -128,7 +128,12 @@ func ReadGeneric(r io.Reader, file string) (Trace, error) {
 // GenericColumns, unknown values as empty cells; ReadGeneric reads it
 // back to the same jobs. The trace's Start is not written (the profile
 // gives it). It refuses a trace that does not Validate.
-func WriteGeneric(w io.Writer, t Trace) error {
+func WriteGeneric(w io.Writer, t Trace) error { return WriteGenericProgress(w, t, nil) }
+
+// WriteGenericProgress is WriteGeneric that calls progress, when not
+// nil, with the jobs written so far and their number, every few thousand
+// jobs and at the end.
+func WriteGenericProgress(w io.Writer, t Trace, progress func(done, total int)) error {
 	if err := t.Validate(); err != nil {
 		return fmt.Errorf("write generic trace: %w", err)
 	}
@@ -167,10 +172,16 @@ func WriteGeneric(w io.Writer, t Trace) error {
 		if err := cw.Write(rec); err != nil {
 			return fmt.Errorf("write generic trace %s: job %q: %w", t.Name, j.ID, err)
 		}
+		if progress != nil && (i+1)%progressEvery == 0 {
+			progress(i+1, len(t.Jobs))
+		}
 	}
 	cw.Flush()
 	if err := cw.Error(); err != nil {
 		return fmt.Errorf("write generic trace %s: %w", t.Name, err)
+	}
+	if progress != nil {
+		progress(len(t.Jobs), len(t.Jobs))
 	}
 	return nil
 }
