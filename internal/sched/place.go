@@ -102,13 +102,19 @@ func sortMix(mix []reqType, counts map[[2]int64]int64) []reqType {
 // ask for no host CPU and may run on any model, so only GPU shares count.
 func (p *Placer) fragmentation(n *core.Node) int64 {
 	if p.frag == nil {
-		types := make([]placement.PodType, len(p.mix))
-		for i, t := range p.mix {
-			types[i] = placement.PodType{GPUs: t.gpus, MilliPerGPU: t.milli, Count: t.weight}
-		}
-		p.frag = placement.NewFragMeter(placement.Workload{Types: types})
+		p.frag = fragMeter(p.mix)
 	}
 	return p.frag.Score(n)
+}
+
+// fragMeter is the FGD meter of mix: its shapes as pod types weighted by
+// their counts.
+func fragMeter(mix []reqType) *placement.FragMeter {
+	types := make([]placement.PodType, len(mix))
+	for i, t := range mix {
+		types[i] = placement.PodType{GPUs: t.gpus, MilliPerGPU: t.milli, Count: t.weight}
+	}
+	return placement.NewFragMeter(placement.Workload{Types: types})
 }
 
 // find returns the best single-node placement of r, or ok false.
