@@ -60,15 +60,21 @@ func BenchmarkStepOneArrival(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			st := readyFleet(120)
 			now := t0.Add(24 * time.Hour)
+			// next is each machine's first GPU not yet running a unit: at
+			// most two units of up to 4 GPUs share a machine, on distinct
+			// GPUs.
+			next := map[int]int{}
 			for i := 0; i < 200; i++ {
 				j := &core.Job{ID: fmt.Sprintf("r%d", i), Team: fmt.Sprintf("team%d", i%5), Tier: core.TierRegular,
 					Request: core.Request{GPUs: 1 + i%4, MilliPerGPU: core.WholeGPU}, EstDuration: time.Duration(1+i%12) * time.Hour, Submit: t0}
+				lease := i * 119 / 199
 				gpus := make([]int, j.Request.GPUs)
 				for g := range gpus {
-					gpus[g] = g
+					gpus[g] = next[lease] + g
 				}
+				next[lease] += len(gpus)
 				st.Units = append(st.Units, &Unit{Unit: sched.Unit{Job: j}, State: core.JobRunning, Start: now.Add(-time.Hour), LastCheckpoint: now.Add(-time.Hour),
-					Parts: []Assigned{{LeaseID: fmt.Sprintf("L%d", i*119/199), GPUs: gpus}}})
+					Parts: []Assigned{{LeaseID: fmt.Sprintf("L%d", lease), GPUs: gpus}}})
 			}
 			cfg := Config{NoAcquire: true, NoRelease: true}
 			Apply(st, Step(st, now, cfg))

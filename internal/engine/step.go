@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"github.com/gpufleet/gpufleet/internal/capacity"
 	"slices"
 	"sort"
 	"time"
@@ -317,29 +318,14 @@ func (v *view) fill() {
 	}
 }
 
-// occupy takes a running unit's share from a node's GPUs.
+// occupy takes a running unit's share from a node's GPUs, through the
+// capacity module that the scheduler also uses. The units on a node were
+// placed by the scheduler on this same accounting, so a refusal means the
+// state is corrupt: panic rather than decide on it.
 func occupy(n *core.Node, r *core.Request, gpus []int) {
-	mem := gpuMem(n, r)
-	for _, g := range gpus {
-		gp := &n.GPUs[g]
-		gp.FreeMilli -= r.MilliPerGPU
-		gp.FreeMemMiB -= mem
-		if r.MilliPerGPU < core.WholeGPU {
-			gp.Shared = true
-		}
+	if err := capacity.Take(n, r, gpus); err != nil {
+		panic("engine: GPU capacity accounting broken on " + n.LeaseID + ": " + err.Error())
 	}
-}
-
-// gpuMem is the GPU memory a request takes on each of its GPUs of n: all
-// of it for a whole GPU, else its own figure or its share.
-func gpuMem(n *core.Node, r *core.Request) int64 {
-	if r.MilliPerGPU >= core.WholeGPU {
-		return n.GPUMemMiB
-	}
-	if r.MemPerGPUMiB != 0 {
-		return r.MemPerGPUMiB
-	}
-	return n.GPUMemMiB * int64(r.MilliPerGPU) / int64(core.WholeGPU)
 }
 
 // marginalGPUHour is what one more GPU-hour on l costs: nothing on a

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"github.com/gpufleet/gpufleet/internal/capacity"
 	"reflect"
 	"slices"
 	"sort"
@@ -207,8 +208,8 @@ func estEnd(u *Unit) (time.Time, bool) {
 	return u.Start.Add(u.Job.EstDuration), true
 }
 
-// give returns u's share of the nodes of parts: what take took. A GPU
-// stays shared while another unit's fraction of it runs there.
+// give returns u's share of the nodes of parts: what take took
+// (capacity.Give keeps a GPU shared while a fraction of it is taken).
 func (v *view) give(u *Unit, parts []sched.Part) {
 	r := &u.Job.Request
 	end, known := estEnd(u)
@@ -221,15 +222,8 @@ func (v *view) give(u *Unit, parts []sched.Part) {
 		n := &v.nodes[p.Node]
 		on := v.on[p.Node]
 		v.alloc[p.Node] -= core.Milli(len(p.GPUs)) * r.MilliPerGPU
-		mem := gpuMem(n, r)
-		for _, g := range p.GPUs {
-			gp := &n.GPUs[g]
-			gp.FreeMilli += r.MilliPerGPU
-			gp.FreeMemMiB += mem
-			if r.MilliPerGPU < core.WholeGPU {
-				// A slice stays shared: it is never a whole GPU.
-				gp.Shared = n.SliceMilli > 0 || sharedBy(on, p.Node, g)
-			}
+		if err := capacity.Give(n, r, p.GPUs); err != nil {
+			panic("engine: GPU capacity accounting broken on " + n.LeaseID + ": " + err.Error())
 		}
 		if known && !end.Before(v.end[p.Node]) {
 			// It may have been the latest: find the latest of the rest.
@@ -241,22 +235,6 @@ func (v *view) give(u *Unit, parts []sched.Part) {
 			}
 		}
 	}
-}
-
-// sharedBy says whether a fraction of GPU g of node is used by one of
-// units (running on the node).
-func sharedBy(units []*Unit, node, g int) bool {
-	for _, w := range units {
-		if w.Job.Request.MilliPerGPU >= core.WholeGPU {
-			continue
-		}
-		for i, p := range w.Parts {
-			if i < len(w.on) && w.on[i] != nil && w.on[i].node == node && slices.Contains(p.GPUs, g) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // Prune removes finished units and ended leases from st, in order,

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/sched/placement"
 )
 
 // Scorer is a placement policy's ranking of one candidate: the unit's
@@ -24,8 +25,10 @@ type Placer struct {
 	paid  []time.Time
 	// end is when the unit being placed is expected to end (zero: not
 	// known); see horizon.
-	end    time.Time
-	mix    []reqType
+	end time.Time
+	mix []reqType
+	// frag scores fragmentation against mix; built on first use.
+	frag   *placement.FragMeter
 	scorer Scorer
 	// candidates per placement to score.
 	k int
@@ -92,38 +95,26 @@ func sortMix(mix []reqType, counts map[[2]int64]int64) []reqType {
 	return mix
 }
 
-// fragmentation is the FGD measure of node n: the free GPU capacity, in
-// milli-GPUs weighted by each request type's share of the workload, that
-// the type could not use — all of it if the type cannot fit on the node
-// at all, else the GPUs with less free than the type needs per GPU.
+// fragmentation is the FGD measure of node n (placement.FragMeter, the
+// one fragmentation score, which sim openb measures too) against the
+// pending mix: the free GPU capacity, in milli-GPUs weighted by each
+// request shape's count, that the shape could not use. The mix's shapes
+// ask for no host CPU and may run on any model, so only GPU shares count.
 func (p *Placer) fragmentation(n *core.Node) int64 {
-	var total int64
-	for _, t := range p.mix {
-		need := min(t.milli, core.WholeGPU)
-		var free, unusable int64
-		fitting := 0
-		for i := range n.GPUs {
-			g := &n.GPUs[i]
-			f := int64(g.FreeMilli)
-			if need >= core.WholeGPU && g.Shared {
-				f = int64(g.FreeMilli) // a shared GPU is useless to whole-GPU work
-				unusable += f
-				free += f
-				continue
-			}
-			free += f
-			if g.FreeMilli < need {
-				unusable += f
-			} else {
-				fitting++
-			}
-		}
-		if fitting < t.gpus {
-			unusable = free
-		}
-		total += unusable * t.weight
+	if p.frag == nil {
+		p.frag = fragMeter(p.mix)
 	}
-	return total
+	return p.frag.Score(n)
+}
+
+// fragMeter is the FGD meter of mix: its shapes as pod types weighted by
+// their counts.
+func fragMeter(mix []reqType) *placement.FragMeter {
+	types := make([]placement.PodType, len(mix))
+	for i, t := range mix {
+		types[i] = placement.PodType{GPUs: t.gpus, MilliPerGPU: t.milli, Count: t.weight}
+	}
+	return placement.NewFragMeter(placement.Workload{Types: types})
 }
 
 // find returns the best single-node placement of r, or ok false.

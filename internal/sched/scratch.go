@@ -1,9 +1,11 @@
 package sched
 
 import (
+	"slices"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/sched/placement"
 )
 
 // Scratch is working space Schedule and Consolidate reuse from one call to
@@ -46,6 +48,10 @@ type placerScratch struct {
 	gpus  []core.GPU
 	// counts is workloadMix's tally.
 	counts map[[2]int64]int64
+	// frag is the fragmentation meter of the mix fragMix, kept while the
+	// next call's mix is the same (a replay's steps mostly are).
+	frag    *placement.FragMeter
+	fragMix []reqType
 	// whole and partial keep the index's bucket arrays by model id, so
 	// that a model seen in an earlier call gets its buckets back emptied
 	// rather than allocated.
@@ -84,6 +90,10 @@ func newPlacer(ps *placerScratch, nodes []core.Node, cost []core.Micros, mix []U
 	ix.reset(own, ps)
 	ps.pl = Placer{nodes: own, ix: ix, cost: cost, mix: workloadMixInto(ps.pl.mix[:0], ps.counts, mix), scorer: scorer, k: 8,
 		modelBuf: ps.pl.modelBuf[:0], cands: ps.pl.cands[:0]}
+	if ps.frag == nil || !slices.Equal(ps.pl.mix, ps.fragMix) {
+		ps.frag, ps.fragMix = fragMeter(ps.pl.mix), append(ps.fragMix[:0], ps.pl.mix...)
+	}
+	ps.pl.frag = ps.frag
 	return &ps.pl
 }
 

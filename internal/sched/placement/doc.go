@@ -1,8 +1,9 @@
 // Package placement decides where one request goes: which node, and which
 // of its GPUs. It holds the filters every scheduler shares (is the model
 // allowed, is there host CPU and memory, are there enough GPUs with enough
-// free share), the one place that changes a node's free capacity
-// ([Apply] and its exact inverse [Remove]), and the placement policies
+// free share), [Apply] and its exact inverse [Remove], which change a
+// node's free capacity through package capacity (the one place that does,
+// shared with the live scheduler and the engine), and the placement policies
 // behind a one-method interface ([Policy]):
 //
 //   - the baselines of the FGD paper (Weng et al., "Beware of

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gpufleet/gpufleet/internal/capacity"
 	"github.com/gpufleet/gpufleet/internal/core"
 )
 
@@ -46,29 +47,20 @@ type Rand interface {
 // Errors Apply and Remove wrap.
 var (
 	// ErrDoesNotFit: the fit asks for more than is free.
-	ErrDoesNotFit = errors.New("placement: request does not fit")
+	ErrDoesNotFit = capacity.ErrDoesNotFit
 	// ErrBadFit: the fit names a GPU that does not exist, names one twice,
 	// or names a different number of GPUs than the request asks for.
 	ErrBadFit = errors.New("placement: malformed fit")
 	// ErrNotAllocated: Remove would give back more than the node has.
-	ErrNotAllocated = errors.New("placement: removing more than is allocated")
+	ErrNotAllocated = capacity.ErrNotAllocated
 )
 
 // IsWhole reports whether req takes whole GPUs (or none).
 func IsWhole(req *core.Request) bool { return req.MilliPerGPU >= core.WholeGPU || req.GPUs == 0 }
 
-// GPUMem is the GPU memory one GPU's worth of req takes on n: what it
-// asks for; for a whole GPU, all of it; for a share that does not say, its
-// share of the GPU's memory, so that memory is never oversubscribed.
-func GPUMem(n *core.Node, req *core.Request) int64 {
-	if req.MilliPerGPU >= core.WholeGPU {
-		return n.GPUMemMiB
-	}
-	if req.MemPerGPUMiB > 0 {
-		return req.MemPerGPUMiB
-	}
-	return n.GPUMemMiB * int64(req.MilliPerGPU) / int64(core.WholeGPU)
-}
+// GPUMem is the GPU memory one GPU's worth of req takes on n: the
+// capacity module's one rule ([capacity.GPUMem]).
+func GPUMem(n *core.Node, req *core.Request) int64 { return capacity.GPUMem(n, req) }
 
 // ModelAllowed reports whether req may run on n's GPU model.
 func ModelAllowed(n *core.Node, req *core.Request) bool {
@@ -87,22 +79,12 @@ func ModelAllowed(n *core.Node, req *core.Request) bool {
 // A node that does not track a host resource (zero capacity) always has
 // it.
 func HostFits(n *core.Node, req *core.Request) bool {
-	return (n.CPUMilli == 0 || n.FreeCPUMilli >= req.CPUMilli) && (n.MemMiB == 0 || n.FreeMemMiB >= req.MemMiB)
+	return capacity.HostFits(n, req.CPUMilli, req.MemMiB)
 }
 
-// GPUFits reports whether GPU g of n can take one GPU's worth of req: a
-// whole-GPU request needs an empty GPU; a share needs a GPU that is empty
-// or already shared, with the milli-share and the memory free.
-func GPUFits(n *core.Node, g int, req *core.Request) bool {
-	gp := &n.GPUs[g]
-	if req.MilliPerGPU >= core.WholeGPU {
-		return gp.FreeMilli == core.WholeGPU && !gp.Shared && gp.FreeMemMiB >= n.GPUMemMiB
-	}
-	if req.MilliPerGPU <= 0 || gp.FreeMilli < req.MilliPerGPU || gp.FreeMemMiB < GPUMem(n, req) {
-		return false
-	}
-	return gp.Shared || gp.FreeMilli == core.WholeGPU
-}
+// GPUFits reports whether GPU g of n can take one GPU's worth of req
+// ([capacity.GPUFits]).
+func GPUFits(n *core.Node, g int, req *core.Request) bool { return capacity.GPUFits(n, g, req) }
 
 // FittingGPUs counts the GPUs of n that can take one GPU's worth of req.
 func FittingGPUs(n *core.Node, req *core.Request) int {
@@ -159,10 +141,10 @@ func checkFit(n *core.Node, f Fit, req *core.Request) error {
 }
 
 // Apply takes req from n's free capacity on the GPUs of f (n is the node
-// f.Node names). It re-validates everything first — the model, the host,
-// every GPU — and changes nothing when it returns an error, so a decision
-// made on stale state is refused, never half-applied. A shared GPU is
-// marked Shared while it holds shares.
+// f.Node names), through [capacity.Take]. It re-validates everything first
+// — the shape of the fit, the model, the host, every GPU — and changes
+// nothing when it returns an error, so a decision made on stale state is
+// refused, never half-applied.
 func Apply(n *core.Node, f Fit, req *core.Request) error {
 	if err := checkFit(n, f, req); err != nil {
 		return err
@@ -170,68 +152,15 @@ func Apply(n *core.Node, f Fit, req *core.Request) error {
 	if !ModelAllowed(n, req) {
 		return fmt.Errorf("GPU model %q not among %v: %w", n.GPUModel, req.Models, ErrDoesNotFit)
 	}
-	if !HostFits(n, req) {
-		return fmt.Errorf("host has %d milli-CPU and %d MiB free, request wants %d and %d: %w",
-			n.FreeCPUMilli, n.FreeMemMiB, req.CPUMilli, req.MemMiB, ErrDoesNotFit)
-	}
-	for _, g := range f.GPUs {
-		if !GPUFits(n, g, req) {
-			gp := &n.GPUs[g]
-			return fmt.Errorf("GPU %d has %d milli and %d MiB free (shared %t), request wants %d milli: %w",
-				g, gp.FreeMilli, gp.FreeMemMiB, gp.Shared, req.MilliPerGPU, ErrDoesNotFit)
-		}
-	}
-	mem := GPUMem(n, req)
-	for _, g := range f.GPUs {
-		gp := &n.GPUs[g]
-		gp.FreeMilli -= req.MilliPerGPU
-		gp.FreeMemMiB -= mem
-		if req.MilliPerGPU < core.WholeGPU {
-			gp.Shared = true
-		}
-	}
-	if n.CPUMilli > 0 {
-		n.FreeCPUMilli -= req.CPUMilli
-	}
-	if n.MemMiB > 0 {
-		n.FreeMemMiB -= req.MemMiB
-	}
-	return nil
+	return capacity.Take(n, req, f.GPUs)
 }
 
-// Remove gives back to n what Apply(n, f, req) took: Apply then Remove
-// leaves the node exactly as it was. It refuses (and changes nothing) when
-// that would leave more free than the node has.
+// Remove gives back to n what Apply(n, f, req) took ([capacity.Give]):
+// Apply then Remove leaves the node exactly as it was. It refuses (and
+// changes nothing) when that would leave more free than the node has.
 func Remove(n *core.Node, f Fit, req *core.Request) error {
 	if err := checkFit(n, f, req); err != nil {
 		return err
 	}
-	if (n.CPUMilli > 0 && n.FreeCPUMilli+req.CPUMilli > n.CPUMilli) || (n.MemMiB > 0 && n.FreeMemMiB+req.MemMiB > n.MemMiB) {
-		return fmt.Errorf("host would have %d milli-CPU and %d MiB free of %d and %d: %w",
-			n.FreeCPUMilli+req.CPUMilli, n.FreeMemMiB+req.MemMiB, n.CPUMilli, n.MemMiB, ErrNotAllocated)
-	}
-	mem := GPUMem(n, req)
-	for _, g := range f.GPUs {
-		gp := &n.GPUs[g]
-		if gp.FreeMilli+req.MilliPerGPU > core.WholeGPU || gp.FreeMemMiB+mem > n.GPUMemMiB ||
-			(req.MilliPerGPU < core.WholeGPU && !gp.Shared) || (req.MilliPerGPU >= core.WholeGPU && gp.Shared) {
-			return fmt.Errorf("GPU %d has %d milli and %d MiB free (shared %t), cannot give back %d milli: %w",
-				g, gp.FreeMilli, gp.FreeMemMiB, gp.Shared, req.MilliPerGPU, ErrNotAllocated)
-		}
-	}
-	for _, g := range f.GPUs {
-		gp := &n.GPUs[g]
-		gp.FreeMilli += req.MilliPerGPU
-		gp.FreeMemMiB += mem
-		if req.MilliPerGPU < core.WholeGPU {
-			gp.Shared = gp.FreeMilli < core.WholeGPU
-		}
-	}
-	if n.CPUMilli > 0 {
-		n.FreeCPUMilli += req.CPUMilli
-	}
-	if n.MemMiB > 0 {
-		n.FreeMemMiB += req.MemMiB
-	}
-	return nil
+	return capacity.Give(n, req, f.GPUs)
 }

@@ -123,6 +123,9 @@ func TestApplyRemoveErrors(t *testing.T) {
 		{"give back to an empty GPU", true, node("G2", 8, 8, 1000), Fit{GPUs: []int{0}}, share(0, 100), ErrNotAllocated},
 		{"give back more CPU than the host has", true, node("G2", 8, 8, 800), Fit{GPUs: []int{0}}, share(1, 100), ErrNotAllocated},
 		{"give back a whole GPU to a shared one", true, node("G2", 0, 8, 0, 500), Fit{GPUs: []int{1}}, whole(0, 1), ErrNotAllocated},
+		// A quarter slice holds 250 milli: giving back a share to a full
+		// one would leave it with more than it has.
+		{"give back to a full slice", true, quarterSlice(), Fit{GPUs: []int{0}}, share(0, 100), ErrNotAllocated},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -278,4 +281,11 @@ func TestPoliciesPlaceWhatFits(t *testing.T) {
 			}
 		}
 	})
+}
+
+// quarterSlice is an empty quarter-GPU slice of 80 GB: one GPU, shared,
+// 250 milli and 20 GB free.
+func quarterSlice() core.Node {
+	return core.Node{LeaseID: "s", GPUModel: "A100", GPUMemMiB: 80_000, SliceMilli: 250,
+		GPUs: []core.GPU{{FreeMilli: 250, FreeMemMiB: 20_000, Shared: true}}}
 }

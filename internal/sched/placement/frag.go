@@ -187,12 +187,22 @@ func (m *FragMeter) Frag(n *core.Node) float64 {
 	if m.x.total == 0 {
 		return 0
 	}
+	return float64(m.Score(n)) / float64(m.x.total)
+}
+
+// Score is Frag before the division by the workload's total count: an
+// integer, milli-GPUs × count, for decisions (the live scheduler ranks by
+// its growth). It is 0 for an empty workload.
+func (m *FragMeter) Score(n *core.Node) int64 {
+	if m.x.total == 0 {
+		return 0
+	}
 	m.sorted = m.sorted[:0]
 	for i := range n.GPUs {
 		m.sorted = append(m.sorted, int64(n.GPUs[i].FreeMilli))
 	}
 	slices.Sort(m.sorted)
-	return float64(m.x.frag(m.x.groups(n.GPUModel), m.sorted, cpuLeft(n, 0))) / float64(m.x.total)
+	return m.x.frag(m.x.groups(n.GPUModel), m.sorted, cpuLeft(n, 0))
 }
 
 // cpuLeft is the CPU n would have free after taking req milli-CPU; a

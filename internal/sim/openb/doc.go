@@ -14,8 +14,10 @@
 //     the GPUs left unallocated, and the curve of both (and of
 //     fragmentation) after each 1% of capacity has arrived.
 //
-// Placement decisions are made by internal/sched/placement, the same code
-// the live scheduler uses. A run is a pure function of its inputs and its
+// Placement decisions are made by internal/sched/placement's policies;
+// free capacity changes through internal/capacity and fragmentation is
+// placement.FragMeter's, the same as in the live scheduler and the
+// engine. A run is a pure function of its inputs and its
 // seed. The package reads no files (the caller hands it parsed records
 // from internal/trace) and must not import cmd/ or anything that does I/O
 // beyond that.
