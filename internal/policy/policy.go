@@ -25,7 +25,7 @@ import (
 type Policy struct {
 	// Name names the policy in reports; Doc says what it does.
 	Name string `json:"name" yaml:"name"`
-	Doc  string `json:"doc,omitempty" yaml:"doc,omitempty"`
+	Doc  string `json:"doc,omitempty" yaml:"doc"` // written even when empty: an empty doc in a file overrides the preset's
 	// Base is the preset a file starts from: keys it leaves out keep the
 	// preset's values (gpufleet when empty).
 	Base string `json:"base,omitempty" yaml:"base,omitempty"`
