@@ -9,8 +9,6 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/engine"
-	"github.com/gpufleet/gpufleet/internal/fleet"
-	"github.com/gpufleet/gpufleet/internal/sched"
 	"github.com/gpufleet/gpufleet/internal/store"
 )
 
@@ -24,8 +22,8 @@ func testLoop(t *testing.T, open Opener) {
 	st := store.LoopState{
 		NextID:        17,
 		Spent:         map[string]core.Micros{"ml": 1_234_567, "web": 0},
-		History:       map[string]sched.Usage{"ml": {"H100": 3_600_000}, "web": {}},
-		Ladder:        map[string]fleet.LadderState{"L1/0": {LowSince: at(3), Rung: 2, Unit: "j1"}, "L1/1": {NoProcSince: at(4), Zombie: true, Unit: "j1#2"}},
+		History:       map[string]core.Usage{"ml": {"H100": 3_600_000}, "web": {}},
+		Ladder:        map[string]core.LadderState{"L1/0": {LowSince: at(3), Rung: 2, Unit: "j1"}, "L1/1": {NoProcSince: at(4), Zombie: true, Unit: "j1#2"}},
 		BudgetAlerted: map[string]bool{"ml": true},
 	}
 	v, err := s.Loop().SaveLoop(c, st)
