@@ -15,7 +15,8 @@
 // reported as a job-checkpoint event. The gpufleet agent command is a
 // few lines around Config and Run.
 //
-// Package agent imports its subpackages and core, clock and fleet (pure);
-// it must not import the server's packages (api, store, engine) — the
-// server is reached only through link.Uplink.
+// Package agent imports its subpackages, core and clock; it must not
+// import the server's packages (api, store, server) nor a decision
+// package (engine, sched, fleet, billing, plan): the server is reached
+// only through link.Uplink, and decisions are the server's.
 package agent

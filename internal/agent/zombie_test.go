@@ -12,10 +12,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpufleet/gpufleet/internal/agent/gpu"
-	"github.com/gpufleet/gpufleet/internal/agent/link"
 	"github.com/gpufleet/gpufleet/internal/agent/runner"
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/fleet"
+	"github.com/gpufleet/gpufleet/internal/server"
 )
 
 var t0 = time.Date(2026, 7, 1, 9, 0, 0, 0, time.UTC)
@@ -44,7 +44,7 @@ func ladderRun(t *testing.T, c *clock.Manual, src gpu.Source, jobs []runner.Proc
 			t.Fatal(err)
 		}
 		var alerts []fleet.Alert
-		state, alerts = fleet.Ladder(c.Now(), link.FleetReadings(Samples("L1", c.Now(), readings, jobs, pgidOf)), state, cfg)
+		state, alerts = fleet.Ladder(c.Now(), server.FleetReadings(Samples("L1", c.Now(), readings, jobs, pgidOf)), state, cfg)
 		for _, a := range alerts {
 			got[m] = append(got[m], a.Kind+" "+a.Unit)
 			if a.Kind == "idle-alert" && !strings.Contains(a.Reason, "for 30m") {
@@ -145,7 +145,7 @@ func TestSamplesAttributeProcessesByGroup(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("(-want +got)\n%s", d)
 	}
-	fr := link.FleetReadings(ss)
+	fr := server.FleetReadings(ss)
 	var units []string
 	for _, r := range fr {
 		units = append(units, fmt.Sprintf("%s gpu%d util=%d noproc=%v", r.Unit, r.GPU, r.UtilPct, r.NoProcess))

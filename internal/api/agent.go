@@ -61,12 +61,12 @@ func init() {
 		request, response any
 		params            []string
 	}{
-		"POST /api/v1/agent/heartbeat":         {link.Heartbeat{}, HeartbeatReply{}, nil},
-		"POST /api/v1/agent/samples":           {RecordBatch{}, BatchReply{}, nil},
-		"POST /api/v1/agent/events":            {RecordBatch{}, BatchReply{}, nil},
-		"GET /api/v1/agent/commands":           {nil, CommandsReply{}, []string{"agent"}},
-		"POST /api/v1/agent/commands/{id}/ack": {AckRequest{}, AckRequest{}, nil},
-		"POST /api/v1/agent/logs":              {LogChunk{}, LogChunkReply{}, nil},
+		"POST /api/v1/agent/heartbeat":         {link.Heartbeat{}, link.HeartbeatReply{}, nil},
+		"POST /api/v1/agent/samples":           {link.RecordBatch{}, link.BatchReply{}, nil},
+		"POST /api/v1/agent/events":            {link.RecordBatch{}, link.BatchReply{}, nil},
+		"GET /api/v1/agent/commands":           {nil, link.CommandsReply{}, []string{"agent"}},
+		"POST /api/v1/agent/commands/{id}/ack": {link.AckRequest{}, link.AckRequest{}, nil},
+		"POST /api/v1/agent/logs":              {link.LogChunk{}, link.LogChunkReply{}, nil},
 		"GET /api/v1/nodes":                    {nil, NodesPage{}, []string{"state", "limit", "cursor"}},
 		"GET /api/v1/jobs/{id}/logs":           {nil, LogView{}, []string{"offset", "tail", "lines", "limit"}},
 	} {
@@ -75,61 +75,6 @@ func init() {
 		apiDoc[pattern] = e
 	}
 }
-
-// HeartbeatReply answers a heartbeat: the lease the server has the
-// machine on ("" while not leased) and the agent's state.
-type HeartbeatReply struct {
-	Agent  string `json:"agent"`
-	Lease  string `json:"lease,omitempty"`
-	State  string `json:"state"`
-	Joined bool   `json:"joined"`
-}
-
-// RecordBatch is the body of the samples and events routes.
-type RecordBatch struct {
-	Agent string `json:"agent"`
-	// Epoch names the agent's outbox incarnation; a new one restarts
-	// the sequence numbers.
-	Epoch   string        `json:"epoch"`
-	Records []link.Record `json:"records"`
-}
-
-// BatchReply acknowledges a batch: every record up to Applied is had.
-type BatchReply struct {
-	Applied    int64 `json:"applied"`
-	New        int   `json:"new"`
-	Duplicates int   `json:"duplicates"`
-}
-
-// CommandsReply lists an agent's pending commands.
-type CommandsReply struct {
-	Commands []link.Command `json:"commands"`
-}
-
-// AckRequest acknowledges a command.
-type AckRequest struct {
-	Agent  string `json:"agent"`
-	Result string `json:"result"`
-}
-
-// LogChunk is a piece of a run's output: Data starts at byte Offset of
-// the run's log.
-type LogChunk struct {
-	Agent  string    `json:"agent"`
-	Run    string    `json:"run"`
-	Offset int64     `json:"offset"`
-	Data   []byte    `json:"data"`
-	At     time.Time `json:"at"`
-}
-
-// LogChunkReply says how much of the run's log the server has.
-type LogChunkReply struct {
-	End int64 `json:"end"`
-}
-
-// LogEndHeader carries, on a 409 for a log chunk, how many bytes of the
-// run's log the server has: where the agent resumes.
-const LogEndHeader = "X-Gpufleet-Log-End"
 
 // NodeView is the JSON form of a node agent.
 type NodeView struct {
@@ -198,7 +143,7 @@ func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err, "agent")
 		return
 	} else if ok {
-		writeJSON(w, http.StatusOK, HeartbeatReply{Agent: a.ID, Lease: lease, State: string(store.AgentOK)})
+		writeJSON(w, http.StatusOK, link.HeartbeatReply{Agent: a.ID, Lease: lease, State: string(store.AgentOK)})
 		return
 	}
 	var prev store.Agent
@@ -227,13 +172,13 @@ func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
 	if a.LeaseID != "" {
 		lease = a.LeaseID
 	}
-	writeJSON(w, http.StatusOK, HeartbeatReply{Agent: a.ID, Lease: lease, State: string(store.AgentOK), Joined: created})
+	writeJSON(w, http.StatusOK, link.HeartbeatReply{Agent: a.ID, Lease: lease, State: string(store.AgentOK), Joined: created})
 }
 
 // applyBatch checks a batch, then in one transaction applies the records
 // above the agent's high-water mark with apply and raises the mark.
 func (s *Server) applyBatch(w http.ResponseWriter, r *http.Request, events bool, apply func(tx store.Tx, a store.Agent, recs []link.Record) error) {
-	var b RecordBatch
+	var b link.RecordBatch
 	if !decode(w, r, &b) {
 		return
 	}
@@ -262,7 +207,7 @@ func (s *Server) applyBatch(w http.ResponseWriter, r *http.Request, events bool,
 		}
 		prev = rec.Seq
 	}
-	var reply BatchReply
+	var reply link.BatchReply
 	err := s.store.Tx(r.Context(), func(tx store.Tx) error {
 		a, err := tx.Agents().GetAgent(r.Context(), b.Agent)
 		if err != nil {
@@ -406,7 +351,7 @@ func (s *Server) agentCommands(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err, "agent")
 		return
 	}
-	out := CommandsReply{Commands: []link.Command{}}
+	out := link.CommandsReply{Commands: []link.Command{}}
 	for _, c := range cmds {
 		var lc link.Command
 		if err := json.Unmarshal([]byte(c.Spec), &lc); err != nil {
@@ -420,7 +365,7 @@ func (s *Server) agentCommands(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) agentAck(w http.ResponseWriter, r *http.Request) {
-	var req AckRequest
+	var req link.AckRequest
 	if !decode(w, r, &req) {
 		return
 	}
@@ -438,7 +383,7 @@ func (s *Server) agentAck(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) agentLogs(w http.ResponseWriter, r *http.Request) {
-	var c LogChunk
+	var c link.LogChunk
 	if !decode(w, r, &c) {
 		return
 	}
@@ -464,14 +409,14 @@ func (s *Server) agentLogs(w http.ResponseWriter, r *http.Request) {
 	end, err := s.store.JobLogs().AppendLog(r.Context(), cmd.Job, stream, c.Offset, c.Data, c.At)
 	if errors.Is(err, store.ErrConflict) {
 		if have, err2 := s.store.JobLogs().LogStreamEnd(r.Context(), cmd.Job, stream); err2 == nil {
-			w.Header().Set(LogEndHeader, strconv.FormatInt(have, 10))
+			w.Header().Set(link.LogEndHeader, strconv.FormatInt(have, 10))
 		}
 	}
 	if err != nil {
 		s.storeError(w, r, err, "offset")
 		return
 	}
-	writeJSON(w, http.StatusOK, LogChunkReply{End: end})
+	writeJSON(w, http.StatusOK, link.LogChunkReply{End: end})
 }
 
 func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {

@@ -71,6 +71,7 @@ func TestImportRules(t *testing.T) {
 				}
 			}
 		}
+		checkLayers(t, p, rel, top)
 		if !contains(decision, top) {
 			continue
 		}
@@ -86,9 +87,54 @@ func TestImportRules(t *testing.T) {
 		}
 		checkNoWallClock(t, p)
 	}
-	for _, want := range []string{"core", "billing", "plan"} {
+	for _, want := range []string{"core", "billing", "plan", "store", "agent"} {
 		if !seen[want] {
 			t.Errorf("package internal/%s not found: the rule would check nothing", want)
+		}
+	}
+}
+
+// layers are the rules that keep the layers pointing one way, on the
+// non-test dependencies (direct or not) of each package of ours: a
+// package under top may depend only on the packages of ours in allowed
+// (by top-level name under internal/), if allowed is set, and never on
+// one in banned.
+var layers = map[string]struct{ allowed, banned []string }{
+	// The store persists core types only: a change of the engine's
+	// working state is not a change of the schema. storetest, the
+	// conformance suite, may use reltest's fault injection.
+	"store": {allowed: []string{"core", "store", "reltest"}},
+	// The agent runs what the server decided and reports what it sees;
+	// deciding is the server's, so no decision package, and it reaches
+	// the server only through its wire protocol.
+	"agent": {banned: append([]string{"store", "server", "api", "sim", "dashboard"}, decision...)},
+	// Decision packages are pure: they reach no layer that does I/O.
+	"sched":   {banned: ioLayers},
+	"fleet":   {banned: ioLayers},
+	"billing": {banned: ioLayers},
+	"plan":    {banned: ioLayers},
+	"engine":  {banned: ioLayers},
+}
+
+// ioLayers are our packages that do I/O or speak to the outside.
+var ioLayers = []string{"store", "server", "api", "agent", "provider", "client", "dashboard"}
+
+// checkLayers applies layers[top] to p's dependencies.
+func checkLayers(t *testing.T, p pkg, rel, top string) {
+	rule, ok := layers[top]
+	if !ok {
+		return
+	}
+	for _, d := range p.Deps {
+		if !strings.HasPrefix(d, module+"/internal/") {
+			continue
+		}
+		dtop := strings.Split(strings.TrimPrefix(d, module+"/internal/"), "/")[0]
+		if rule.allowed != nil && !contains(rule.allowed, dtop) {
+			t.Errorf("internal/%s depends on internal/%s: %s may depend only on %v of ours", rel, strings.TrimPrefix(d, module+"/internal/"), top, rule.allowed)
+		}
+		if contains(rule.banned, dtop) {
+			t.Errorf("internal/%s depends on internal/%s: %s must not depend on %v", rel, strings.TrimPrefix(d, module+"/internal/"), top, rule.banned)
 		}
 	}
 }

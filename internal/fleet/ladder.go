@@ -3,6 +3,8 @@ package fleet
 import (
 	"fmt"
 	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
 )
 
 // GPUReading is the latest telemetry of one allocated GPU.
@@ -17,30 +19,21 @@ type GPUReading struct {
 	NoProcess bool
 }
 
-// Rung is a step of the idle ladder.
-type Rung int
+// Rung is a step of the idle ladder (core's, which the store keeps).
+type Rung = core.Rung
 
 // The rungs: a GPU is fine, then alerted, then its owner notified, then
 // acted on.
 const (
-	RungNone Rung = iota
-	RungAlert
-	RungNotify
-	RungAct
+	RungNone   = core.RungNone
+	RungAlert  = core.RungAlert
+	RungNotify = core.RungNotify
+	RungAct    = core.RungAct
 )
 
-// LadderState is what the ladder remembers of one GPU between steps.
-type LadderState struct {
-	// LowSince is when utilization last went under the threshold (zero
-	// while it is above), NoProcSince likewise for "no process".
-	LowSince    time.Time
-	NoProcSince time.Time
-	Rung        Rung
-	// Zombie is set once the zombie alert fired, until a process shows
-	// up again: the alert fires once per episode.
-	Zombie bool
-	Unit   string
-}
+// LadderState is what the ladder remembers of one GPU between steps
+// (core's, which the store keeps).
+type LadderState = core.LadderState
 
 // Alert is one event of the ladder, with its reason.
 type Alert struct {

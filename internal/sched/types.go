@@ -50,8 +50,8 @@ type Allocation struct {
 type Class = string
 
 // Usage is a team's decayed past use per GPU class, in milli-GPU-seconds,
-// as the fair-share history.
-type Usage map[Class]int64
+// as the fair-share history (core's, which the store keeps).
+type Usage = core.Usage
 
 // State is everything Schedule looks at. Nodes carry their free capacity
 // with Running already subtracted.

@@ -22,13 +22,13 @@ func (l *Loop) Tick(ctx context.Context) error {
 	var ls store.LoopState
 	err := l.cfg.Store.Tx(ctx, func(tx store.Tx) error {
 		var err error
-		st, ls, err = store.LoadEngineState(ctx, tx, l.offer)
+		st, ls, err = loadEngineState(ctx, tx, l.offer)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("tick: %w", err)
 	}
-	base := store.NewBaseline(st)
+	base := newBaseline(st)
 	st.Offers, st.TimeOfUse = l.cfg.RentOffers, l.cfg.TimeOfUse
 	if st.Spent == nil {
 		st.Spent = map[string]core.Micros{}
@@ -158,7 +158,7 @@ func (l *Loop) Tick(ctx context.Context) error {
 			}
 		}
 		for _, le := range st.Leases {
-			sl := store.LeaseFromEngine(le)
+			sl := leaseFromEngine(le)
 			if isNew[le.ID] {
 				sl.Requested = now
 				if err := tx.Leases().CreateLease(ctx, sl); err != nil {
@@ -193,7 +193,7 @@ func (l *Loop) Tick(ctx context.Context) error {
 		if err := ag.persist(ctx, tx, st); err != nil {
 			return err
 		}
-		_, err := tx.Loop().SaveLoop(ctx, store.LoopFromEngine(st, ls.Version))
+		_, err := tx.Loop().SaveLoop(ctx, loopFromEngine(st, ls.Version))
 		return err
 	})
 	if err != nil {
@@ -249,7 +249,7 @@ func (l *Loop) acquire(ctx context.Context, st *engine.State, now time.Time) err
 	}
 	err := l.cfg.Store.Tx(ctx, func(tx store.Tx) error {
 		for _, le := range changed {
-			if err := tx.Leases().UpdateLease(ctx, store.LeaseFromEngine(le)); err != nil {
+			if err := tx.Leases().UpdateLease(ctx, leaseFromEngine(le)); err != nil {
 				return err
 			}
 		}

@@ -28,6 +28,10 @@
 //     (keyset pagination): pages neither repeat nor skip rows that existed
 //     when the listing started, whatever is inserted meanwhile.
 //
-// store imports core and the engine's types (to persist exactly what the
-// loop keeps in memory); it must not import api, cmd or a backend.
+// store persists core types and rows of its own, and imports only core:
+// not the decision packages (engine, sched, fleet, billing, plan), so that
+// a change of the engine's working state is not a change of the schema,
+// and not api, cmd or a backend. The server's loop turns the engine's
+// state into rows and back (internal/server/loadstate.go); the arch test
+// enforces this.
 package store

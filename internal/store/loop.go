@@ -4,8 +4,6 @@ import (
 	"context"
 
 	"github.com/gpufleet/gpufleet/internal/core"
-	"github.com/gpufleet/gpufleet/internal/fleet"
-	"github.com/gpufleet/gpufleet/internal/sched"
 )
 
 // LoopState is what engine.State keeps beyond leases, units and teams:
@@ -17,9 +15,9 @@ type LoopState struct {
 	// Spent is each team's spend this month.
 	Spent map[string]core.Micros
 	// History is each team's decayed past usage, for fair share.
-	History map[string]sched.Usage
-	// Ladder is the idle ladder's state per GPU and unit (fleet.GPUKey).
-	Ladder map[string]fleet.LadderState
+	History map[string]core.Usage
+	// Ladder is the idle ladder's state per GPU and unit (fleet.GPUKey's form).
+	Ladder map[string]core.LadderState
 	// BudgetAlerted remembers teams already warned this month.
 	BudgetAlerted map[string]bool
 	// Version counts saves: SaveLoop with a stale Version is ErrConflict,

@@ -12,14 +12,12 @@
 // whose reply was lost is sent again. A gap in the numbers is a span the
 // agent summarised: a Summary record covers it.
 //
-// FleetReadings turns received samples into the input of fleet's idle and
-// zombie ladder, on the agent or on the server.
-//
 // HTTP is the transport: the Uplink (and LogSender) over the server's
 // agent API, /api/v1/agent/…, with an agent token, a timeout on every
 // request, and errors that name the request and what the server said.
 //
 // Package link must not import the agent's runner, spool or gpu packages,
-// nor the server's; of the decision packages it imports only fleet, which
-// is pure, for FleetReadings.
+// nor the server's, nor a decision package (engine, sched, fleet, billing,
+// plan): the wire types are core's and its own; server.FleetReadings turns
+// them into the idle ladder's input.
 package link

@@ -104,16 +104,6 @@ func (h *HTTP) Heartbeat(ctx context.Context, hb Heartbeat) error {
 	return h.do(ctx, "POST", "/api/v1/agent/heartbeat", hb, nil, nil)
 }
 
-type batch struct {
-	Agent   string   `json:"agent"`
-	Epoch   string   `json:"epoch"`
-	Records []Record `json:"records"`
-}
-
-type batchReply struct {
-	Applied int64 `json:"applied"`
-}
-
 // SendSamples posts sample and summary records.
 func (h *HTTP) SendSamples(ctx context.Context, recs []Record) error {
 	return h.send(ctx, "/api/v1/agent/samples", recs)
@@ -128,8 +118,8 @@ func (h *HTTP) send(ctx context.Context, path string, recs []Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	var reply batchReply
-	if err := h.do(ctx, "POST", path, batch{Agent: h.Agent, Epoch: h.Epoch, Records: recs}, &reply, nil); err != nil {
+	var reply BatchReply
+	if err := h.do(ctx, "POST", path, RecordBatch{Agent: h.Agent, Epoch: h.Epoch, Records: recs}, &reply, nil); err != nil {
 		return err
 	}
 	if last := recs[len(recs)-1].Seq; reply.Applied < int64(last) {
@@ -141,9 +131,7 @@ func (h *HTTP) send(ctx context.Context, path string, recs []Record) error {
 
 // FetchCommands returns the commands waiting for this agent.
 func (h *HTTP) FetchCommands(ctx context.Context) ([]Command, error) {
-	var reply struct {
-		Commands []Command `json:"commands"`
-	}
+	var reply CommandsReply
 	if err := h.do(ctx, "GET", "/api/v1/agent/commands?agent="+url.QueryEscape(h.Agent), nil, &reply, nil); err != nil {
 		return nil, err
 	}
@@ -152,22 +140,20 @@ func (h *HTTP) FetchCommands(ctx context.Context) ([]Command, error) {
 
 // Ack acknowledges command id with result (ok, or what went wrong).
 func (h *HTTP) Ack(ctx context.Context, id, result string) error {
-	return h.do(ctx, "POST", "/api/v1/agent/commands/"+url.PathEscape(id)+"/ack", map[string]string{"agent": h.Agent, "result": result}, nil, nil)
+	return h.do(ctx, "POST", "/api/v1/agent/commands/"+url.PathEscape(id)+"/ack", AckRequest{Agent: h.Agent, Result: result}, nil, nil)
 }
 
 // SendLog posts a chunk of run's log at offset and returns the server's
 // length of it.
 func (h *HTTP) SendLog(ctx context.Context, run string, offset int64, data []byte) (int64, error) {
-	var reply struct {
-		End int64 `json:"end"`
-	}
+	var reply LogChunkReply
 	var hdr http.Header
-	err := h.do(ctx, "POST", "/api/v1/agent/logs", map[string]any{"agent": h.Agent, "run": run, "offset": offset, "data": data}, &reply, &hdr)
+	err := h.do(ctx, "POST", "/api/v1/agent/logs", LogChunk{Agent: h.Agent, Run: run, Offset: offset, Data: data}, &reply, &hdr)
 	var he *Error
 	if errors.As(err, &he) {
 		switch he.Status {
 		case http.StatusConflict:
-			if end, perr := strconv.ParseInt(hdr.Get("X-Gpufleet-Log-End"), 10, 64); perr == nil {
+			if end, perr := strconv.ParseInt(hdr.Get(LogEndHeader), 10, 64); perr == nil {
 				return 0, &LogGapError{End: end}
 			}
 		case http.StatusNotFound:

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
-	"github.com/gpufleet/gpufleet/internal/fleet"
-	"github.com/gpufleet/gpufleet/internal/sched"
 	"github.com/gpufleet/gpufleet/internal/store"
 )
 
@@ -77,15 +75,15 @@ func fromDoc(d *loopDoc) store.LoopState {
 		}
 	}
 	if d.History != nil {
-		s.History = make(map[string]sched.Usage, len(d.History))
+		s.History = make(map[string]core.Usage, len(d.History))
 		for k, v := range d.History {
-			s.History[k] = sched.Usage(v)
+			s.History[k] = core.Usage(v)
 		}
 	}
 	if d.Ladder != nil {
-		s.Ladder = make(map[string]fleet.LadderState, len(d.Ladder))
+		s.Ladder = make(map[string]core.LadderState, len(d.Ladder))
 		for k, v := range d.Ladder {
-			s.Ladder[k] = fleet.LadderState{LowSince: timeVal(v.LowSince), NoProcSince: timeVal(v.NoProcSince), Rung: fleet.Rung(v.Rung), Zombie: v.Zombie, Unit: v.Unit}
+			s.Ladder[k] = core.LadderState{LowSince: timeVal(v.LowSince), NoProcSince: timeVal(v.NoProcSince), Rung: core.Rung(v.Rung), Zombie: v.Zombie, Unit: v.Unit}
 		}
 	}
 	return s

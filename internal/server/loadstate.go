@@ -1,4 +1,4 @@
-package store
+package server
 
 import (
 	"context"
@@ -8,27 +8,28 @@ import (
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/engine"
 	"github.com/gpufleet/gpufleet/internal/sched"
+	"github.com/gpufleet/gpufleet/internal/store"
 )
 
-// UnitFromEngine returns what the store keeps of u.
-func UnitFromEngine(u *engine.Unit) Unit {
-	out := Unit{
+// unitFromEngine returns what the store keeps of u.
+func unitFromEngine(u *engine.Unit) store.Unit {
+	out := store.Unit{
 		JobID: u.Job.ID, Shard: u.Shard, State: u.State,
 		Start: u.Start, LastCheckpoint: u.LastCheckpoint, Done: u.Done, Since: u.Since,
 		DeferredUntil: u.DeferredUntil, Reclaims: u.Reclaims, Preemptions: u.Preemptions,
 		NoSpot: u.NoSpot, LostMilliSeconds: u.LostMilliSeconds, End: u.End,
 	}
 	if u.Parts != nil {
-		out.Parts = make([]Part, len(u.Parts))
+		out.Parts = make([]store.Part, len(u.Parts))
 		for i, p := range u.Parts {
-			out.Parts[i] = Part{LeaseID: p.LeaseID, GPUs: slices.Clone(p.GPUs)}
+			out.Parts[i] = store.Part{LeaseID: p.LeaseID, GPUs: slices.Clone(p.GPUs)}
 		}
 	}
 	return out
 }
 
-// Engine returns u as the engine tracks it, for job (which must be u's).
-func (u *Unit) Engine(job *core.Job) *engine.Unit {
+// unitEngine returns u as the engine tracks it, for job (which must be u's).
+func unitEngine(u *store.Unit, job *core.Job) *engine.Unit {
 	out := &engine.Unit{
 		Unit:  sched.Unit{Job: job, Shard: u.Shard},
 		State: u.State, Start: u.Start, LastCheckpoint: u.LastCheckpoint, Done: u.Done, Since: u.Since,
@@ -44,44 +45,44 @@ func (u *Unit) Engine(job *core.Job) *engine.Unit {
 	return out
 }
 
-// Baseline is the stored form of the units and leases a loop loaded, so
+// baseline is the stored form of the units and leases a loop loaded, so
 // that it writes back only the rows a tick changed: a long queue of
 // pending units, or a fleet, that nothing touched costs no write at all.
 // It holds units and leases by pointer, so a unit the engine prunes from
 // State.Units is still compared (and its final state written).
-type Baseline struct {
+type baseline struct {
 	units     []*engine.Unit
-	was       []Unit
-	leasesWas map[*engine.Lease]Lease
+	was       []store.Unit
+	leasesWas map[*engine.Lease]store.Lease
 }
 
-// NewBaseline records st's units and leases as they are now (as loaded,
+// newBaseline records st's units and leases as they are now (as loaded,
 // before any change).
-func NewBaseline(st *engine.State) *Baseline {
-	b := &Baseline{units: slices.Clone(st.Units), was: make([]Unit, len(st.Units)), leasesWas: make(map[*engine.Lease]Lease, len(st.Leases))}
+func newBaseline(st *engine.State) *baseline {
+	b := &baseline{units: slices.Clone(st.Units), was: make([]store.Unit, len(st.Units)), leasesWas: make(map[*engine.Lease]store.Lease, len(st.Leases))}
 	for i, u := range st.Units {
-		b.was[i] = UnitFromEngine(u)
+		b.was[i] = unitFromEngine(u)
 	}
 	for _, l := range st.Leases {
-		b.leasesWas[l] = LeaseFromEngine(l)
+		b.leasesWas[l] = leaseFromEngine(l)
 	}
 	return b
 }
 
 // LeaseChanged reports whether l's stored form differs from its
 // baseline; a lease the baseline does not have is changed.
-func (b *Baseline) LeaseChanged(l *engine.Lease) bool {
+func (b *baseline) LeaseChanged(l *engine.Lease) bool {
 	was, ok := b.leasesWas[l]
 	if !ok {
 		return true
 	}
-	now := LeaseFromEngine(l)
+	now := leaseFromEngine(l)
 	return !sameLease(&now, &was)
 }
 
 // sameLease reports whether a and b store the same lease row, times
 // compared as instants.
-func sameLease(a, b *Lease) bool {
+func sameLease(a, b *store.Lease) bool {
 	x, y := a.Lease, b.Lease
 	return x.ID == y.ID && x.OfferID == y.OfferID && x.Mode == y.Mode && x.Start.Equal(y.Start) && x.CommittedEnd.Equal(y.CommittedEnd) &&
 		x.End.Equal(y.End) && x.State == y.State && x.ClientToken == y.ClientToken && x.ProviderID == y.ProviderID &&
@@ -91,10 +92,10 @@ func sameLease(a, b *Lease) bool {
 
 // Changed returns the stored form of every unit that differs from its
 // baseline, in the order the baseline has them.
-func (b *Baseline) Changed() []Unit {
-	var out []Unit
+func (b *baseline) Changed() []store.Unit {
+	var out []store.Unit
 	for i, u := range b.units {
-		if now := UnitFromEngine(u); !sameUnit(&now, &b.was[i]) {
+		if now := unitFromEngine(u); !sameUnit(&now, &b.was[i]) {
 			out = append(out, now)
 		}
 	}
@@ -103,59 +104,59 @@ func (b *Baseline) Changed() []Unit {
 
 // sameUnit reports whether a and b store the same row. Times compare as
 // instants (a loaded time has no monotonic reading, a fresh one may).
-func sameUnit(a, b *Unit) bool {
+func sameUnit(a, b *store.Unit) bool {
 	return a.JobID == b.JobID && a.Shard == b.Shard && a.State == b.State &&
 		a.Start.Equal(b.Start) && a.LastCheckpoint.Equal(b.LastCheckpoint) && a.Done == b.Done && a.Since.Equal(b.Since) &&
 		a.DeferredUntil.Equal(b.DeferredUntil) && a.Reclaims == b.Reclaims && a.Preemptions == b.Preemptions &&
 		a.NoSpot == b.NoSpot && a.LostMilliSeconds == b.LostMilliSeconds && a.End.Equal(b.End) &&
 		(a.Parts == nil) == (b.Parts == nil) &&
-		slices.EqualFunc(a.Parts, b.Parts, func(p, q Part) bool { return p.LeaseID == q.LeaseID && slices.Equal(p.GPUs, q.GPUs) })
+		slices.EqualFunc(a.Parts, b.Parts, func(p, q store.Part) bool { return p.LeaseID == q.LeaseID && slices.Equal(p.GPUs, q.GPUs) })
 }
 
-// LeaseFromEngine returns what the store keeps of l; Requested is left
+// leaseFromEngine returns what the store keeps of l; Requested is left
 // for the caller (it is set once, by CreateLease, and never changes).
-func LeaseFromEngine(l *engine.Lease) Lease {
-	return Lease{Lease: l.Lease, ReadyAt: l.ReadyAt, ReclaimAt: l.ReclaimAt, IdleSince: l.IdleSince, For: l.For}
+func leaseFromEngine(l *engine.Lease) store.Lease {
+	return store.Lease{Lease: l.Lease, ReadyAt: l.ReadyAt, ReclaimAt: l.ReclaimAt, IdleSince: l.IdleSince, For: l.For}
 }
 
-// Engine returns l as the engine tracks it, with its offer and plan found
+// leaseEngine returns l as the engine tracks it, with its offer and plan found
 // by offer. An offer missing from the catalog, or one without the lease's
-// billing mode, is ErrNotFound: a restart must not silently drop a
+// billing mode, is store.ErrNotFound: a restart must not silently drop a
 // machine that is still billed.
-func (l *Lease) Engine(offer func(id string) (*core.Offer, bool)) (*engine.Lease, error) {
+func leaseEngine(l *store.Lease, offer func(id string) (*core.Offer, bool)) (*engine.Lease, error) {
 	o, ok := offer(l.OfferID)
 	if !ok {
-		return nil, fmt.Errorf("lease %q: %w", l.ID, NotFound("offer", l.OfferID))
+		return nil, fmt.Errorf("lease %q: %w", l.ID, store.NotFound("offer", l.OfferID))
 	}
 	p, ok := o.Plan(l.Mode)
 	if !ok {
-		return nil, fmt.Errorf("lease %q: offer %q has no %s plan: %w", l.ID, l.OfferID, l.Mode, ErrNotFound)
+		return nil, fmt.Errorf("lease %q: offer %q has no %s plan: %w", l.ID, l.OfferID, l.Mode, store.ErrNotFound)
 	}
 	return &engine.Lease{Lease: l.Lease, Offer: o, Plan: p, ReadyAt: l.ReadyAt, ReclaimAt: l.ReclaimAt, IdleSince: l.IdleSince,
 		For: l.For}, nil
 }
 
-// LoadEngineState reads what the loop needs to restart: live leases (with
+// loadEngineState reads what the loop needs to restart: live leases (with
 // offers and plans resolved through offer), live units with their jobs,
 // teams and the LoopState. Offers, time-of-use tariffs and GPU readings
 // come from the catalog and the agents, not from here. Run it inside a Tx
 // for one consistent snapshot.
-func LoadEngineState(ctx context.Context, a Aggregates, offer func(id string) (*core.Offer, bool)) (*engine.State, LoopState, error) {
+func loadEngineState(ctx context.Context, a store.Aggregates, offer func(id string) (*core.Offer, bool)) (*engine.State, store.LoopState, error) {
 	st := &engine.State{}
 	leases, err := a.Leases().ListLiveLeases(ctx)
 	if err != nil {
-		return nil, LoopState{}, fmt.Errorf("load engine state: %w", err)
+		return nil, store.LoopState{}, fmt.Errorf("load engine state: %w", err)
 	}
 	for i := range leases {
-		l, err := leases[i].Engine(offer)
+		l, err := leaseEngine(&leases[i], offer)
 		if err != nil {
-			return nil, LoopState{}, fmt.Errorf("load engine state: %w", err)
+			return nil, store.LoopState{}, fmt.Errorf("load engine state: %w", err)
 		}
 		st.Leases = append(st.Leases, l)
 	}
 	units, err := a.Units().ListLiveUnits(ctx)
 	if err != nil {
-		return nil, LoopState{}, fmt.Errorf("load engine state: %w", err)
+		return nil, store.LoopState{}, fmt.Errorf("load engine state: %w", err)
 	}
 	// The units come in submission order, a job's together: its id is
 	// new when it differs from the last unit's.
@@ -167,7 +168,7 @@ func LoadEngineState(ctx context.Context, a Aggregates, offer func(id string) (*
 	}
 	got, err := a.Jobs().GetJobs(ctx, ids)
 	if err != nil {
-		return nil, LoopState{}, fmt.Errorf("load engine state: %w", err)
+		return nil, store.LoopState{}, fmt.Errorf("load engine state: %w", err)
 	}
 	jobs := make(map[string]*core.Job, len(got))
 	for i := range got {
@@ -180,23 +181,23 @@ func LoadEngineState(ctx context.Context, a Aggregates, offer func(id string) (*
 		u := &units[i]
 		j, ok := jobs[u.JobID]
 		if !ok {
-			return nil, LoopState{}, fmt.Errorf("load engine state: unit %s#%d: %w", u.JobID, u.Shard, NotFound("job", u.JobID))
+			return nil, store.LoopState{}, fmt.Errorf("load engine state: unit %s#%d: %w", u.JobID, u.Shard, store.NotFound("job", u.JobID))
 		}
-		st.Units = append(st.Units, u.Engine(j))
+		st.Units = append(st.Units, unitEngine(u, j))
 	}
 	if st.Teams, err = a.Teams().ListTeams(ctx); err != nil {
-		return nil, LoopState{}, fmt.Errorf("load engine state: %w", err)
+		return nil, store.LoopState{}, fmt.Errorf("load engine state: %w", err)
 	}
 	ls, err := a.Loop().LoadLoop(ctx)
 	if err != nil {
-		return nil, LoopState{}, fmt.Errorf("load engine state: %w", err)
+		return nil, store.LoopState{}, fmt.Errorf("load engine state: %w", err)
 	}
 	st.NextID, st.Spent, st.History, st.Ladder, st.BudgetAlerted = ls.NextID, ls.Spent, ls.History, ls.Ladder, ls.BudgetAlerted
 	return st, ls, nil
 }
 
-// LoopFromEngine returns the LoopState of st, to be saved with version
+// loopFromEngine returns the store.LoopState of st, to be saved with version
 // (the Version last loaded or saved).
-func LoopFromEngine(st *engine.State, version int64) LoopState {
-	return LoopState{NextID: st.NextID, Spent: st.Spent, History: st.History, Ladder: st.Ladder, BudgetAlerted: st.BudgetAlerted, Version: version}
+func loopFromEngine(st *engine.State, version int64) store.LoopState {
+	return store.LoopState{NextID: st.NextID, Spent: st.Spent, History: st.History, Ladder: st.Ladder, BudgetAlerted: st.BudgetAlerted, Version: version}
 }

@@ -1,0 +1,36 @@
+package core
+
+import "time"
+
+// Usage is a team's decayed past use per GPU class (the GPU model), in
+// milli-GPU-seconds: the fair-share history. It lives here, not in the
+// scheduler, because the store keeps it across restarts and the store
+// persists core types only.
+type Usage map[string]int64
+
+// Rung is a step of the idle ladder.
+type Rung int
+
+// The rungs: a GPU is fine, then alerted, then its owner notified, then
+// acted on.
+const (
+	RungNone Rung = iota
+	RungAlert
+	RungNotify
+	RungAct
+)
+
+// LadderState is what the idle ladder remembers of one GPU between
+// steps. It lives here, not in fleet, because the store keeps it across
+// restarts and the store persists core types only.
+type LadderState struct {
+	// LowSince is when utilization last went under the threshold (zero
+	// while it is above), NoProcSince likewise for "no process".
+	LowSince    time.Time
+	NoProcSince time.Time
+	Rung        Rung
+	// Zombie is set once the zombie alert fired, until a process shows
+	// up again: the alert fires once per episode.
+	Zombie bool
+	Unit   string
+}
