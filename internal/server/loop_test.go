@@ -497,3 +497,42 @@ func TestUnrunnableEvent(t *testing.T) {
 		t.Errorf("the runnable job is %s", j.State)
 	}
 }
+
+// panicky is a provider whose Poll panics the first left times.
+type panicky struct {
+	provider.Provider
+	left int
+}
+
+func (p *panicky) Poll(ctx context.Context, now time.Time) ([]provider.Event, error) {
+	if p.left > 0 {
+		p.left--
+		panic("broken state")
+	}
+	return p.Provider.Poll(ctx, now)
+}
+
+// TestTickPanicIsAFailedTick: a panic inside a tick fails that tick with
+// the reason, leaves the process and the loop alive, and the next ticks
+// schedule work as before.
+func TestTickPanicIsAFailedTick(t *testing.T) {
+	w := newWorld(t)
+	loop, err := NewLoop(Config{Store: w.st, Provider: &panicky{Provider: w.cloud, left: 1}, Offers: hourly(), Clock: w.clk,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Engine: engine.Config{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.submit("j1", core.TierCore, 30*time.Minute)
+	if err := loop.Tick(context.Background()); err == nil || !strings.Contains(err.Error(), "panic: broken state") {
+		t.Fatalf("panicking tick: %v, want an error naming the panic", err)
+	}
+	for range 60 {
+		w.clk.Advance(DefaultTick)
+		if err := loop.Tick(context.Background()); err != nil {
+			t.Fatalf("tick after the panic: %v", err)
+		}
+	}
+	if j := w.job("j1"); j.State != core.JobRunning {
+		t.Errorf("job after the panicked tick: %s, want running", j.State)
+	}
+}

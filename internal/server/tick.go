@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
@@ -15,7 +16,24 @@ import (
 
 // Tick runs one step of the loop at the clock's now: load, provider
 // events, cancellations, finishes, engine.Step, persist, act.
-func (l *Loop) Tick(ctx context.Context) error {
+//
+// A panic in the step (the engine refuses to decide on a state whose
+// capacity accounting is broken, say one a changed catalog made) is a
+// failed tick with the reason and the stack in the log, not a dead
+// process: a server that crashed on it would crash again at every start
+// on the same stored state, while a failed tick shows on /readyz and in
+// gpufleet_loop_failures_total and is retried at the next tick.
+func (l *Loop) Tick(ctx context.Context) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			l.cfg.Log.Error("control loop: tick panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			err = fmt.Errorf("tick: panic: %v", p)
+		}
+	}()
+	return l.tick(ctx)
+}
+
+func (l *Loop) tick(ctx context.Context) error {
 	now := l.cfg.Clock.Now()
 	began := time.Now() // latency is wall time, whatever the loop's clock
 	var st *engine.State
