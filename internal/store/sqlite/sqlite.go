@@ -208,6 +208,10 @@ func (b *backend) Begin(ctx context.Context, _ bool) (sqlstore.Txn, error) {
 	}
 	t := &txn{b: b}
 	if _, err := b.wconn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		// A context that ends as BEGIN runs can report an error for a
+		// BEGIN that took effect: end whatever began, so that the next
+		// writer does not find the connection inside a transaction.
+		_, _ = b.wconn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
 		<-b.turn
 		return nil, b.Classify(err)
 	}
@@ -394,7 +398,10 @@ func (t *txn) end(ctx context.Context, sql string) error {
 	return err
 }
 
-func (t *txn) Commit(ctx context.Context) error { return t.end(ctx, "COMMIT") }
+// Commit is not cancelled by ctx: the work is done and the write lock
+// held, and a COMMIT interrupted by a context would leave the caller not
+// knowing whether it took effect.
+func (t *txn) Commit(ctx context.Context) error { return t.end(context.WithoutCancel(ctx), "COMMIT") }
 func (t *txn) Rollback(ctx context.Context) error {
 	return t.end(context.WithoutCancel(ctx), "ROLLBACK")
 }
