@@ -59,6 +59,14 @@ func benchOverviewQueue(b *testing.B, open func(*testing.B) store.Store) {
 func fillQueue(b *testing.B, st store.Store, units int) {
 	b.Helper()
 	fillUIStore(b, st)
+	t, err := st.Teams().GetTeam(context.Background(), "a")
+	if err != nil {
+		b.Fatal(err)
+	}
+	t.UnitLimit = core.MaxUnitLimit // the queue is larger than the default limit
+	if err := st.Teams().UpdateTeam(context.Background(), t); err != nil {
+		b.Fatal(err)
+	}
 	for i := 0; i < units/100; i++ {
 		j := core.Job{ID: fmt.Sprintf("q%d", i), Team: "a", Tier: core.TierRegular, Shards: 100,
 			Request: core.Request{GPUs: 1, MilliPerGPU: core.WholeGPU}, Submit: uiNow.Add(-time.Hour)}
