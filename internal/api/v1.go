@@ -447,8 +447,10 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A job no offer can ever run is refused here: it would wait forever,
-	// as no acquisition is ever made for it.
-	if err := fleet.Feasible(&j, s.catalog.Offers, s.capacity); err != nil {
+	// as no acquisition is ever made for it. The offers are those the
+	// loop may rent under the policy (its billing modes), as the loop
+	// judges them.
+	if err := fleet.Feasible(&j, s.policy.Offers(s.catalog.Offers), s.capacity); err != nil {
 		var fe *core.FieldError
 		field := ""
 		if errors.As(err, &fe) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/policy"
 	"github.com/gpufleet/gpufleet/internal/store"
 	"github.com/gpufleet/gpufleet/internal/store/sqlite"
 )
@@ -676,5 +677,22 @@ func TestUnitLimit(t *testing.T) {
 		if err := json.Unmarshal(b, &v); err != nil || v.UnitLimit != tc.limit {
 			t.Errorf("create team %s: %s, want unit_limit %d", tc.body, b, tc.limit)
 		}
+	}
+}
+
+// TestUnrunnableUnderPolicy: a job is judged against the offers the
+// loop may rent under the policy's billing modes, as the loop judges
+// it, not against the whole catalog (weekly and monthly V100s here).
+func TestUnrunnableUnderPolicy(t *testing.T) {
+	p := policy.Default()
+	p.BillingModes = []core.BillingMode{core.OnDemand}
+	f := newFixture(t, WithPolicy(p))
+	code, b, _ := f.call(t, "member", "POST", "/api/v1/jobs", `{"gpus":1}`)
+	var e ErrorBody
+	if json.Unmarshal(b, &e) != nil || code != 422 || e.Error.Code != "unrunnable" {
+		t.Errorf("a job no on-demand offer can run: %d %s, want 422 unrunnable", code, b)
+	}
+	if code, b, _ := newFixture(t).call(t, "member", "POST", "/api/v1/jobs", `{"gpus":1}`); code != 201 {
+		t.Errorf("the same job under the default policy: %d %s, want 201", code, b)
 	}
 }
