@@ -1,8 +1,12 @@
 package main
 
 import (
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -12,6 +16,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/agent/link"
 	"github.com/gpufleet/gpufleet/internal/agent/runner"
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/store"
 	"github.com/spf13/cobra"
 )
 
@@ -19,12 +24,13 @@ import (
 const agentVersion = "gpufleet-agent/dev"
 
 func newAgentCmd() *cobra.Command {
+	var imdsMode string // --imds (agent_imds.go)
 	var (
-		serverURL, token, source, dataDir, id, offer, lease, ckptSignal, dcgmURL, smiPath string
-		catalogPath, logLevel                                                             string
-		sampleEvery, beatEvery, grace, termGrace, timeout                                 time.Duration
-		logJSON                                                                           bool
-		board                                                                             gpu.Board
+		serverURL, token, joinToken, source, dataDir, id, offer, lease, ckptSignal, dcgmURL, smiPath string
+		catalogPath, logLevel                                                                        string
+		sampleEvery, beatEvery, grace, termGrace, timeout                                            time.Duration
+		logJSON                                                                                      bool
+		board                                                                                        gpu.Board
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -36,11 +42,25 @@ CUDA_VISIBLE_DEVICES, its checkpoint directory in GPUFLEET_CHECKPOINT_DIR),
 passes on checkpoint and stop requests (checkpoint signal, grace, SIGTERM,
 SIGKILL), and streams the jobs' output. Samples and job events wait on disk
 under --data-dir while the server is unreachable and are sent in order when it
-returns. The token may come from GPUFLEET_TOKEN instead of --token.`,
+returns. The token may come from GPUFLEET_TOKEN instead of --token.
+
+A machine a provider rented joins with its lease's one-time join token
+(--join-token, or GPUFLEET_JOIN_TOKEN): the server answers the join with the
+agent's own credential, which the agent keeps in --data-dir (owner-only) and
+uses from then on, also across its restarts; the join token is spent.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if token == "" {
+			if joinToken == "" {
+				joinToken = os.Getenv("GPUFLEET_JOIN_TOKEN")
+			}
+			if token == "" && joinToken == "" {
 				token = os.Getenv("GPUFLEET_TOKEN")
+			}
+			if joinToken != "" {
+				if token != "" {
+					return usageError{&core.FieldError{Field: "join-token", Value: "", Allowed: "one of --token and --join-token"}}
+				}
+				token = joinToken
 			}
 			switch {
 			case serverURL == "":
@@ -48,7 +68,7 @@ returns. The token may come from GPUFLEET_TOKEN instead of --token.`,
 			case !strings.HasPrefix(serverURL, "http://") && !strings.HasPrefix(serverURL, "https://"):
 				return usageError{&core.FieldError{Field: "server", Value: serverURL, Allowed: "an http:// or https:// URL"}}
 			case token == "":
-				return usageError{&core.FieldError{Field: "token", Value: "", Allowed: "an agent token (--token or GPUFLEET_TOKEN)"}}
+				return usageError{&core.FieldError{Field: "token", Value: "", Allowed: "an agent token (--token or GPUFLEET_TOKEN) or a lease's join token (--join-token or GPUFLEET_JOIN_TOKEN)"}}
 			case !slices.Contains(gpu.Names, source):
 				return usageError{&core.FieldError{Field: "gpu-source", Value: source, Allowed: strings.Join(gpu.Names, ", ")}}
 			case dataDir == "":
@@ -85,18 +105,32 @@ returns. The token may come from GPUFLEET_TOKEN instead of --token.`,
 				return fmt.Errorf("agent: data dir %s: %w", dataDir, err)
 			}
 			up := &link.HTTP{URL: serverURL, Token: token, Agent: id, Epoch: epoch, Timeout: timeout}
+			// The credential a join got, kept for the token given: a
+			// restarted agent sends it, not the spent join token.
+			cred := agentCredential{dir: dataDir, given: token}
+			if secret, err := cred.load(); err != nil {
+				return fmt.Errorf("agent: %w", err)
+			} else if secret != "" {
+				up.Token = secret
+			}
+			up.OnCredential = cred.save
 			cfg := agent.Config{
 				AgentID: id, LeaseID: lease, OfferID: offer, Version: agentVersion, DataDir: dataDir,
 				GPUSource: source, GPU: gpu.Options{DCGMURL: dcgmURL, SMIPath: smiPath, FakeBoard: board}, Uplink: up,
 				SampleInterval: sampleEvery, HeartbeatInterval: beatEvery,
 				CheckpointSignal: sig, Grace: grace, TermGrace: termGrace, Logger: log,
 			}
+			if cfg.Spot, err = spotNotices(cmd.Context(), imdsMode, log); err != nil {
+				return err
+			}
 			return agent.Run(cmd.Context(), cfg)
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&imdsMode, "imds", "auto", "spot interruption notices from EC2's instance metadata (IMDSv2): auto (when it answers within 1 s), off, or its URL")
 	f.StringVar(&serverURL, "server", "", "the gpufleet server's URL (http://host:8080)")
 	f.StringVar(&token, "token", "", "an agent token (or GPUFLEET_TOKEN)")
+	f.StringVar(&joinToken, "join-token", "", "a lease's one-time join token (or GPUFLEET_JOIN_TOKEN): the bootstrap a provider hands its machine")
 	f.StringVar(&source, "gpu-source", "auto", "where GPU readings come from: "+strings.Join(gpu.Names, ", "))
 	f.StringVar(&dataDir, "data-dir", "/var/lib/gpufleet-agent", "the outbox, job logs and checkpoints")
 	f.StringVar(&id, "agent-id", "", "this agent's name (the hostname if empty)")
@@ -151,4 +185,48 @@ func fakeBoard(cmd *cobra.Command, catalogPath, offer string, flags gpu.Board) (
 		return b, usageError{err}
 	}
 	return b, nil
+}
+
+// agentCredential is the file in an agent's data directory that keeps
+// the credential its join got: the hash of the token the agent was
+// started with, then the credential. It is used only when the agent is
+// started with that same token again (a data directory reused with a new
+// token starts over).
+type agentCredential struct {
+	dir, given string
+}
+
+func (c agentCredential) path() string { return filepath.Join(c.dir, "credential") }
+
+func (c agentCredential) load() (string, error) {
+	b, err := os.ReadFile(c.path())
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("credential: %w", err)
+	}
+	hash, secret, ok := strings.Cut(strings.TrimSpace(string(b)), " ")
+	if !ok || hash != c.hash() {
+		return "", nil
+	}
+	return secret, nil
+}
+
+func (c agentCredential) hash() string {
+	h := store.HashToken(c.given)
+	return hex.EncodeToString(h[:])
+}
+
+// save keeps secret for the token given, owner-only, replacing the file
+// atomically.
+func (c agentCredential) save(secret string) error {
+	if err := os.MkdirAll(c.dir, 0o700); err != nil {
+		return err
+	}
+	tmp := c.path() + ".tmp"
+	if err := os.WriteFile(tmp, []byte(c.hash()+" "+secret+"\n"), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, c.path())
 }

@@ -104,9 +104,9 @@ func newNodesCmd() *cobra.Command {
 			}
 			rows := [][]string{}
 			for _, n := range p.Nodes {
-				rows = append(rows, []string{n.ID, n.State, dash(n.Lease), dash(n.Offer), strconv.Itoa(len(n.GPUs)), dash(strings.Join(n.Jobs, ",")), when(n.LastSeen)})
+				rows = append(rows, []string{n.ID, n.State, dash(n.Lease), dash(n.Offer), strconv.Itoa(len(n.GPUs)), dash(strings.Join(n.Jobs, ",")), when(n.LastSeen), dash(n.Binding)})
 			}
-			return printPage(cmd, cf, p, []string{"ID", "STATE", "LEASE", "OFFER", "GPUS", "JOBS", "LAST SEEN"}, rows, p.Next, "")
+			return printPage(cmd, cf, p, []string{"ID", "STATE", "LEASE", "OFFER", "GPUS", "JOBS", "LAST SEEN", "BINDING"}, rows, p.Next, "")
 		},
 	}
 	cf.add(cmd)

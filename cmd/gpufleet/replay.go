@@ -41,6 +41,8 @@ type replayFlags struct {
 	noLP, checkViews                              bool
 	cpuProfile, memProfile                        string
 	lpMPS                                         string
+	// budgets are --budget TEAM=AMOUNT, each team's monthly budget.
+	budgets []string
 }
 
 // attachReplay makes "gpufleet sim" itself replay a trace under the
@@ -55,6 +57,7 @@ func attachReplay(cmd *cobra.Command) {
 	fl.StringVar(&f.profile, "profile", "", "workload profile (YAML); the documented defaults if empty")
 	fl.StringVar(&f.policies, "policy", strings.Join(policy.PresetNames, ","), "comma-separated policies run side by side: presets ("+strings.Join(policy.PresetNames, ", ")+") and policy files (.yaml, docs/policy.md)")
 	fl.Uint64Var(&f.seed, "seed", 1, "random seed (provider delays, reclaims)")
+	fl.StringArrayVar(&f.budgets, "budget", nil, "TEAM=AMOUNT: the team's monthly budget in the catalog's currency, as \"gpufleet teams create --monthly-budget\" sets it (repeatable): renting and placing stop at the cap, an alert at 80%")
 	fl.StringVar(&f.jsonOut, "json", "", "write the JSON result to this file (- for stdout)")
 	fl.StringVar(&f.htmlOut, "html", "", "write the HTML report to this file")
 	fl.StringVar(&f.csvOut, "csv", "", "write the time series CSV to this file")
@@ -228,7 +231,11 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 			return err
 		}
 	}
-	cfg := sim.Config{Workload: w, Offers: cat.Offers, TimeOfUse: policy.SiteTariff(cat.Offers), Seed: f.seed,
+	teams, err := budgetTeams(f.budgets, w)
+	if err != nil {
+		return err
+	}
+	cfg := sim.Config{Workload: w, Offers: cat.Offers, Teams: teams, TimeOfUse: policy.SiteTariff(cat.Offers), Seed: f.seed,
 		Provider: provsim.Config{Default: provsim.Settings{Delay: provsim.Fixed(f.delay)}}}
 	// Progress on a terminal: a line per policy (jobs submitted) and one
 	// for the LP bound (iterations of its ascent).
@@ -364,4 +371,39 @@ func writeTo(cmd *cobra.Command, path string, write func(io.Writer) error) error
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return fh.Close()
+}
+
+// budgetTeams makes the teams of --budget TEAM=AMOUNT flags: each named
+// team with its monthly budget (the simulator's budgets see the ledger's
+// month-to-date spend, as the server's do). A team must submit to the
+// workload: a misspelt name would budget nobody.
+func budgetTeams(flags []string, w *sim.Workload) ([]core.Team, error) {
+	if len(flags) == 0 {
+		return nil, nil
+	}
+	known := map[string]bool{}
+	for _, j := range w.Jobs {
+		known[j.Team] = true
+	}
+	var out []core.Team
+	seen := map[string]bool{}
+	for _, fv := range flags {
+		team, amount, ok := strings.Cut(fv, "=")
+		if !ok || team == "" {
+			return nil, &core.FieldError{Field: "budget", Value: fv, Allowed: "TEAM=AMOUNT"}
+		}
+		m, err := core.ParseMicros(amount)
+		if err != nil || m <= 0 {
+			return nil, &core.FieldError{Field: "budget", Value: fv, Allowed: "TEAM=AMOUNT, AMOUNT a positive amount in the catalog's currency"}
+		}
+		if !known[team] {
+			return nil, &core.FieldError{Field: "budget", Value: fv, Allowed: "a team that submits to the trace"}
+		}
+		if seen[team] {
+			return nil, &core.FieldError{Field: "budget", Value: fv, Allowed: "one budget per team"}
+		}
+		seen[team] = true
+		out = append(out, core.Team{ID: team, Name: team, Weight: 1, MonthlyBudget: m})
+	}
+	return out, nil
 }

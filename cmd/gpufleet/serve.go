@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,7 +28,7 @@ import (
 )
 
 func newServeCmd() *cobra.Command {
-	var addr, catalogPath, db, providerKind, providerConfig string
+	var addr, publicURL, catalogPath, db, providerKind, providerConfig string
 	var seed uint64
 	var logJSON bool
 	var logLevel string
@@ -54,6 +55,9 @@ several servers may share it, one of them runs the loop.`,
 			c, err := loadCatalog(catalogPath)
 			if err != nil {
 				return err
+			}
+			if providerKind == "sim" && !cmd.Flags().Changed("wait-target") && !isPolicyFile(policyArg) {
+				waits = DemoWaitTargets
 			}
 			pol, err := servePolicy(policyArg, waits)
 			if err != nil {
@@ -87,13 +91,16 @@ several servers may share it, one of them runs the loop.`,
 				}
 			}
 			clk := clock.Real{}
+			// The URL the machines' agents join: each lease's bootstrap
+			// carries it with the lease's join token.
+			if publicURL == "" {
+				publicURL = "http://" + ln.Addr().String()
+			}
 			var cloud provider.Provider
 			switch providerKind {
 			case "sim":
 				cfg := sim.DemoConfig(c.Offers, rand.NewPCG(seed, 0x5eed), clk)
-				if cmd.Flags().Changed("sim-delay") {
-					cfg.Default.Delay = sim.Fixed(simDelay)
-				}
+				cfg.Default.Delay = sim.Fixed(simDelay)
 				// The simulated machines die with this process while the
 				// store keeps their leases: the start time, in ms, names
 				// this process's machines apart from the last one's.
@@ -103,9 +110,19 @@ several servers may share it, one of them runs the loop.`,
 			case "static":
 				cloud, err = newStaticProvider(ctx, providerConfig, c, st, clk, log)
 			case "exec":
-				cloud, err = newExecProvider(ctx, providerConfig, c, clk, log)
+				cloud, err = newExecProvider(ctx, providerConfig, c, clk, log, publicURL)
+			case "ssh":
+				cloud, err = newSSHProvider(ctx, providerConfig, c, clk, log, func() (string, string, error) {
+					_, secret, err := api.MintAgentToken(ctx, st, clk, "ssh provider machines", "serve: the ssh provider's machines join with it")
+					return "http://" + ln.Addr().String(), secret, err
+				})
+			case "ec2":
+				cloud, err = newEC2Provider(ctx, providerConfig, c, log, func() (string, string, error) {
+					_, secret, err := api.MintAgentToken(ctx, st, clk, "ec2 provider machines", "serve: ec2 instances launched without a lease's join token join with it")
+					return "http://" + ln.Addr().String(), secret, err
+				})
 			default:
-				return usageError{fmt.Errorf("--provider %q: want sim, static or exec", providerKind)}
+				return usageError{fmt.Errorf("--provider %q: want sim, static, exec or ssh", providerKind)}
 			}
 			if err != nil {
 				return fmt.Errorf("serve: %s provider: %w", providerKind, err)
@@ -116,8 +133,37 @@ several servers may share it, one of them runs the loop.`,
 			if pc, ok := cloud.(interface{ Capacity(offerID string) int }); ok {
 				capacity = pc.Capacity
 			}
+			// The sim provider's machines run hosted agents: every job runs
+			// as a real process and ends with its own exit status.
+			var agents *hostedServer
+			if providerKind == "sim" {
+				if agents, err = hostAgents(cloud, c.Offers, log); err != nil {
+					return fmt.Errorf("serve: %w", err)
+				}
+				defer agents.Close()
+				cloud = agents
+			}
+			// Agents started by hand with --offer (no --lease) are machines
+			// too, leased before anything is rented (serve_static.go).
+			if providerKind != "static" {
+				if cloud, err = withJoinedAgents(cloud, c, st, clk, log); err != nil {
+					return fmt.Errorf("serve: %w", err)
+				}
+			}
+			// The static pool rents nothing: the engine leases its joined
+			// machines only, work waits for one with a reason, and a job no
+			// machine of the pool can run is refused at submit.
+			var apiOpts []api.Option
+			if pool, ok := cloud.(*server.AgentPool); ok {
+				ecfg.NoAcquire = true
+				apiOpts = append(apiOpts, api.WithMachines(pool.Machines))
+			}
+			notify, err := policyNotifier(pol, os.Getenv, st, clk, log)
+			if err != nil {
+				return err
+			}
 			loop, err := server.NewLoop(server.Config{Store: st, Provider: cloud, Offers: c.Offers, RentOffers: pol.Offers(c.Offers), TimeOfUse: pol.Tariff(c.Offers),
-				Engine: ecfg, Clock: clk, Log: log, Tick: tick, Capacity: capacity})
+				Engine: ecfg, Clock: clk, Log: log, Tick: tick, Capacity: capacity, Notify: notify, PublicURL: publicURL})
 			if err != nil {
 				return fmt.Errorf("serve: %w", err)
 			}
@@ -131,7 +177,8 @@ several servers may share it, one of them runs the loop.`,
 			if secret != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "admin token (shown once, store it now): %s\n", secret)
 			}
-			srv := api.New(c, clk, log, api.WithStore(st), api.WithCollectors(loop.Collectors()...), api.WithReadiness(loop), api.WithCapacity(capacity), api.WithPolicy(pol)).HTTPServer(addr)
+			apiOpts = append([]api.Option{api.WithStore(st), api.WithCollectors(loop.Collectors()...), api.WithReadiness(loop), api.WithCapacity(capacity), api.WithPolicy(pol)}, apiOpts...)
+			srv := api.New(c, clk, log, apiOpts...).HTTPServer(addr)
 			log.Info("gpufleet serving", "addr", "http://"+ln.Addr().String(), "offers", len(c.Offers), "currency", c.Currency, "db", redact(db), "policy", pol.Name, "policy_source", pol.Source, "policy_hash", pol.Hash())
 			lctx, stop := context.WithCancel(ctx)
 			var wg sync.WaitGroup
@@ -147,17 +194,18 @@ several servers may share it, one of them runs the loop.`,
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "listen address")
+	cmd.Flags().StringVar(&publicURL, "public-url", "", "the URL rented machines' agents reach this server at (default: http:// and the listen address)")
 	cmd.Flags().StringVar(&catalogPath, "catalog", "", "catalog file (.yaml or .csv); the embedded demo catalog if empty")
 	cmd.Flags().StringVar(&db, "db", "gpufleet.db", "store: a SQLite file path, or a postgres:// URL")
-	cmd.Flags().StringVar(&providerKind, "provider", "sim", "where machines come from: sim (simulated cloud over the catalog), static (machines joined by their agents), exec (user scripts)")
-	cmd.Flags().StringVar(&providerConfig, "provider-config", "", "the static or exec provider's configuration file")
+	cmd.Flags().StringVar(&providerKind, "provider", "sim", "where machines come from: sim (simulated cloud over the catalog), static (machines joined by their agents), exec (user scripts), ssh (hosts reached by SSH)")
+	cmd.Flags().StringVar(&providerConfig, "provider-config", "", "the static, exec or ssh provider's configuration file")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the sim provider's randomness (provisioning delays, failures, reclaims)")
-	cmd.Flags().DurationVar(&simDelay, "sim-delay", 0, "the sim provider's provisioning delay, the same for every machine (unset: about two minutes, lognormal with p95 5m)")
+	cmd.Flags().DurationVar(&simDelay, "sim-delay", DemoBootDelay, "the sim provider's provisioning delay, the same for every machine (short by default: a demo job runs within 30 s)")
 	cmd.Flags().BoolVar(&logJSON, "log-json", false, "log as JSON lines instead of text")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "the least level logged: debug (adds a line per API request), info, warn or error")
 	cmd.Flags().DurationVar(&tick, "tick", server.DefaultTick, "control loop period")
 	cmd.Flags().StringVar(&policyArg, "policy", policy.DefaultName, "the policy the control loop runs: a preset (gpufleet, reactive, autostop) or a policy file (.yaml, docs/policy.md); GET /api/v1/policy shows it")
-	cmd.Flags().StringVar(&waits, "wait-target", "", "override the policy's wait targets: how long pending work of a tier may wait for the current fleet before more is rented, e.g. core=0s,regular=5m (unset tiers keep the policy's: by default core 1m, regular 10m, offline 1h)")
+	cmd.Flags().StringVar(&waits, "wait-target", "", "override the policy's wait targets: how long pending work of a tier may wait for the current fleet before more is rented, e.g. core=0s,regular=5m (unset tiers keep the policy's: by default core 1m, regular 10m, offline 1h; the sim provider's demo, with a preset policy, uses "+DemoWaitTargets+")")
 	return cmd
 }
 

@@ -33,10 +33,25 @@ type execConfigFile struct {
 
 // newExecProvider returns the provider that runs the user's scripts named
 // in the file at path.
-func newExecProvider(ctx context.Context, path string, c *pricing.Catalog, clk clock.Clock, log *slog.Logger) (provider.Provider, error) {
+//
+// Each acquire's input carries its machine's bootstrap (server_url,
+// lease_id, join_token: the lease's one-time join token, minted by the
+// loop). The scripts' environment also has GPUFLEET_URL, this server
+// (serverURL), unless the config's env: sets it; a config may still give
+// a shared GPUFLEET_AGENT_TOKEN of its own in env:, which serve no longer
+// mints.
+func newExecProvider(ctx context.Context, path string, c *pricing.Catalog, clk clock.Clock, log *slog.Logger, serverURL string) (provider.Provider, error) {
 	cfg, err := loadExecConfig(path)
 	if err != nil {
 		return nil, err
+	}
+	if serverURL != "" {
+		if cfg.Env == nil {
+			cfg.Env = map[string]string{}
+		}
+		if _, ok := cfg.Env["GPUFLEET_URL"]; !ok {
+			cfg.Env["GPUFLEET_URL"] = serverURL
+		}
 	}
 	cfg.Offer = func(id string) (*core.Offer, bool) {
 		o, err := c.Offer(id)

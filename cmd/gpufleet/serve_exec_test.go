@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,7 +21,9 @@ import (
 func TestServeExecProvider(t *testing.T) {
 	t.Chdir(t.TempDir())
 	state := t.TempDir()
-	cfg := writeFile(t, "exec.yaml", "script: "+exampleScript(t)+"\ntimeout: 20s\npoll_interval: 1s\nenv:\n  GPUFLEET_EXEC_STATE: "+state+"\n")
+	t.Cleanup(func() { stopExecAgents(t, state) })
+	cfg := writeFile(t, "exec.yaml", "script: "+exampleScript(t)+"\ntimeout: 20s\npoll_interval: 1s\nenv:\n  GPUFLEET_EXEC_STATE: "+state+
+		"\n  GPUFLEET_EXEC_AGENT: "+cliBinary(t)+"\n")
 	token, base, _ := serveWith(t, "--provider", "exec", "--provider-config", cfg, "--tick", "200ms", "--wait-target", "core=0s")
 	c, err := client.New(base, token, nil)
 	if err != nil {
@@ -29,7 +33,9 @@ func TestServeExecProvider(t *testing.T) {
 	if _, err := c.CreateTeam(ctx, api.TeamRequest{ID: "ml", Name: "ML"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := c.SubmitJob(ctx, api.JobRequest{ID: "j1", Team: "ml", Tier: "core", GPUs: 1, EstDurationSeconds: 2}, ""); err != nil {
+	marker := filepath.Join(t.TempDir(), "ran")
+	if _, _, err := c.SubmitJob(ctx, api.JobRequest{ID: "j1", Team: "ml", Tier: "core", GPUs: 1, EstDurationSeconds: 2,
+		Command: []string{"sh", "-c", "echo $CUDA_VISIBLE_DEVICES > " + marker}}, ""); err != nil {
 		t.Fatal(err)
 	}
 	// With --wait-target core=0s the fleet rents at once, and the
@@ -48,6 +54,11 @@ func TestServeExecProvider(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// The job ran as a process of the machine's agent, which the script
+	// started with the server's bootstrap.
+	if b, err := os.ReadFile(marker); err != nil || strings.TrimSpace(string(b)) != "0" {
+		t.Errorf("the job's process did not run on GPU 0: %q %v", b, err)
+	}
 	leases, err := c.ListLeases(ctx, client.PageFilter{})
 	if err != nil || len(leases.Leases) == 0 {
 		t.Fatalf("leases: %+v %v", leases, err)
@@ -62,6 +73,22 @@ func TestServeExecProvider(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(state, "machines", l.ProviderID)); err != nil {
 			t.Errorf("lease %s: %v", l.ID, err)
+		}
+	}
+}
+
+// stopExecAgents stops the agents the example script started in state
+// (each leads its own session).
+func stopExecAgents(t *testing.T, state string) {
+	files, _ := filepath.Glob(filepath.Join(state, "machines", "m-*"))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		for _, line := range strings.Split(string(b), "\n") {
+			if pid, ok := strings.CutPrefix(line, "agent_pid="); ok && pid != "" && pid != "''" {
+				if n, err := strconv.Atoi(pid); err == nil {
+					_ = syscall.Kill(-n, syscall.SIGKILL)
+				}
+			}
 		}
 	}
 }
@@ -101,7 +128,7 @@ func TestLoadExecConfig(t *testing.T) {
 			t.Errorf("%q: %v, want an error naming %s", text, err, want)
 		}
 	}
-	if _, err := newExecProvider(context.Background(), ok, nil, nil, nil); err == nil || !strings.Contains(err.Error(), "script") {
+	if _, err := newExecProvider(context.Background(), ok, nil, nil, nil, ""); err == nil || !strings.Contains(err.Error(), "script") {
 		t.Errorf("a missing script: %v", err)
 	}
 }

@@ -95,3 +95,20 @@ func newStaticProvider(ctx context.Context, path string, c *pricing.Catalog, st 
 	log.Info("static provider: machines join through their agents", "pinned", len(pins), "checkpoint_root", cfg.CheckpointRoot)
 	return pool, nil
 }
+
+// withJoinedAgents puts an agent pool beside cloud: an agent started by
+// hand with a catalog offer and without --lease joins as a machine of
+// that offer, which the loop leases for waiting work before it rents
+// (server.JoinedProvider). The pool takes the agent defaults.
+func withJoinedAgents(cloud provider.Provider, c *pricing.Catalog, st store.Store, clk clock.Clock, log *slog.Logger) (provider.Provider, error) {
+	offers := make([]string, len(c.Offers))
+	for i := range c.Offers {
+		offers[i] = c.Offers[i].ID
+	}
+	pool, err := server.NewAgentPool(st, clk, offers, nil, server.AgentConfig{})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("agents started by hand with --offer join as machines of their offer, leased before renting")
+	return server.NewJoinedProvider(cloud, pool)
+}

@@ -2,16 +2,19 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/api"
+	"github.com/gpufleet/gpufleet/internal/client"
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 )
@@ -141,4 +144,94 @@ func TestServeEndToEnd(t *testing.T) {
 	if code, b := call(base2, "GET", "/api/v1/jobs/train-1", ""); code != 200 {
 		t.Errorf("job after restart: %d %s", code, b)
 	}
+}
+
+// TestServeRunsJobsForReal: under the default serve (sim provider, its
+// hosted agents, the default tick and boot delay) a job runs as a real
+// process within 30 s of its submission; a command that exits 7 fails
+// its job with exit status 7, and a job without a command runs sleep for
+// its estimated duration and says so.
+func TestServeRunsJobsForReal(t *testing.T) {
+	t.Chdir(t.TempDir())
+	token, base, _ := serveWith(t)
+	c, err := client.New(base, token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := c.CreateTeam(ctx, api.TeamRequest{ID: "ml", Name: "ML"}); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "ran")
+	submitted := time.Now()
+	for _, j := range []api.JobRequest{
+		{ID: "seven", Team: "ml", GPUs: 1, EstDurationSeconds: 60, Command: []string{"sh", "-c", "echo $CUDA_VISIBLE_DEVICES > " + marker + "; exit 7"}},
+		{ID: "nap", Team: "ml", GPUs: 1, EstDurationSeconds: 2},
+	} {
+		if _, _, err := c.SubmitJob(ctx, j, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	events := func(q string) []api.EventView {
+		var page api.EventsPage
+		code, b := httpGet(t, base+"/api/v1/events?"+q, token)
+		if code != 200 || json.Unmarshal(b, &page) != nil {
+			t.Fatalf("events?%s: %d %s", q, code, b)
+		}
+		return page.Events
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		seven, err := c.GetJob(ctx, "seven")
+		if err != nil {
+			t.Fatal(err)
+		}
+		nap, err := c.GetJob(ctx, "nap")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seven.State == "failed" && nap.State == "succeeded" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 90 s: seven %s, nap %s", seven.State, nap.State)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if b, err := os.ReadFile(marker); err != nil || strings.TrimSpace(string(b)) != "0" {
+		t.Errorf("the command did not run on GPU 0: %q %v", b, err)
+	}
+	failed := events("kind=unit.failed&subject=seven")
+	if len(failed) != 1 || failed[0].Attrs["exit_code"] != "7" {
+		t.Errorf("unit.failed events of seven: %+v", failed)
+	}
+	for _, id := range []string{"seven", "nap"} {
+		started := events("kind=agent.job-started&subject=" + id)
+		if len(started) == 0 {
+			t.Fatalf("%s: no agent.job-started event", id)
+		}
+		if d := started[0].At.Sub(submitted); d > 30*time.Second {
+			t.Errorf("%s: its process started %s after submission, want within 30 s", id, d)
+		}
+	}
+	sleep := events("kind=unit.sleep&subject=nap")
+	if len(sleep) != 1 || !strings.Contains(sleep[0].Reason, `"sleep 2"`) {
+		t.Errorf("unit.sleep events of nap: %+v", sleep)
+	}
+	if ok := events("kind=unit.succeeded&subject=nap"); len(ok) != 1 || ok[0].Attrs["exit_code"] != "0" {
+		t.Errorf("unit.succeeded events of nap: %+v", ok)
+	}
+}
+
+func httpGet(t *testing.T, url, token string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
 }

@@ -96,6 +96,13 @@ type Config struct {
 	Seed uint64
 	// Logger logs; nil discards.
 	Logger *slog.Logger
+	// DieWithParent: the jobs die with this process (runner.Config).
+	DieWithParent bool
+	// Spot, when set, is asked every SpotInterval (5 s) for the
+	// machine's spot interruption notice, which the agent reports as an
+	// EventSpotNotice (spot.go). Nil: not a spot machine, or not on EC2.
+	Spot         SpotNotices
+	SpotInterval time.Duration
 }
 
 // Validate reports the first problem with c.
@@ -182,6 +189,7 @@ func Run(ctx context.Context, cfg Config) error {
 		DataDir: cfg.DataDir, Clock: cfg.Clock, Logs: cfg.Logs, Logger: log,
 		Events:           runner.EventFunc(func(e core.Event) { a.append(e) }),
 		CheckpointSignal: cfg.CheckpointSignal, Grace: cfg.Grace, TermGrace: cfg.TermGrace,
+		DieWithParent: cfg.DieWithParent,
 	})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
@@ -226,6 +234,13 @@ func Run(ctx context.Context, cfg Config) error {
 		defer wg.Done()
 		a.sampleLoop(ctx)
 	}()
+	if cfg.Spot != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.spotLoop(ctx)
+		}()
+	}
 	ship, canShip := cfg.Uplink.(link.LogSender)
 	var logs *logShipper
 	if canShip {

@@ -385,17 +385,20 @@ func TestFakeSourceFollowsRuns(t *testing.T) {
 func TestDeclaredLoad(t *testing.T) {
 	tests := []struct {
 		env  string
-		want gpu.Load
+		want fakeDecl
 		err  string
 	}{
-		{"PATH=/bin\x00HOME=/root\x00", gpu.Load{}, ""},
-		{"GPUFLEET_FAKE_GPU_UTIL=75\x00GPUFLEET_FAKE_GPU_MEM_MIB=1024\x00X=1", gpu.Load{UtilPct: 75, MemMiB: 1024}, ""},
-		{"GPUFLEET_FAKE_GPU_UTIL=101", gpu.Load{}, `GPUFLEET_FAKE_GPU_UTIL: invalid value "101": want a percentage 0..100`},
-		{"GPUFLEET_FAKE_GPU_MEM_MIB=lots", gpu.Load{}, `GPUFLEET_FAKE_GPU_MEM_MIB: invalid value "lots": want MiB >= 0`},
+		{"PATH=/bin\x00HOME=/root\x00", fakeDecl{}, ""},
+		{"GPUFLEET_FAKE_GPU_UTIL=75\x00GPUFLEET_FAKE_GPU_MEM_MIB=1024\x00X=1", fakeDecl{Load: gpu.Load{UtilPct: 75, MemMiB: 1024}}, ""},
+		{"GPUFLEET_FAKE_GPU_UTIL=101", fakeDecl{}, `GPUFLEET_FAKE_GPU_UTIL: invalid value "101": want a percentage 0..100`},
+		{"GPUFLEET_FAKE_GPU_MEM_MIB=lots", fakeDecl{}, `GPUFLEET_FAKE_GPU_MEM_MIB: invalid value "lots": want MiB >= 0`},
+		{"GPUFLEET_FAKE_GPU_PROCS=0\x00GPUFLEET_FAKE_GPU_UTIL=0", fakeDecl{NoGPUProcess: true}, ""},
+		{"GPUFLEET_FAKE_GPU_PROCS=1", fakeDecl{}, ""},
+		{"GPUFLEET_FAKE_GPU_PROCS=2", fakeDecl{}, `GPUFLEET_FAKE_GPU_PROCS: invalid value "2": want 0 (no GPU process: a zombie) or 1`},
 	}
 	for _, tt := range tests {
 		got, err := declaredLoad([]byte(tt.env))
-		if (err == nil) != (tt.err == "") || (err != nil && err.Error() != tt.err) || got != tt.want {
+		if (err == nil) != (tt.err == "") || (err != nil && err.Error() != tt.err) || !cmp.Equal(got, tt.want) {
 			t.Errorf("declaredLoad(%q) = %+v, %v; want %+v, %q", tt.env, got, err, tt.want, tt.err)
 		}
 	}

@@ -39,6 +39,10 @@ const (
 	agentCommandResult = "agent-command"
 	// agentRunRefused is the report of a run command the agent refused.
 	agentRunRefused = "run-refused"
+	// agentSpotNotice is a spot interruption notice the agent read from
+	// its machine (attrs reclaim_at, action): the loop gives the lease
+	// that ReclaimAt and checkpoints its runs (server/spotnotice.go).
+	agentSpotNotice = "spot-notice"
 )
 
 // agentRoutes are the routes node agents call (join, heartbeat, samples,
@@ -92,6 +96,24 @@ type NodeView struct {
 	// its team's only).
 	Jobs    []string `json:"jobs"`
 	Backlog int64    `json:"backlog"`
+	// Binding says what the node serves: its lease, or, bound to none,
+	// whether it waits for work as a machine of its offer or why it
+	// can get none ("unbound: no offer ...").
+	Binding string `json:"binding"`
+}
+
+// binding is NodeView.Binding of agent a.
+func binding(a *store.Agent) string {
+	switch {
+	case a.LeaseID != "":
+		return "lease " + a.LeaseID
+	case a.State == store.AgentDown:
+		return "unbound: the agent is down"
+	case a.OfferID == "":
+		return "unbound: no offer (to take work, start the agent with --offer OFFER, or pin it to an offer in the static provider's file)"
+	default:
+		return "free: a machine of " + a.OfferID + ", waiting for work"
+	}
 }
 
 // NodesPage is the response of GET /api/v1/nodes.
@@ -137,8 +159,26 @@ func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	// The common case, an agent that is ok heartbeating again, is one
-	// statement; a join or a recovery also writes its event, together.
+	p, _ := PrincipalFrom(r.Context())
+	if msg := p.mayName(a.ID, true); msg != "" {
+		writeError(w, http.StatusForbidden, "forbidden", "agent", msg)
+		return
+	}
+	if p.Kind != store.TokenShared && hb.LeaseID != "" && hb.LeaseID != p.Lease {
+		writeError(w, http.StatusForbidden, "forbidden", "lease_id", fmt.Sprintf("lease %q: this token is lease %s's", hb.LeaseID, p.Lease))
+		return
+	}
+	if p.Kind == store.TokenJoin {
+		s.agentJoin(w, r, a, p)
+		return
+	}
+	if p.Kind == store.TokenAgent {
+		a.LeaseID = p.Lease
+	}
+	a.TokenID = p.TokenID
+	// The common case, an agent that is ok heartbeating again with its
+	// own token, is one statement; a join, a recovery or another token
+	// is checked and written with its event, together.
 	if lease, ok, err := s.store.Agents().TouchAgent(r.Context(), a); err != nil {
 		s.storeError(w, r, err, "agent")
 		return
@@ -149,6 +189,13 @@ func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
 	var prev store.Agent
 	var created bool
 	err := s.store.Tx(r.Context(), func(tx store.Tx) error {
+		if old, err := tx.Agents().GetAgent(r.Context(), a.ID); err == nil {
+			if err := s.ownAgent(r.Context(), tx, p, &old, true); err != nil {
+				return err
+			}
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
 		var err error
 		prev, created, err = tx.Agents().SaveHeartbeat(r.Context(), a)
 		if err != nil {
@@ -164,6 +211,9 @@ func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
 		}
 		return err
 	})
+	if denied(w, err) {
+		return
+	}
 	if err != nil {
 		s.storeError(w, r, err, "agent")
 		return
@@ -173,6 +223,180 @@ func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
 		lease = a.LeaseID
 	}
 	writeJSON(w, http.StatusOK, link.HeartbeatReply{Agent: a.ID, Lease: lease, State: string(store.AgentOK), Joined: created})
+}
+
+// Who may speak for an agent. An agent token is one of three kinds
+// (store.TokenKind):
+//   - a lease's join token only joins: one heartbeat as that lease's
+//     machine, which claims it for the agent id it names and answers with
+//     the agent's own credential (agentJoin);
+//   - an agent credential speaks for its one agent id, on its lease;
+//   - a shared token (an admin's, for agents started by hand) joins
+//     agents of any id, and each is bound to it.
+// Whatever the kind, an agent is bound to the token it joined with, and
+// another token naming it is refused (403) while that one is active: a
+// token stolen from one machine cannot fetch another's commands, send
+// its records or acknowledge for it. An agent whose token was revoked or
+// expired may rejoin with another (token rotation).
+
+// mayName is why p may not name agent id ("" if it may): join says the
+// request is a heartbeat.
+func (p Principal) mayName(id string, join bool) string {
+	switch p.Kind {
+	case store.TokenJoin:
+		if !join {
+			return "a join token only joins (POST /api/v1/agent/heartbeat): send the credential the join's reply gave"
+		}
+		if p.Agent != "" && p.Agent != id {
+			return fmt.Sprintf("this join token was used by agent %s: it joins one agent, once", p.Agent)
+		}
+	case store.TokenAgent:
+		if p.Agent != id {
+			return fmt.Sprintf("this credential speaks for agent %s only, not %s", p.Agent, id)
+		}
+	}
+	return ""
+}
+
+// agentDenied is a request for an agent its token may not speak for.
+type agentDenied struct{ msg string }
+
+func (e *agentDenied) Error() string { return e.msg }
+
+// denied writes a 403 for an agentDenied err and reports whether it did.
+func denied(w http.ResponseWriter, err error) bool {
+	var d *agentDenied
+	if errors.As(err, &d) {
+		writeError(w, http.StatusForbidden, "forbidden", "agent", d.msg)
+		return true
+	}
+	return false
+}
+
+// ownAgent checks that p may speak for the stored agent a: a is bound to
+// p's token or to none (an agent that joined before tokens were bound);
+// with rejoin, also when the token a is bound to is no longer active.
+func (s *Server) ownAgent(ctx context.Context, tx store.Tx, p Principal, a *store.Agent, rejoin bool) error {
+	if a.TokenID == "" || a.TokenID == p.TokenID {
+		return nil
+	}
+	if rejoin {
+		bound, err := tx.Tokens().GetToken(ctx, a.TokenID)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && !bound.Active(s.clock.Now())) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return &agentDenied{fmt.Sprintf("agent %s joined with another token: this one may not speak for it", a.ID)}
+}
+
+// speaksFor checks that the request's token may speak for agent id,
+// writing a 403 (or a store error) when it may not. An agent that has
+// not joined has nothing to take: the route answers as for any unknown
+// agent.
+func (s *Server) speaksFor(w http.ResponseWriter, r *http.Request, id string) bool {
+	p, _ := PrincipalFrom(r.Context())
+	if msg := p.mayName(id, false); msg != "" {
+		writeError(w, http.StatusForbidden, "forbidden", "agent", msg)
+		return false
+	}
+	a, err := s.store.Agents().GetAgent(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return true
+	}
+	if err != nil {
+		s.storeError(w, r, err, "agent")
+		return false
+	}
+	if a.TokenID != "" && a.TokenID != p.TokenID {
+		writeError(w, http.StatusForbidden, "forbidden", "agent", fmt.Sprintf("agent %s joined with another token: this one may not speak for it", id))
+		return false
+	}
+	return true
+}
+
+// agentJoin is a heartbeat with lease p.Lease's join token: in one
+// transaction it claims the token for agent a (a join token joins one
+// agent id; the same agent may repeat its join until the token expires,
+// when the reply was lost), revokes the lease's other join tokens and
+// any credential an earlier join of it got, mints the agent's own
+// credential, and saves the heartbeat bound to the lease. The reply
+// carries the credential's secret, shown this once.
+func (s *Server) agentJoin(w http.ResponseWriter, r *http.Request, a store.Agent, p Principal) {
+	ctx := r.Context()
+	now := a.LastSeen
+	a.LeaseID = p.Lease
+	secret, hash, err := store.NewToken()
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	credID, err := newID("tok")
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	var prev store.Agent
+	var created bool
+	err = s.store.Tx(ctx, func(tx store.Tx) error {
+		le, err := tx.Leases().GetLease(ctx, p.Lease)
+		if errors.Is(err, store.ErrNotFound) {
+			return &agentDenied{fmt.Sprintf("lease %s of this join token is unknown", p.Lease)}
+		}
+		if err != nil {
+			return err
+		}
+		if le.State.Final() {
+			return &agentDenied{fmt.Sprintf("lease %s of this join token has ended (%s)", p.Lease, le.State)}
+		}
+		bound, err := tx.Tokens().ClaimToken(ctx, p.TokenID, a.ID)
+		if err != nil {
+			return err
+		}
+		if bound != a.ID {
+			return &agentDenied{fmt.Sprintf("this join token was used by agent %s: it joins one agent, once", bound)}
+		}
+		if old, err := tx.Agents().GetAgent(ctx, a.ID); err == nil && old.TokenID != "" {
+			t, err := tx.Tokens().GetToken(ctx, old.TokenID)
+			if err == nil && t.Active(now) && t.Lease != p.Lease {
+				return &agentDenied{fmt.Sprintf("agent %s joined with another token: a join token of lease %s may not take it over", a.ID, p.Lease)}
+			}
+		} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if _, err := tx.Tokens().RevokeLeaseTokens(ctx, p.Lease, []string{p.TokenID}, now); err != nil {
+			return err
+		}
+		if err := tx.Tokens().CreateToken(ctx, store.Token{ID: credID, Hash: hash, Role: store.RoleAgent, Name: "agent " + a.ID + " of lease " + p.Lease,
+			Prefix: store.SecretPrefix(secret), Created: now, Kind: store.TokenAgent, Lease: p.Lease, Agent: a.ID}); err != nil {
+			return err
+		}
+		a.TokenID = credID
+		prev, created, err = tx.Agents().SaveHeartbeat(ctx, a)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Events().AppendEvents(ctx,
+			core.Event{At: now, Kind: "agent.joined", Subject: a.ID,
+				Reason: fmt.Sprintf("agent %s joined lease %s with its join token (%s): offer %q, %d GPUs, source %s, version %q; its own credential is %s",
+					a.ID, p.Lease, p.TokenID, a.OfferID, len(a.GPUs), a.Source, a.Version, credID),
+				Attrs: map[string]string{"lease": p.Lease, "token": credID, "rejoin": strconv.FormatBool(!created)}},
+			core.Event{At: now, Kind: "audit.token_created", Subject: credID,
+				Reason: fmt.Sprintf("agent %s joined lease %s: its own credential, for that agent only", a.ID, p.Lease),
+				Attrs:  map[string]string{"actor": p.Actor(), "role": string(store.RoleAgent)}})
+		return err
+	})
+	if denied(w, err) {
+		return
+	}
+	if err != nil {
+		s.storeError(w, r, err, "agent")
+		return
+	}
+	_ = prev
+	writeJSON(w, http.StatusOK, link.HeartbeatReply{Agent: a.ID, Lease: p.Lease, State: string(store.AgentOK), Joined: created, Token: secret})
 }
 
 // applyBatch checks a batch, then in one transaction applies the records
@@ -207,10 +431,18 @@ func (s *Server) applyBatch(w http.ResponseWriter, r *http.Request, events bool,
 		}
 		prev = rec.Seq
 	}
+	p, _ := PrincipalFrom(r.Context())
+	if msg := p.mayName(b.Agent, false); msg != "" {
+		writeError(w, http.StatusForbidden, "forbidden", "agent", msg)
+		return
+	}
 	var reply link.BatchReply
 	err := s.store.Tx(r.Context(), func(tx store.Tx) error {
 		a, err := tx.Agents().GetAgent(r.Context(), b.Agent)
 		if err != nil {
+			return err
+		}
+		if err := s.ownAgent(r.Context(), tx, p, &a, false); err != nil {
 			return err
 		}
 		applied := a.AppliedSeq
@@ -238,6 +470,9 @@ func (s *Server) applyBatch(w http.ResponseWriter, r *http.Request, events bool,
 		}
 		return nil
 	})
+	if denied(w, err) {
+		return
+	}
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			writeError(w, http.StatusNotFound, "not_found", "agent", fmt.Sprintf("agent %q has not joined: heartbeat first", b.Agent))
@@ -312,6 +547,8 @@ func (s *Server) agentEvents(w http.ResponseWriter, r *http.Request) {
 					subject = cmd.Unit
 					attrs[store.EventTeam] = cmd.Team
 				}
+			case agentSpotNotice:
+				reports = append(reports, store.AgentReport{Agent: a.ID, Kind: e.Kind, At: e.At, Reason: e.Reason, Attrs: e.Attrs})
 			case agentCommandResult:
 				if id := e.Attrs["command"]; id != "" {
 					result := e.Attrs["result"]
@@ -343,7 +580,7 @@ func (s *Server) agentEvents(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) agentCommands(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("agent")
-	if !agentID(w, id) {
+	if !agentID(w, id) || !s.speaksFor(w, r, id) {
 		return
 	}
 	cmds, err := s.store.Agents().PendingCommands(r.Context(), id)
@@ -369,7 +606,7 @@ func (s *Server) agentAck(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	if !agentID(w, req.Agent) {
+	if !agentID(w, req.Agent) || !s.speaksFor(w, r, req.Agent) {
 		return
 	}
 	if req.Result == "" {
@@ -387,7 +624,7 @@ func (s *Server) agentLogs(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &c) {
 		return
 	}
-	if !agentID(w, c.Agent) {
+	if !agentID(w, c.Agent) || !s.speaksFor(w, r, c.Agent) {
 		return
 	}
 	if err := store.CheckID("run", c.Run); err != nil {
@@ -479,7 +716,7 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
 		}
 		sort.Strings(jobs)
 		v := NodeView{ID: a.ID, Lease: a.LeaseID, Offer: a.OfferID, State: string(a.State), StateAt: a.StateAt.UTC(), Joined: a.Joined.UTC(),
-			LastSeen: a.LastSeen.UTC(), Version: a.Version, Source: a.Source, GPUs: nonNilGPUs(a.GPUs), Jobs: append([]string{}, jobs...), Backlog: a.Backlog}
+			LastSeen: a.LastSeen.UTC(), Version: a.Version, Source: a.Source, GPUs: nonNilGPUs(a.GPUs), Jobs: append([]string{}, jobs...), Backlog: a.Backlog, Binding: binding(&a)}
 		out.Nodes = append(out.Nodes, v)
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -26,6 +26,10 @@ type Principal struct {
 	// Team is empty for admins and agents.
 	Team string
 	Role store.Role
+	// Kind, Lease and Agent are the agent token's binding (store.Token).
+	Kind  store.TokenKind
+	Lease string
+	Agent string
 }
 
 // Actor names the principal in audit events: its user, or its token for
@@ -113,7 +117,7 @@ func (s *Server) authenticate(roles []store.Role, h http.HandlerFunc) http.Handl
 				s.log.Warn("api: touch token", "token", tok.ID, "err", err)
 			}
 		}
-		p := Principal{TokenID: tok.ID, User: tok.User, Team: tok.Team, Role: tok.Role}
+		p := Principal{TokenID: tok.ID, User: tok.User, Team: tok.Team, Role: tok.Role, Kind: tok.Kind, Lease: tok.Lease, Agent: tok.Agent}
 		if slot, ok := r.Context().Value(principalSlotKey{}).(*Principal); ok {
 			*slot = p
 		}
@@ -286,4 +290,31 @@ func EnsureAdminToken(ctx context.Context, st store.Store, clk clock.Clock) (str
 		return "", fmt.Errorf("ensure admin token: %w", err)
 	}
 	return secret, nil
+}
+
+// MintAgentToken stores a new agent token named name and returns its id
+// and secret. The secret is never stored or printed: the caller hands it
+// to the agents it starts (serve's hosted agents) and revokes the token
+// when they stop.
+func MintAgentToken(ctx context.Context, st store.Store, clk clock.Clock, name, reason string) (id, secret string, err error) {
+	now := clk.Now()
+	secret, hash, err := store.NewToken()
+	if err != nil {
+		return "", "", fmt.Errorf("mint agent token: %w", err)
+	}
+	if id, err = newID("tok"); err != nil {
+		return "", "", fmt.Errorf("mint agent token: %w", err)
+	}
+	err = st.Tx(ctx, func(tx store.Tx) error {
+		if err := tx.Tokens().CreateToken(ctx, store.Token{ID: id, Hash: hash, Role: store.RoleAgent, Name: name, Prefix: store.SecretPrefix(secret), Created: now}); err != nil {
+			return err
+		}
+		_, err := tx.Events().AppendEvents(ctx, core.Event{At: now, Kind: "audit.token_created", Subject: id,
+			Reason: reason, Attrs: map[string]string{"actor": "gpufleet", "role": string(store.RoleAgent)}})
+		return err
+	})
+	if err != nil {
+		return "", "", fmt.Errorf("mint agent token: %w", err)
+	}
+	return id, secret, nil
 }

@@ -29,7 +29,7 @@ var apiDoc = map[string]struct {
 }{
 	"GET /healthz":             {response: map[string]any{}},
 	"GET /api/v1/openapi.json": {response: map[string]any{}},
-	"GET /readyz":              {response: map[string]any{}, errors: map[int]string{503: "Not ready: the store does not answer, or the control loop is not making progress"}},
+	"GET /readyz":              {response: ReadyView{}, errors: map[int]string{503: "Not ready: the store does not answer, or the control loop is not making progress"}},
 	"GET /api/v1/offers": {response: struct {
 		Offers   []OfferView `json:"offers"`
 		Currency string      `json:"currency"`

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/billing"
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/ledger"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	"github.com/gpufleet/gpufleet/internal/store"
 )
@@ -135,82 +136,9 @@ func (s *Server) usageReport(w http.ResponseWriter, r *http.Request) {
 }
 
 // LoadUsage reads what billing.UsageReport needs for [from, to) as of now
-// from a store (or one of its transactions) and the catalog: the leases
-// held in the range (selected by the store, not the whole history) and
-// every run on them since each began, finished or in progress. A lease's charges in the range are its allocation held to
-// the range's end minus its allocation held to its start, and a run that
-// ended before the range is part of both, so the runs are read from the
-// earliest launch of these leases, not from the range's start: that is
-// what makes consecutive ranges add up, team by team, to the micro-unit.
-// The GPU readings are left to the caller (busy time only, never cost).
+// from a store (or one of its transactions) and the catalog: it is
+// ledger.Load, which the dashboard's overview and the control loop's
+// budgets read the month's spend with too, so all three agree.
 func LoadUsage(ctx context.Context, a store.Aggregates, cat *pricing.Catalog, from, to, now time.Time) (billing.UsageInput, error) {
-	in := billing.UsageInput{From: from, To: to, Now: now}
-	end := to
-	if now.Before(end) {
-		end = now
-	}
-	if !end.After(from) {
-		return in, nil // a range after now: nothing is incurred in it yet
-	}
-	held := map[string]bool{}
-	var earliest time.Time
-	for cursor := ""; ; {
-		page, err := a.Leases().ListLeases(ctx, store.LeaseFilter{HeldFrom: from, HeldTo: end, Limit: store.MaxLimit, Cursor: cursor})
-		if err != nil {
-			return in, fmt.Errorf("usage: %w", err)
-		}
-		for _, l := range page.Items {
-			o, err := cat.Offer(l.OfferID)
-			if err != nil {
-				return in, fmt.Errorf("usage: lease %s: %w", l.ID, err)
-			}
-			plan, ok := o.Plan(l.Mode)
-			if !ok {
-				return in, fmt.Errorf("usage: lease %s: offer %s has no %s plan", l.ID, l.OfferID, l.Mode)
-			}
-			in.Leases = append(in.Leases, billing.UsageLease{ID: l.ID, Plan: plan, GPUs: o.GPUs, SliceMilli: o.SliceMilli, Start: l.Start, End: l.End, Reclaimed: l.State == core.LeaseReclaimed})
-			held[l.ID] = true
-			if earliest.IsZero() || l.Start.Before(earliest) {
-				earliest = l.Start
-			}
-		}
-		if page.Next == "" {
-			break
-		}
-		cursor = page.Next
-	}
-	if len(in.Leases) == 0 {
-		return in, nil
-	}
-	add := func(runs []store.Run) {
-		for _, r := range runs {
-			for _, part := range r.Parts {
-				if held[part.LeaseID] {
-					in.Runs = append(in.Runs, billing.UsageRun{Team: r.Team, LeaseID: part.LeaseID, GPUs: part.GPUs, MilliPerGPU: r.MilliPerGPU, From: r.Start, To: r.End})
-				}
-			}
-		}
-	}
-	runs, err := a.Events().ListRuns(ctx, store.RunFilter{From: earliest, To: end})
-	if err != nil {
-		return in, fmt.Errorf("usage: %w", err)
-	}
-	if len(runs) >= store.MaxRuns {
-		// The list may be cut short: a missing run would move money
-		// between lines, so refuse rather than report it.
-		return in, fmt.Errorf("usage: %w", &core.FieldError{Field: "from", Value: from.UTC().Format(time.RFC3339),
-			Allowed: fmt.Sprintf("a range whose leases hold fewer than %d finished runs since the earliest launched (%s)", store.MaxRuns, earliest.UTC().Format(time.RFC3339))})
-	}
-	add(runs)
-	live, err := a.Units().ListRunning(ctx)
-	if err != nil {
-		return in, fmt.Errorf("usage: %w", err)
-	}
-	for i := range live {
-		if live[i].Start.IsZero() || !live[i].Start.Before(end) {
-			live[i].Parts = nil // not started by the end of the range
-		}
-	}
-	add(live)
-	return in, nil
+	return ledger.Load(ctx, a, cat, from, to, now)
 }

@@ -42,6 +42,7 @@ type Server struct {
 
 	store       store.Store
 	capacity    fleet.Capacity
+	machines    func(ctx context.Context) (map[string]int, error)
 	limiter     *limiter
 	anonLimiter *limiter
 	submitted   prometheus.Counter
@@ -61,6 +62,36 @@ type Readiness interface {
 	Ready() error
 }
 
+// Replica is a Readiness that knows which server process it is and which
+// one leads the control loop (server.Loop is one): /readyz names both, in
+// its body and in the Gpufleet-Replica and Gpufleet-Leader headers.
+type Replica interface {
+	// Replica returns this process's name, whether it leads, and the
+	// leader as last recorded in the store (Term 0: none known).
+	Replica() (self string, leading bool, leader store.Leadership)
+}
+
+// ReadyView is the body of a 200 from /readyz.
+type ReadyView struct {
+	Status string    `json:"status"`
+	Time   time.Time `json:"time"`
+	// Replica names this server process; Leading says whether it runs
+	// the control loop. Empty and false without a control loop.
+	Replica string `json:"replica,omitempty"`
+	Leading bool   `json:"leading"`
+	// Leader is the replica that leads, as it recorded itself on taking
+	// the lead; absent when none is known.
+	Leader *LeaderView `json:"leader,omitempty"`
+}
+
+// LeaderView is the control loop's leader: the replica, since when it
+// leads, and its term (each takeover's is one more).
+type LeaderView struct {
+	Replica string    `json:"replica"`
+	Since   time.Time `json:"since"`
+	Term    int64     `json:"term"`
+}
+
 // Option configures New.
 type Option func(*Server)
 
@@ -73,6 +104,14 @@ func WithStore(st store.Store) Option { return func(s *Server) { s.store = st } 
 // (fleet.Feasible) instead of waiting forever. Without it only the
 // catalog bounds a job.
 func WithCapacity(c fleet.Capacity) Option { return func(s *Server) { s.capacity = c } }
+
+// WithMachines tells the server that its machines are a pool it cannot
+// rent more of (the static provider): count says how many machines of
+// each offer it has, and a job no offer of the pool can run is refused
+// at submit.
+func WithMachines(count func(ctx context.Context) (map[string]int, error)) Option {
+	return func(s *Server) { s.machines = count }
+}
 
 // WithRateLimit sets the per-token rate limit (DefaultRateLimit otherwise;
 // a zero Rate disables it).
@@ -158,7 +197,7 @@ type route struct {
 func (s *Server) routes() []route {
 	base := []route{
 		{"GET /healthz", "Liveness: 200 while the server runs.", s.health, nil},
-		{"GET /readyz", "Readiness: 200 when the store answers and the control loop works (a replica that leads ticks without failing; one that follows is ready), 503 otherwise.", s.ready, nil},
+		{"GET /readyz", "Readiness: 200 when the store answers and the control loop works (a replica that leads ticks without failing; one that follows is ready), 503 otherwise. The body and the Gpufleet-Replica and Gpufleet-Leader headers name this replica, whether it leads, and the leader.", s.ready, nil},
 		{"GET /api/v1/openapi.json", "This API's OpenAPI 3 document.", s.openapi, nil},
 		{"GET /api/v1/offers", "List the catalog's offers, filtered by gpu and region.", s.listOffers, nil},
 		{"GET /api/v1/offers/{id...}", "One offer by id (provider/region/instance_type).", s.getOffer, nil},
@@ -266,6 +305,20 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	view := ReadyView{Status: "ready", Time: s.clock.Now().UTC()}
+	for _, rd := range s.readiness {
+		rp, ok := rd.(Replica)
+		if !ok {
+			continue
+		}
+		self, leading, leader := rp.Replica()
+		view.Replica, view.Leading = self, leading
+		w.Header().Set("Gpufleet-Replica", self)
+		if leader.Term > 0 {
+			view.Leader = &LeaderView{Replica: leader.Replica, Since: leader.Since.UTC(), Term: leader.Term}
+			w.Header().Set("Gpufleet-Leader", leader.Replica)
+		}
+	}
 	for _, rd := range s.readiness {
 		if err := rd.Ready(); err != nil {
 			s.log.Warn("not ready", "err", err)
@@ -273,7 +326,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "time": s.clock.Now().UTC()})
+	writeJSON(w, http.StatusOK, view)
 }
 
 func (s *Server) listOffers(w http.ResponseWriter, r *http.Request) {

@@ -25,12 +25,19 @@ type TokenInfoView struct {
 	Revoked  time.Time `json:"revoked"`
 	// Active is false once revoked or expired.
 	Active bool `json:"active"`
+	// Kind, Lease and Agent say what an agent token is for: a lease's
+	// join token ("join", claimed by Agent once used) or an agent's own
+	// credential ("agent"); empty for a shared token.
+	Kind  string `json:"kind,omitempty"`
+	Lease string `json:"lease,omitempty"`
+	Agent string `json:"agent,omitempty"`
 }
 
 // NewTokenInfoView renders t as of now.
 func NewTokenInfoView(t *store.Token, now time.Time) TokenInfoView {
 	return TokenInfoView{ID: t.ID, Prefix: t.Prefix, User: t.User, Team: t.Team, Role: string(t.Role), Name: t.Name,
-		Created: t.Created.UTC(), Expires: t.Expires.UTC(), LastUsed: t.LastUsed.UTC(), Revoked: t.Revoked.UTC(), Active: t.Active(now)}
+		Created: t.Created.UTC(), Expires: t.Expires.UTC(), LastUsed: t.LastUsed.UTC(), Revoked: t.Revoked.UTC(), Active: t.Active(now),
+		Kind: string(t.Kind), Lease: t.Lease, Agent: t.Agent}
 }
 
 // TokensPage is the response of GET /api/v1/tokens.

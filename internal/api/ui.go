@@ -14,6 +14,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/billing"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/dashboard"
+	"github.com/gpufleet/gpufleet/internal/ledger"
 	"github.com/gpufleet/gpufleet/internal/policy"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	"github.com/gpufleet/gpufleet/internal/store"
@@ -63,8 +64,8 @@ type Overview struct {
 	// SpendToday and SpendMonth are the fleet's charges incurred in
 	// [DayStart, AsOf) and [MonthStart, AsOf): the bill of GET
 	// /api/v1/reports/usage over the same range, computed by the same
-	// function (billing.UsageReport on LoadUsage), so the two agree to
-	// the micro-unit.
+	// function (billing.UsageReport on LoadUsage, that is ledger.Load),
+	// so the two agree to the micro-unit.
 	SpendToday json.Number `json:"spend_today"`
 	SpendMonth json.Number `json:"spend_month"`
 	// IdleSpendToday and IdleSpendMonth are the idle line of those
@@ -230,16 +231,6 @@ func pct(num, den int64) json.Number {
 	return scaled(core.MulDivHalfEven(num, 10000, den), 100)
 }
 
-// usageOver is billing.UsageReport of in over [from, in.To); an empty
-// range (from at the month's or day's first instant) is an empty report.
-func usageOver(in billing.UsageInput, from time.Time) (billing.UsageTotals, error) {
-	if !in.To.After(from) {
-		return billing.UsageTotals{From: from, To: in.To, Idle: billing.UsageLine{Team: billing.IdleTeam}}, nil
-	}
-	in.From = from
-	return billing.UsageReport(in)
-}
-
 // BuildOverview computes the dashboard's overview from the store as of
 // now. With team set, the queue, budgets, alerts, idle GPUs and job counts
 // are that team's only; spend, utilization and the fleet are the whole
@@ -267,7 +258,7 @@ func BuildOverview(ctx context.Context, st store.Store, cat *pricing.Catalog, no
 		jobs    map[core.JobState]int
 		teams   []core.Team
 		alerts  []store.Alert
-		usage   billing.UsageInput
+		usage   ledger.Month
 		samples []core.Sample
 	)
 	err := st.Tx(ctx, func(tx store.Tx) error {
@@ -297,7 +288,7 @@ func BuildOverview(ctx context.Context, st store.Store, cat *pricing.Catalog, no
 				break
 			}
 		}
-		if usage, err = LoadUsage(ctx, tx, cat, monthStart, now, now); err != nil {
+		if usage, err = ledger.LoadMonth(ctx, tx, cat, now); err != nil {
 			return err
 		}
 		// To is exclusive and the store keeps microseconds: a reading
@@ -309,21 +300,19 @@ func BuildOverview(ctx context.Context, st store.Store, cat *pricing.Catalog, no
 		return Overview{}, fmt.Errorf("overview: %w", err)
 	}
 
-	// Spend, idle spend and budgets: the usage report's, month and day.
-	month, err := usageOver(usage, monthStart)
+	// Spend, idle spend and budgets: the usage report's, month and day;
+	// the budgets' spend is the control loop's too (ledger.MonthToDate).
+	month, err := usage.Totals()
 	if err != nil {
 		return Overview{}, fmt.Errorf("overview: %w", err)
 	}
-	today, err := usageOver(usage, dayStart)
+	today, err := ledger.Over(usage.Input, dayStart)
 	if err != nil {
 		return Overview{}, fmt.Errorf("overview: %w", err)
 	}
 	ov.SpendToday, ov.SpendMonth = Amount(today.Bill), Amount(month.Bill)
 	ov.IdleSpendToday, ov.IdleSpendMonth = Amount(today.Idle.Cost), Amount(month.Idle.Cost)
-	spent := map[string]core.Micros{}
-	for _, l := range month.Lines {
-		spent[l.Team] = l.Cost
-	}
+	spent := ledger.Spent(month)
 	for _, t := range teams {
 		if team != "" && t.ID != team {
 			continue

@@ -450,13 +450,31 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 	// as no acquisition is ever made for it. The offers are those the
 	// loop may rent under the policy (its billing modes), as the loop
 	// judges them.
-	if err := fleet.Feasible(&j, s.policy.Offers(s.catalog.Offers), s.capacity); err != nil {
+	offers, capacity := s.policy.Offers(s.catalog.Offers), s.capacity
+	if s.machines != nil {
+		// A pool of machines (the static provider): only the offers it
+		// has machines of, as many as it has.
+		n, err := s.machines(r.Context())
+		if err != nil {
+			s.internal(w, r, fmt.Errorf("submit: the pool's machines: %w", err))
+			return
+		}
+		offers, capacity = fleet.PoolOffers(offers, n)
+	}
+	if err := fleet.Feasible(&j, offers, capacity); err != nil {
 		var fe *core.FieldError
 		field := ""
 		if errors.As(err, &fe) {
 			field = fe.Field
 		}
-		writeError(w, http.StatusUnprocessableEntity, "unrunnable", field, "no offer can ever run this job: "+err.Error())
+		msg := "no offer can ever run this job: " + err.Error()
+		if s.machines != nil {
+			msg = "no machine of the pool can ever run this job (" + fleet.PoolSummary(offers) + "): " + err.Error()
+			if len(offers) == 0 {
+				msg = "no machine of the pool can ever run this job: no agent with a catalog offer has joined (start gpufleet agent --offer OFFER on a machine, or pin agents to offers in the provider's file)"
+			}
+		}
+		writeError(w, http.StatusUnprocessableEntity, "unrunnable", field, msg)
 		return
 	}
 	job, created, err := s.store.Jobs().SubmitJob(r.Context(), j, key)

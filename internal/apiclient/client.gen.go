@@ -3223,6 +3223,7 @@ type AgentHeartbeatResponse struct {
 		Joined *bool   `json:"joined,omitempty"`
 		Lease  *string `json:"lease,omitempty"`
 		State  *string `json:"state,omitempty"`
+		Token  *string `json:"token,omitempty"`
 	}
 	JSON400     *Error
 	JSON401     *Error
@@ -3788,7 +3789,8 @@ type ListNodesResponse struct {
 	JSON200      *struct {
 		Next  *string `json:"next,omitempty"`
 		Nodes *[]struct {
-			Backlog *int `json:"backlog,omitempty"`
+			Backlog *int    `json:"backlog,omitempty"`
+			Binding *string `json:"binding,omitempty"`
 			Gpus    *[]struct {
 				Index       *int    `json:"index,omitempty"`
 				MemTotalMib *int    `json:"mem_total_mib,omitempty"`
@@ -4220,7 +4222,11 @@ type GetPolicyResponse struct {
 				Action   *string `json:"action,omitempty"`
 
 				// For a duration as Go writes one: 90s, 5m0s, 1h30m0s
-				For *string `json:"for,omitempty"`
+				For    *string `json:"for,omitempty"`
+				Notify *struct {
+					SecretEnv *string `json:"secret_env,omitempty"`
+					Url       *string `json:"url,omitempty"`
+				} `json:"notify,omitempty"`
 
 				// NotifyAfter a duration as Go writes one: 90s, 5m0s, 1h30m0s
 				NotifyAfter *string `json:"notify_after,omitempty"`
@@ -4625,10 +4631,13 @@ type ListTokensResponse struct {
 	JSON200      *struct {
 		Tokens *[]struct {
 			Active   *bool      `json:"active,omitempty"`
+			Agent    *string    `json:"agent,omitempty"`
 			Created  *time.Time `json:"created,omitempty"`
 			Expires  *time.Time `json:"expires,omitempty"`
 			Id       *string    `json:"id,omitempty"`
+			Kind     *string    `json:"kind,omitempty"`
 			LastUsed *time.Time `json:"last_used,omitempty"`
+			Lease    *string    `json:"lease,omitempty"`
 			Name     *string    `json:"name,omitempty"`
 			Prefix   *string    `json:"prefix,omitempty"`
 			Revoked  *time.Time `json:"revoked,omitempty"`
@@ -4717,10 +4726,13 @@ type RevokeTokenResponse struct {
 	HTTPResponse *http.Response
 	JSON200      *struct {
 		Active   *bool      `json:"active,omitempty"`
+		Agent    *string    `json:"agent,omitempty"`
 		Created  *time.Time `json:"created,omitempty"`
 		Expires  *time.Time `json:"expires,omitempty"`
 		Id       *string    `json:"id,omitempty"`
+		Kind     *string    `json:"kind,omitempty"`
 		LastUsed *time.Time `json:"last_used,omitempty"`
+		Lease    *string    `json:"lease,omitempty"`
 		Name     *string    `json:"name,omitempty"`
 		Prefix   *string    `json:"prefix,omitempty"`
 		Revoked  *time.Time `json:"revoked,omitempty"`
@@ -4780,9 +4792,19 @@ func (r HealthResponse) StatusCode() int {
 type ReadyResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
-	JSON200      *map[string]interface{}
-	JSON503      *Error
-	JSONDefault  *Error
+	JSON200      *struct {
+		Leader *struct {
+			Replica *string    `json:"replica,omitempty"`
+			Since   *time.Time `json:"since,omitempty"`
+			Term    *int       `json:"term,omitempty"`
+		} `json:"leader,omitempty"`
+		Leading *bool      `json:"leading,omitempty"`
+		Replica *string    `json:"replica,omitempty"`
+		Status  *string    `json:"status,omitempty"`
+		Time    *time.Time `json:"time,omitempty"`
+	}
+	JSON503     *Error
+	JSONDefault *Error
 }
 
 // Status returns HTTPResponse.Status
@@ -5454,6 +5476,7 @@ func ParseAgentHeartbeatResponse(rsp *http.Response) (*AgentHeartbeatResponse, e
 			Joined *bool   `json:"joined,omitempty"`
 			Lease  *string `json:"lease,omitempty"`
 			State  *string `json:"state,omitempty"`
+			Token  *string `json:"token,omitempty"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
@@ -6573,7 +6596,8 @@ func ParseListNodesResponse(rsp *http.Response) (*ListNodesResponse, error) {
 		var dest struct {
 			Next  *string `json:"next,omitempty"`
 			Nodes *[]struct {
-				Backlog *int `json:"backlog,omitempty"`
+				Backlog *int    `json:"backlog,omitempty"`
+				Binding *string `json:"binding,omitempty"`
 				Gpus    *[]struct {
 					Index       *int    `json:"index,omitempty"`
 					MemTotalMib *int    `json:"mem_total_mib,omitempty"`
@@ -7191,7 +7215,11 @@ func ParseGetPolicyResponse(rsp *http.Response) (*GetPolicyResponse, error) {
 					Action   *string `json:"action,omitempty"`
 
 					// For a duration as Go writes one: 90s, 5m0s, 1h30m0s
-					For *string `json:"for,omitempty"`
+					For    *string `json:"for,omitempty"`
+					Notify *struct {
+						SecretEnv *string `json:"secret_env,omitempty"`
+						Url       *string `json:"url,omitempty"`
+					} `json:"notify,omitempty"`
 
 					// NotifyAfter a duration as Go writes one: 90s, 5m0s, 1h30m0s
 					NotifyAfter *string `json:"notify_after,omitempty"`
@@ -7818,10 +7846,13 @@ func ParseListTokensResponse(rsp *http.Response) (*ListTokensResponse, error) {
 		var dest struct {
 			Tokens *[]struct {
 				Active   *bool      `json:"active,omitempty"`
+				Agent    *string    `json:"agent,omitempty"`
 				Created  *time.Time `json:"created,omitempty"`
 				Expires  *time.Time `json:"expires,omitempty"`
 				Id       *string    `json:"id,omitempty"`
+				Kind     *string    `json:"kind,omitempty"`
 				LastUsed *time.Time `json:"last_used,omitempty"`
+				Lease    *string    `json:"lease,omitempty"`
 				Name     *string    `json:"name,omitempty"`
 				Prefix   *string    `json:"prefix,omitempty"`
 				Revoked  *time.Time `json:"revoked,omitempty"`
@@ -8008,10 +8039,13 @@ func ParseRevokeTokenResponse(rsp *http.Response) (*RevokeTokenResponse, error) 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
 			Active   *bool      `json:"active,omitempty"`
+			Agent    *string    `json:"agent,omitempty"`
 			Created  *time.Time `json:"created,omitempty"`
 			Expires  *time.Time `json:"expires,omitempty"`
 			Id       *string    `json:"id,omitempty"`
+			Kind     *string    `json:"kind,omitempty"`
 			LastUsed *time.Time `json:"last_used,omitempty"`
+			Lease    *string    `json:"lease,omitempty"`
 			Name     *string    `json:"name,omitempty"`
 			Prefix   *string    `json:"prefix,omitempty"`
 			Revoked  *time.Time `json:"revoked,omitempty"`
@@ -8133,7 +8167,17 @@ func ParseReadyResponse(rsp *http.Response) (*ReadyResponse, error) {
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest map[string]interface{}
+		var dest struct {
+			Leader *struct {
+				Replica *string    `json:"replica,omitempty"`
+				Since   *time.Time `json:"since,omitempty"`
+				Term    *int       `json:"term,omitempty"`
+			} `json:"leader,omitempty"`
+			Leading *bool      `json:"leading,omitempty"`
+			Replica *string    `json:"replica,omitempty"`
+			Status  *string    `json:"status,omitempty"`
+			Time    *time.Time `json:"time,omitempty"`
+		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

@@ -108,6 +108,10 @@ var layers = map[string]struct{ allowed, banned []string }{
 	// deciding is the server's, so no decision package, and it reaches
 	// the server only through its wire protocol.
 	"agent": {banned: append([]string{"store", "server", "api", "sim", "dashboard"}, decision...)},
+	// The ledger is read by the API (usage report, dashboard) and by
+	// the control loop (team budgets): it sits below both, on the
+	// store and billing only.
+	"ledger": {allowed: []string{"core", "billing", "pricing", "store", "ledger"}},
 	// Decision packages are pure: they reach no layer that does I/O.
 	"sched":   {banned: ioLayers},
 	"fleet":   {banned: ioLayers},

@@ -152,6 +152,11 @@ type Sample struct {
 	MemTotalMiB int64
 	PowerW      int
 	TempC       int
+	// Procs is, for each run placed on the GPU (the agent's run ID), how
+	// many of the GPU's compute processes are the run's; nil when the GPU
+	// source does not list processes. A run at 0 while its unit runs is
+	// a zombie in the making (fleet.Ladder's NoProcess).
+	Procs map[string]int
 }
 
 // Event is a state change or a decision with its reason, for audit and

@@ -8,6 +8,28 @@ import "time"
 // persists core types only.
 type Usage map[string]int64
 
+// DemandPoint is the fleet's demand from At until the next point: the
+// GPU share allocated to running work plus the share of work waiting for
+// a machine, in milli-GPUs. The engine keeps a few days of them to price
+// committed terms on (fleet.Outlook); it lives here because the store
+// keeps them across restarts and the store persists core types only.
+type DemandPoint struct {
+	At    time.Time
+	Milli int64
+}
+
+// Refusal is an offer's billing mode that the provider refused to rent
+// for lack of capacity: the fleet asks for it again no sooner than Until
+// (fleet.Refused). Wait is the interval that set Until; the next refusal
+// doubles it. It lives here because the store keeps the refusals across
+// restarts and the store persists core types only.
+type Refusal struct {
+	Offer string
+	Mode  BillingMode
+	Until time.Time
+	Wait  time.Duration
+}
+
 // Rung is a step of the idle ladder.
 type Rung int
 

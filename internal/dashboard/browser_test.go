@@ -69,7 +69,7 @@ func startSystem(t *testing.T) *system {
 	if err != nil {
 		t.Fatal(err)
 	}
-	loop, err := server.NewLoop(server.Config{Store: st, Provider: cloud, Offers: offers(), Engine: engine.Config{}, Clock: clk, Log: log, Tick: 5 * time.Second})
+	loop, err := server.NewLoop(server.Config{Store: st, Provider: cloud, Offers: offers(), Engine: engine.Config{}, Executor: server.VirtualTime{}, Clock: clk, Log: log, Tick: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -144,11 +144,14 @@ func (u *Unit) stop(now time.Time, state core.JobState) {
 
 // Apply performs d on st as the actuator does once its provider calls
 // succeed: units start, stop and wait; leases are requested and released.
+// First it records the recent demand and the fair-share history up to
+// d.Now (State.Demand, State.History: history.go).
 // It returns the leases it created for the acquisitions, in state
 // requested, for the caller to ask the provider for.
 func Apply(st *State, d Decisions) []*Lease {
 	now := d.Now
 	recordDemand(st, now, d.DemandMilli)
+	recorded := recordHistory(st, now, d.HalfLife)
 	ix := indexFor(st, &d)
 	// Every change to a unit goes through st.leave before and st.enter
 	// after, which keep the live view (view.go).
@@ -201,6 +204,7 @@ func Apply(st *State, d Decisions) []*Lease {
 			}
 		}
 		l.State, l.End = core.LeaseReleased, now
+		st.freed(l)
 		st.ended()
 	}
 	var created []*Lease
@@ -210,7 +214,11 @@ func Apply(st *State, d Decisions) []*Lease {
 			continue
 		}
 		st.NextID++
-		l := &Lease{Lease: core.Lease{ID: fmt.Sprintf("L%d", st.NextID), OfferID: a.Offer.ID, Mode: a.Mode, State: core.LeaseRequested}, Offer: a.Offer, Plan: p, node: -1}
+		prefix := "L"
+		if a.Joined {
+			prefix = JoinedPrefix
+		}
+		l := &Lease{Lease: core.Lease{ID: fmt.Sprintf("%s%d", prefix, st.NextID), OfferID: a.Offer.ID, Mode: a.Mode, State: core.LeaseRequested}, Offer: a.Offer, Plan: p, node: -1}
 		l.ClientToken, l.For = l.ID, a.For
 		st.Leases = append(st.Leases, l)
 		created = append(created, l)
@@ -240,6 +248,7 @@ func Apply(st *State, d Decisions) []*Lease {
 		countRuns(st) // no live view keeps the count
 	}
 	markIdle(st, now)
+	noteUse(st, recorded)
 	return created
 }
 
@@ -276,12 +285,37 @@ func markIdle(st *State, now time.Time) {
 }
 
 // OnLaunched records the provider's launch (billing starts) of a lease.
+// Its offer's mode has room again: a refusal of it is forgotten.
 func OnLaunched(st *State, leaseID, providerID string, at time.Time) {
 	if l := st.lease(leaseID); l != nil && l.State == core.LeaseRequested {
 		l.State, l.Start, l.ProviderID = core.LeaseProvisioning, at, providerID
 		if l.Plan.Committed() {
 			l.CommittedEnd = at.Add(time.Duration(l.Plan.Term) * time.Second)
 		}
+		if len(st.Refused) > 0 {
+			st.Refused = fleet.Launched(st.Refused, l.OfferID, l.Mode)
+		}
+	}
+}
+
+// OnRefused records a lease the provider refused to launch for lack of
+// capacity (provider.ErrCapacity): the lease fails, as OnFailed, and its
+// offer's mode is not rented again until the refusal's wait is over or a
+// machine of the offer ends (fleet.Refused).
+func OnRefused(st *State, leaseID string, at time.Time) {
+	if l := st.lease(leaseID); l != nil && !l.State.Final() {
+		if l.Start.IsZero() {
+			st.Refused = fleet.Refused(st.Refused, l.OfferID, l.Mode, at)
+		}
+		OnFailed(st, leaseID, at)
+	}
+}
+
+// freed notes that l, a machine that was launched, ended: its place at
+// the provider is free, so refusals of its offer no longer hold.
+func (st *State) freed(l *Lease) {
+	if len(st.Refused) > 0 && !l.Start.IsZero() {
+		st.Refused = fleet.Freed(st.Refused, l.OfferID)
 	}
 }
 
@@ -297,6 +331,7 @@ func OnReady(st *State, leaseID string, at time.Time) {
 func OnFailed(st *State, leaseID string, at time.Time) {
 	if l := st.lease(leaseID); l != nil && !l.State.Final() {
 		l.State, l.End = core.LeaseFailed, at
+		st.freed(l)
 		st.Changed()
 		st.ended()
 	}
@@ -344,6 +379,7 @@ func OnReclaimed(st *State, leaseID string, now time.Time) {
 		u.Reclaims++
 	}
 	l.State, l.End = core.LeaseReclaimed, now
+	st.freed(l)
 	st.ended()
 }
 

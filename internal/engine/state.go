@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strings"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/billing"
@@ -73,24 +74,56 @@ type Unit struct {
 	// where says which of its lists holds the unit (view.go).
 	seq   uint64
 	where place
+	// useI is its index in the view's allocation per team and class, plus
+	// one (0: none), as last found (history.go: addUse checks it).
+	useI int
 }
+
+// JoinedPrefix starts the id of a lease Step decided on a joined
+// machine (State.Joined) rather than a rented one ("L"): the provider
+// hands it a machine whose agent is already there, and a restarted loop
+// still knows which the lease asked for.
+const JoinedPrefix = "J"
+
+// IsJoinedLease reports whether lease id was decided on a joined machine.
+func IsJoinedLease(id string) bool { return strings.HasPrefix(id, JoinedPrefix) }
 
 // State is everything the engine knows.
 type State struct {
-	Offers    []core.Offer
-	Leases    []*Lease
-	Units     []*Unit
-	Teams     []core.Team
-	Spent     map[string]core.Micros
+	Offers []core.Offer
+	Leases []*Lease
+	Units  []*Unit
+	Teams  []core.Team
+	Spent  map[string]core.Micros
+	// History is each team's decayed past use per GPU class, in
+	// milli-GPU-seconds, for fair share: Apply keeps it (history.go),
+	// decayed by the half-life of its decisions and counted up to
+	// HistoryAt, the Now of the last Apply that recorded it (zero: none
+	// yet; the next Apply starts the count). A caller that keeps the
+	// state across restarts keeps both.
 	History   map[string]sched.Usage
+	HistoryAt time.Time
 	TimeOfUse *core.TimeOfUse
 	Readings  []fleet.GPUReading
 	Ladder    map[string]fleet.LadderState
+	// Joined are the machines whose agents joined by hand with an offer
+	// and wait, unbound, for a lease (the loop sets it each tick from
+	// its provider; nil: none). Step leases them for waiting work before
+	// renting anything (fleet.AcquireJoined), under ids that start with
+	// JoinedPrefix.
+	Joined []fleet.Joined
 	// NextID numbers new leases deterministically.
 	NextID int
 	// Demand is the fleet's recent demand (fleet.DemandKeep of it, oldest
 	// first), recorded by Apply: what committed terms are priced on.
 	Demand []fleet.DemandPoint
+	// Refused are the offers' modes the provider lately refused for
+	// capacity, in offer and mode order (fleet.Refused): Step rents none
+	// while it holds. OnRefused records a refusal, OnLaunched clears its
+	// offer's mode, and a machine of the offer that ends (Apply's
+	// releases, OnReclaimed, OnFailed) clears its offer. A caller that
+	// keeps the state across restarts keeps it.
+	Refused []core.Refusal
 	// shapesOf is the offer list machineShapes was computed from.
 	shapesOf      []core.Offer
 	machineShapes sched.MachineShapes

@@ -68,6 +68,12 @@ type Decisions struct {
 	// share still waiting for a machine: Apply records it in the state's
 	// demand history.
 	DemandMilli int64
+	// HalfLife is the fair-share half-life Step decided under
+	// (sched.Config.FairShareHalfLife): Apply decays State.History by it
+	// and records the use since State.HistoryAt (history.go), so the
+	// history Step's scheduler reads is the one Apply keeps. Zero
+	// (decisions not made by Step): Apply records no history.
+	HalfLife time.Duration
 }
 
 // view is the scheduler's picture of the state: the ready leases as
@@ -104,6 +110,13 @@ type view struct {
 	// run since.
 	now    time.Time
 	filled bool
+	// use is the milli-GPU the running units hold per team and GPU class
+	// (useKeys[i] is the team and class of use[i], useIx the index of
+	// each): the fair-share history's count (history.go). Keys are only
+	// ever added, so an index stays valid across rebuilds.
+	use     []int64
+	useKeys []teamClass
+	useIx   map[teamClass]int
 }
 
 // scratch holds the live view and the buffers Step works in, kept in the
@@ -135,6 +148,12 @@ type scratch struct {
 	byIDIDs []string
 	// sched is the scheduler's own working space.
 	sched sched.Scratch
+	// used is v.use as the last Apply left it, valid (usedOK) while
+	// usedAt is State.HistoryAt: the allocation in force since then
+	// (history.go).
+	used   []int64
+	usedAt time.Time
+	usedOK bool
 }
 
 // scratchOf returns st's scratch space, made on first use.
@@ -171,8 +190,10 @@ func (sc *scratch) rebuild(st *State, now time.Time, register bool) {
 	gen := st.stampLeases()
 	sc.v = view{nodes: old.nodes[:0], leaseOf: old.leaseOf[:0], cost: old.cost[:0], paid: old.paid[:0], alloc: old.alloc[:0], on: old.on[:0], end: old.end[:0],
 		running: old.running[:0], runningOf: old.runningOf[:0], queue: old.queue[:0], pending: old.pending[:0], pendingOf: old.pendingOf[:0],
-		latest: old.latest, units: old.units, sparse: old.sparse, now: now}
+		latest: old.latest, units: old.units, sparse: old.sparse, now: now,
+		use: old.use, useKeys: old.useKeys, useIx: old.useIx}
 	v := &sc.v
+	clear(v.use)
 	gpuTotal := 0
 	for _, l := range st.Leases {
 		gpuTotal += l.Offer.GPUs
@@ -228,12 +249,16 @@ func (sc *scratch) rebuild(st *State, now time.Time, register bool) {
 				}
 				if l == nil || l.node < 0 {
 					ok = false // on a machine leaving the fleet: not schedulable capacity
+					continue
 				}
-				if ok {
-					parts = append(parts, sched.Part{Node: l.node, GPUs: u.Parts[i].GPUs})
-				}
+				parts = append(parts, sched.Part{Node: l.node, GPUs: u.Parts[i].GPUs})
 			}
 			if !ok {
+				// Not an allocation the scheduler may preempt or move, but
+				// the GPUs it holds on nodes (a gang with a machine under a
+				// reclaim notice) are held until its run ends: taken, or
+				// other work would be placed on them.
+				v.take(u, parts[first:])
 				parts = parts[:first]
 				break
 			}
@@ -361,7 +386,7 @@ func (st *State) shapes() sched.MachineShapes {
 func Step(st *State, now time.Time, cfg Config) Decisions {
 	v := build(st, now)
 	sc := st.scratchOf()
-	d := Decisions{Now: now}
+	d := Decisions{Now: now, HalfLife: cfg.Sched.FairShareHalfLife()}
 	if len(v.pending) > 0 {
 		v.fill() // Schedule decides nothing without pending work
 	}
@@ -465,12 +490,22 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 		machines = append(machines, fleet.Machine{Lease: &l.Lease, Offer: l.Offer, Plan: l.Plan, ReadyAt: l.ReadyAt, AllocMilli: a, IdleSince: idle, ReclaimAt: l.ReclaimAt, For: l.For, Paid: &l.paidNow})
 	}
 	sc.machines = machines
-	d.Acquire = append(d.Acquire, fleet.ReservedBase(now, machines, st.Offers, cfg.Fleet)...)
+	d.Acquire = append(d.Acquire, fleet.ReservedBase(now, machines, st.Offers, st.Refused, cfg.Fleet)...)
 	// Acquire rents only for waiting work: with none (most steps) it has
 	// nothing to decide, and its set-up — the machines on their way, the
 	// budgets, the outlook — is skipped.
-	if !cfg.NoAcquire && len(sd.Waiting) > 0 {
-		d.Acquire = append(d.Acquire, fleet.Acquire(now, demand(v, sd.Waiting, now), machines, st.Offers, budgets(st), d.UtilBP, fleet.NewOutlook(now, st.Demand), cfg.Fleet)...)
+	if len(sd.Waiting) > 0 {
+		waiting := demand(v, sd.Waiting, now)
+		// Machines that joined by hand are there already: waiting work
+		// takes them before anything is rented.
+		if len(st.Joined) > 0 {
+			var joined []fleet.Acquisition
+			joined, waiting = fleet.AcquireJoined(now, waiting, st.Joined, budgets(st), cfg.Fleet)
+			d.Acquire = append(d.Acquire, joined...)
+		}
+		if !cfg.NoAcquire && len(waiting) > 0 {
+			d.Acquire = append(d.Acquire, fleet.Acquire(now, waiting, machines, st.Offers, budgets(st), d.UtilBP, fleet.NewOutlook(now, st.Demand), st.Refused, cfg.Fleet)...)
+		}
 	}
 	for _, a := range d.Acquire {
 		event("acquire", a.Offer.ID, a.Reason)

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"github.com/gpufleet/gpufleet/internal/capacity"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -39,8 +40,9 @@ const (
 	// outOfView: neither running nor waiting (finished, cancelled, new).
 	outOfView place = iota
 	// countedOnly: running, its parts counted in Lease.runs, but not all
-	// of them on nodes (a machine leaving the fleet), so not scheduled
-	// capacity.
+	// of them on nodes (a machine leaving the fleet), so not in the
+	// running list (neither preempted nor moved); its share of the parts
+	// that are on nodes is taken from them all the same (heldParts).
 	countedOnly
 	// inRunning: in the view's running list, its share taken from nodes.
 	inRunning
@@ -126,6 +128,7 @@ func (v *view) enter(u *Unit, leases map[string]*Lease) {
 		}
 		u.where = countedOnly
 		if !onNodes {
+			v.take(u, heldParts(u))
 			return
 		}
 		u.where = inRunning
@@ -160,6 +163,7 @@ func (v *view) leave(u *Unit) bool {
 			}
 		}
 		if where == countedOnly {
+			v.give(u, heldParts(u))
 			return true
 		}
 		i := bySeq(v.runningOf, u.seq) - 1
@@ -179,6 +183,22 @@ func (v *view) leave(u *Unit) bool {
 	return true
 }
 
+// heldParts are the parts of a countedOnly unit that are on nodes, by
+// its leases as last resolved (Unit.on): the GPUs it holds that the
+// scheduler could otherwise place on. A part on a machine leaving the
+// fleet is not a node's; the others are, and stay taken until the run
+// ends (a gang of several machines, one of them under a reclaim notice,
+// runs on the others until the reclaim).
+func heldParts(u *Unit) []sched.Part {
+	var parts []sched.Part
+	for i, l := range u.on {
+		if l != nil && l.node >= 0 && i < len(u.Parts) {
+			parts = append(parts, sched.Part{Node: l.node, GPUs: u.Parts[i].GPUs})
+		}
+	}
+	return parts
+}
+
 // bySeq is the position in units (ordered by seq) of the first unit
 // numbered after seq.
 func bySeq(units []*Unit, seq uint64) int {
@@ -193,6 +213,7 @@ func (v *view) take(u *Unit, parts []sched.Part) {
 	for _, p := range parts {
 		occupy(&v.nodes[p.Node], r, p.GPUs)
 		v.alloc[p.Node] += core.Milli(len(p.GPUs)) * r.MilliPerGPU
+		v.addUse(u, p.Node, int64(len(p.GPUs))*int64(r.MilliPerGPU))
 		v.on[p.Node] = append(v.on[p.Node], u)
 		if known && end.After(v.end[p.Node]) {
 			v.end[p.Node] = end
@@ -222,6 +243,7 @@ func (v *view) give(u *Unit, parts []sched.Part) {
 		n := &v.nodes[p.Node]
 		on := v.on[p.Node]
 		v.alloc[p.Node] -= core.Milli(len(p.GPUs)) * r.MilliPerGPU
+		v.addUse(u, p.Node, -int64(len(p.GPUs))*int64(r.MilliPerGPU))
 		if err := capacity.Give(n, r, p.GPUs); err != nil {
 			panic("engine: GPU capacity accounting broken on " + n.LeaseID + ": " + err.Error())
 		}
@@ -363,6 +385,9 @@ func checkView(st *State, now time.Time) {
 	if !slices.Equal(live.queue, f.queue) || !slices.Equal(live.pendingOf, f.pendingOf) || !reflect.DeepEqual(live.pending, f.pending) && len(live.pending)+len(f.pending) > 0 {
 		diff("queue: %d units, %d pending; fresh %d and %d", len(live.queue), len(live.pending), len(f.queue), len(f.pending))
 	}
+	if a, b := live.useByKey(), f.useByKey(); !maps.Equal(a, b) {
+		diff("allocation per team and class: %v, fresh %v", a, b)
+	}
 	live.fill()
 	f.fill()
 	if !slices.Equal(live.paid, f.paid) {
@@ -371,4 +396,15 @@ func checkView(st *State, now time.Time) {
 	if len(diffs) > 0 {
 		panic(fmt.Sprintf("engine: the live view at %s differs from a fresh build:\n%s", now.UTC().Format(time.RFC3339), strings.Join(diffs, "\n")))
 	}
+}
+
+// useByKey is v.use by team and class, without the zero counts.
+func (v *view) useByKey() map[teamClass]int64 {
+	out := map[teamClass]int64{}
+	for i, m := range v.use {
+		if m != 0 {
+			out[v.useKeys[i]] = m
+		}
+	}
+	return out
 }

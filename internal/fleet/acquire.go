@@ -31,6 +31,9 @@ type Acquisition struct {
 	ExpectedCost     core.Micros
 	PerUsefulGPUHour core.Micros
 	Reason           string
+	// Joined: the machine is one that joined by its agent and waits
+	// (AcquireJoined), not one to rent.
+	Joined bool
 }
 
 // Budget is what Acquire needs to know of a team's money.
@@ -65,9 +68,13 @@ type option struct {
 // into them before anything new is rented, so a queue that waits for a
 // machine to boot does not rent another each step. fleetUtilBP is the
 // current allocated share of paid GPUs. out, if not nil, is the recent
-// demand committed terms are priced on (see Outlook).
-func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.Offer, budgets map[string]Budget, fleetUtilBP int64, out *Outlook, cfg Config) []Acquisition {
+// demand committed terms are priced on (see Outlook). refused are the
+// offers' modes the provider lately refused for capacity (Refused): one
+// held at now is not rented, and the work goes to the next cheapest
+// admissible offer and mode, or waits.
+func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.Offer, budgets map[string]Budget, fleetUtilBP int64, out *Outlook, refused []core.Refusal, cfg Config) []Acquisition {
 	cfg = cfg.Defaults()
+	skip := held(refused, now)
 	ds := append([]Demand(nil), demand...)
 	sort.SliceStable(ds, func(i, j int) bool {
 		a, b := ds[i].Unit.Job, ds[j].Unit.Job
@@ -118,7 +125,7 @@ func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.O
 		if packInto(pool, d) {
 			continue
 		}
-		opt, ok := bestOption(now, d, offers, out, committed, cfg)
+		opt, ok := bestOption(now, d, offers, out, committed, skip, cfg)
 		if !ok {
 			continue
 		}
@@ -294,7 +301,12 @@ func admissible(o *core.Offer, mode core.BillingMode, d Demand) bool {
 // the same footing: a weekly term wins only when the work fills enough of
 // the week. Spot carries the expected cost of redoing work lost to
 // reclaims. Work with a deadline rejects offers that cannot start in time.
-func bestOption(now time.Time, d Demand, offers []core.Offer, out *Outlook, committed int64, cfg Config) (option, bool) {
+// An offer's mode skip says (when not nil) is not weighed: one refused
+// for capacity, which the provider is not asked for again yet. It still
+// counts as admissible for the spanning rule (a gang spans machines only
+// when no admissible offer holds it whole), so that what is rented
+// meanwhile is what the scheduler can use.
+func bestOption(now time.Time, d Demand, offers []core.Offer, out *Outlook, committed int64, skip func(string, core.BillingMode) bool, cfg Config) (option, bool) {
 	j := d.Unit.Job
 	dur := j.EstDuration
 	if dur <= 0 {
@@ -318,7 +330,7 @@ func bestOption(now time.Time, d Demand, offers []core.Offer, out *Outlook, comm
 		o := &offers[i]
 		for pi := range o.Plans {
 			p := &o.Plans[pi]
-			if !admissible(o, p.Mode, d) || o.GPUs < min(j.Request.GPUs, largest) {
+			if !admissible(o, p.Mode, d) || o.GPUs < min(j.Request.GPUs, largest) || skip != nil && skip(o.ID, p.Mode) {
 				continue
 			}
 			delay := cfg.delay(o.ID)

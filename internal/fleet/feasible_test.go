@@ -100,7 +100,7 @@ func TestFeasibleAgreesWithAcquire(t *testing.T) {
 		}
 		d := Demand{Unit: demandFor("j", core.TierRegular, time.Hour, false).Unit, Since: now.Add(-2 * time.Hour)}
 		d.Unit.Job = j
-		rented := len(Acquire(now, []Demand{d}, nil, feasibleOffers(), nil, 0, nil, Config{})) > 0
+		rented := len(Acquire(now, []Demand{d}, nil, feasibleOffers(), nil, 0, nil, nil, Config{})) > 0
 		if err := Feasible(j, feasibleOffers(), nil); (err == nil) != rented {
 			t.Fatalf("case %d: job %+v: Feasible %v, Acquire rented %v", i, j.Request, err, rented)
 		}

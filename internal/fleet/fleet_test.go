@@ -50,7 +50,7 @@ func TestAcquireChoosesCheapestPerUsefulGPUHour(t *testing.T) {
 			if tc.budget != nil {
 				budgets["t"] = *tc.budget
 			}
-			acq := Acquire(now, []Demand{tc.d}, nil, offers(), budgets, 0, nil, Config{})
+			acq := Acquire(now, []Demand{tc.d}, nil, offers(), budgets, 0, nil, nil, Config{})
 			if !tc.acquired {
 				if len(acq) != 0 {
 					t.Fatalf("acquired %+v past the budget", acq)
@@ -67,16 +67,16 @@ func TestAcquireChoosesCheapestPerUsefulGPUHour(t *testing.T) {
 func TestAcquireWaitsForTargetAndCountsProvisioning(t *testing.T) {
 	d := demandFor("a", core.TierOffline, time.Hour, false)
 	d.Since = now.Add(-10 * time.Minute) // offline target is an hour
-	if acq := Acquire(now, []Demand{d}, nil, offers(), nil, 0, nil, Config{}); len(acq) != 0 {
+	if acq := Acquire(now, []Demand{d}, nil, offers(), nil, 0, nil, nil, Config{}); len(acq) != 0 {
 		t.Errorf("acquired before the offline wait target: %+v", acq)
 	}
-	if acq := Acquire(now, []Demand{d}, nil, offers(), nil, 9000, nil, Config{}); len(acq) != 1 {
+	if acq := Acquire(now, []Demand{d}, nil, offers(), nil, 9000, nil, nil, Config{}); len(acq) != 1 {
 		t.Errorf("utilization above scale-out did not acquire ahead of the target: %+v", acq)
 	}
 	o := offers()[1]
 	booting := Machine{Lease: &core.Lease{ID: "L1", Mode: core.OnDemand, State: core.LeaseProvisioning}, Offer: &o, Plan: &o.Plans[0]}
 	d.Since = now.Add(-2 * time.Hour)
-	if acq := Acquire(now, []Demand{d}, []Machine{booting}, offers(), nil, 0, nil, Config{}); len(acq) != 0 {
+	if acq := Acquire(now, []Demand{d}, []Machine{booting}, offers(), nil, 0, nil, nil, Config{}); len(acq) != 0 {
 		t.Errorf("acquired again while a machine for it boots: %+v", acq)
 	}
 }
@@ -89,7 +89,7 @@ func TestAcquireNothingWithoutDemand(t *testing.T) {
 	booting := Machine{Lease: &core.Lease{ID: "L1", Mode: core.OnDemand, State: core.LeaseProvisioning}, Offer: &o, Plan: &o.Plans[0]}
 	out := NewOutlook(now, []DemandPoint{{At: now.Add(-6 * time.Hour), Milli: 64000}})
 	for _, util := range []int64{0, 9000, 10000} {
-		if acq := Acquire(now, nil, []Machine{booting}, offers(), map[string]Budget{"a": {Limit: 1}}, util, out, Config{}); len(acq) != 0 {
+		if acq := Acquire(now, nil, []Machine{booting}, offers(), map[string]Budget{"a": {Limit: 1}}, util, out, nil, Config{}); len(acq) != 0 {
 			t.Errorf("utilization %d bp, no demand: acquired %+v", util, acq)
 		}
 	}
@@ -105,19 +105,19 @@ func TestAcquireDeadline(t *testing.T) {
 	d.Unit.Job.Deadline = now.Add(time.Hour + 2*time.Minute)
 	// The V100 is cheaper but boots in 5 minutes; the A100 in 1.
 	cfg := Config{ProvisioningDelay: map[string]time.Duration{"v100-od": 5 * time.Minute, "a100-od": time.Minute}}
-	acq := Acquire(now, []Demand{d}, nil, offers(), nil, 0, nil, cfg)
+	acq := Acquire(now, []Demand{d}, nil, offers(), nil, 0, nil, nil, cfg)
 	if len(acq) != 1 || acq[0].Offer.ID != "a100-od" || strings.Contains(acq[0].Reason, "deadline") {
 		t.Errorf("want the A100 that makes the deadline, got %+v", acq)
 	}
 	// Neither makes it: the one that finishes first, and the reason says so.
 	cfg.ProvisioningDelay["a100-od"] = 4 * time.Minute
-	acq = Acquire(now, []Demand{d}, nil, offers(), nil, 0, nil, cfg)
+	acq = Acquire(now, []Demand{d}, nil, offers(), nil, 0, nil, nil, cfg)
 	if len(acq) != 1 || acq[0].Offer.ID != "a100-od" || !strings.Contains(acq[0].Reason, "no admissible offer can finish by the deadline") {
 		t.Errorf("want the earliest finish past the deadline, got %+v", acq)
 	}
 	// A deadline already passed still gets a machine.
 	d.Unit.Job.Deadline = now.Add(-time.Hour)
-	if acq := Acquire(now, []Demand{d}, nil, offers(), nil, 0, nil, cfg); len(acq) != 1 {
+	if acq := Acquire(now, []Demand{d}, nil, offers(), nil, 0, nil, nil, cfg); len(acq) != 1 {
 		t.Errorf("a job past its deadline was not given a machine: %+v", acq)
 	}
 }
@@ -217,7 +217,7 @@ func TestAcquireGangOnceWhileBooting(t *testing.T) {
 	for _, cfg := range []Config{{}, {NoPacking: true}} {
 		d := demandFor("gang", core.TierCore, time.Hour, false)
 		d.Unit.Job.Request.GPUs = 20
-		acq := Acquire(now, []Demand{d}, nil, o8, nil, 0, nil, cfg)
+		acq := Acquire(now, []Demand{d}, nil, o8, nil, 0, nil, nil, cfg)
 		if len(acq) != 3 {
 			t.Fatalf("NoPacking=%v: a 20-GPU gang on 8-GPU machines rented %d machines, want 3", cfg.NoPacking, len(acq))
 		}
@@ -225,7 +225,7 @@ func TestAcquireGangOnceWhileBooting(t *testing.T) {
 		for i, a := range acq {
 			booting = append(booting, Machine{Lease: &core.Lease{ID: fmt.Sprint("L", i), Mode: a.Mode, State: core.LeaseProvisioning}, Offer: a.Offer, Plan: &a.Offer.Plans[0], For: a.For})
 		}
-		if again := Acquire(now.Add(time.Minute), []Demand{d}, booting, o8, nil, 0, nil, cfg); len(again) != 0 {
+		if again := Acquire(now.Add(time.Minute), []Demand{d}, booting, o8, nil, 0, nil, nil, cfg); len(again) != 0 {
 			t.Errorf("NoPacking=%v: rented %d more machines while the gang's three boot", cfg.NoPacking, len(again))
 		}
 		// Another unit: it shares the room left on the machines booting
@@ -235,7 +235,7 @@ func TestAcquireGangOnceWhileBooting(t *testing.T) {
 		if cfg.NoPacking {
 			want = 1
 		}
-		if got := Acquire(now.Add(time.Minute), []Demand{d, other}, booting, o8, nil, 0, nil, cfg); len(got) != want {
+		if got := Acquire(now.Add(time.Minute), []Demand{d, other}, booting, o8, nil, 0, nil, nil, cfg); len(got) != want {
 			t.Errorf("NoPacking=%v: another unit rented %d machines, want %d", cfg.NoPacking, len(got), want)
 		}
 	}

@@ -8,13 +8,9 @@ import (
 	"github.com/gpufleet/gpufleet/internal/core"
 )
 
-// DemandPoint is the fleet's demand from At until the next point: the
-// GPU share allocated to running work plus the share of work waiting for
-// a machine, in milli-GPUs.
-type DemandPoint struct {
-	At    time.Time
-	Milli int64
-}
+// DemandPoint is the fleet's demand from At until the next point
+// (core.DemandPoint, which the store keeps across restarts).
+type DemandPoint = core.DemandPoint
 
 // DemandKeep is how much demand history the engine keeps: the longest
 // window an Outlook looks back over, a week, and a day to spare.

@@ -12,7 +12,7 @@ import (
 func TestOutlookAbove(t *testing.T) {
 	h := time.Hour
 	// 8 GPUs for 6 hours, 16 for 2, then 4 until now (4 hours).
-	pts := []DemandPoint{{now.Add(-12 * h), 8000}, {now.Add(-6 * h), 16000}, {now.Add(-4 * h), 4000}}
+	pts := []DemandPoint{{At: now.Add(-12 * h), Milli: 8000}, {At: now.Add(-6 * h), Milli: 16000}, {At: now.Add(-4 * h), Milli: 4000}}
 	o := NewOutlook(now, pts)
 	for _, tc := range []struct {
 		level       int64
@@ -52,10 +52,10 @@ func TestAcquirePricesTermsOnRecentDemand(t *testing.T) {
 	}
 	d := demandFor("burst", core.TierCore, 30*time.Minute, false)
 	d.Unit.Job.Request.GPUs = 8
-	busy := NewOutlook(now, []DemandPoint{{now.Add(-24 * time.Hour), 20000}})
+	busy := NewOutlook(now, []DemandPoint{{At: now.Add(-24 * time.Hour), Milli: 20000}})
 	pick := func(out *Outlook, machines []Machine, cfg Config) Acquisition {
 		t.Helper()
-		acq := Acquire(now, []Demand{d}, machines, os, nil, 0, out, cfg)
+		acq := Acquire(now, []Demand{d}, machines, os, nil, 0, out, nil, cfg)
 		if len(acq) != 1 {
 			t.Fatalf("acquired %+v, want one machine", acq)
 		}

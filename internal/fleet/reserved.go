@@ -12,8 +12,9 @@ import (
 // ReservedBase returns the acquisitions that bring the committed base up
 // to cfg.Reserved: per GPU model, machines on cfg.ReservedMode from the
 // offer with the cheapest term bill per GPU. Live machines of the model on
-// a committed plan count toward the base.
-func ReservedBase(now time.Time, machines []Machine, offers []core.Offer, cfg Config) []Acquisition {
+// a committed plan count toward the base. An offer's mode refused holds
+// at now (Refused) is passed over for the next cheapest, if any.
+func ReservedBase(now time.Time, machines []Machine, offers []core.Offer, refused []core.Refusal, cfg Config) []Acquisition {
 	cfg = cfg.Defaults()
 	if len(cfg.Reserved) == 0 {
 		return nil // no base to keep (most policies): skip counting the fleet
@@ -36,7 +37,7 @@ func ReservedBase(now time.Time, machines []Machine, offers []core.Offer, cfg Co
 		if have[model] >= want {
 			continue
 		}
-		best, bestPer := reservedOffer(now, model, cfg.ReservedMode, offers)
+		best, bestPer := reservedOffer(now, model, cfg.ReservedMode, offers, held(refused, now))
 		if best == nil {
 			continue
 		}
@@ -52,17 +53,19 @@ func ReservedBase(now time.Time, machines []Machine, offers []core.Offer, cfg Co
 // mode at now: the cheapest term bill per whole GPU (a slice's too); nil
 // when no offer of the model has a committed plan on mode.
 func ReservedOffer(now time.Time, model string, mode core.BillingMode, offers []core.Offer) *core.Offer {
-	o, _ := reservedOffer(now, model, mode, offers)
+	o, _ := reservedOffer(now, model, mode, offers, nil)
 	return o
 }
 
-func reservedOffer(now time.Time, model string, mode core.BillingMode, offers []core.Offer) (*core.Offer, core.Micros) {
+// reservedOffer is ReservedOffer passing over the offers skip says (when
+// not nil).
+func reservedOffer(now time.Time, model string, mode core.BillingMode, offers []core.Offer, skip func(string, core.BillingMode) bool) (*core.Offer, core.Micros) {
 	var best *core.Offer
 	var bestPer core.Micros
 	for i := range offers {
 		o := &offers[i]
 		p, ok := o.Plan(mode)
-		if o.GPUModel != model || !ok || !p.Committed() {
+		if o.GPUModel != model || !ok || !p.Committed() || skip != nil && skip(o.ID, mode) {
 			continue
 		}
 		b, err := billing.Cost(p, billing.Span{Start: now, End: now})

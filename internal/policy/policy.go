@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -122,6 +123,18 @@ type Idle struct {
 	ActAfter    Duration         `json:"act_after" yaml:"act_after"`
 	Action      fleet.IdleAction `json:"action" yaml:"action"`
 	ZombieAfter Duration         `json:"zombie_after" yaml:"zombie_after"`
+	// Notify is where serve sends the notify and action rungs and zombies
+	// as signed webhooks; empty: nowhere (the events alone).
+	Notify Notify `json:"notify,omitzero" yaml:"notify,omitempty"`
+}
+
+// Notify is the idle ladder's webhook: each notice is POSTed to URL as
+// JSON, signed with the secret read from the environment variable
+// SecretEnv (the file names the variable, never the secret). Where it is
+// sent does not change what is decided, so Hash leaves it out.
+type Notify struct {
+	URL       string `json:"url,omitempty" yaml:"url,omitempty"`
+	SecretEnv string `json:"secret_env,omitempty" yaml:"secret_env,omitempty"`
 }
 
 // Spot is the spot fallback: after MaxReclaims reclaims a unit runs on
@@ -348,6 +361,9 @@ func (p Policy) Validate() error {
 	default:
 		return bad("idle.action", string(p.Idle.Action), "one of share, downsize, stop, none")
 	}
+	if err := p.Idle.Notify.validate(); err != nil {
+		return err
+	}
 	if p.Idle.ActAfter < p.Idle.NotifyAfter {
 		return bad("idle.act_after", p.Idle.ActAfter.String(), "a duration >= idle.notify_after ("+p.Idle.NotifyAfter.String()+")")
 	}
@@ -361,6 +377,7 @@ func (p Policy) Validate() error {
 // two policies with one hash decide alike.
 func (p Policy) Hash() string {
 	p.Name, p.Doc, p.Base, p.Source = "", "", "", ""
+	p.Idle.Notify = Notify{} // where notices go decides nothing
 	// Nil and empty say the same; JSON would tell them apart.
 	if p.BillingModes == nil {
 		p.BillingModes = []core.BillingMode{}
@@ -512,4 +529,37 @@ func committedModels(offers []core.Offer, mode core.BillingMode) []string {
 		return []string{"none"}
 	}
 	return out
+}
+
+// validate reports the first field of n that serve could not send with:
+// an absolute http(s) URL, and the name of the variable holding the
+// secret whenever a URL is set.
+func (n Notify) validate() error {
+	if n.URL == "" && n.SecretEnv == "" {
+		return nil
+	}
+	u, err := url.Parse(n.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return &core.FieldError{Field: "idle.notify.url", Value: n.URL, Allowed: "an absolute http or https URL with a host and no user info"}
+	}
+	if !envName(n.SecretEnv) {
+		return &core.FieldError{Field: "idle.notify.secret_env", Value: n.SecretEnv, Allowed: "the name of the environment variable holding the signing secret ([A-Za-z_][A-Za-z0-9_]*)"}
+	}
+	return nil
+}
+
+// envName reports whether s is an environment variable's name.
+func envName(s string) bool {
+	if s == "" || len(s) > 100 {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r == '_', r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z':
+		case r >= '0' && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -131,7 +131,7 @@ func TestParseErrors(t *testing.T) {
 		want       string // the error's text
 	}{
 		{"unknown top key", "name: x\nwait_target:\n  core: 1m\n", `p.yaml:2: wait_target: unknown key at the top level "wait_target": want one of name, doc, base, wait_targets`},
-		{"unknown nested key", "idle:\n  util: 5\n", `p.yaml:2: idle.util: unknown key in idle "util": want one of util_pct, for, notify_after, act_after, action, zombie_after`},
+		{"unknown nested key", "idle:\n  util: 5\n", `p.yaml:2: idle.util: unknown key in idle "util": want one of util_pct, for, notify_after, act_after, action, zombie_after, notify`},
 		{"bad duration", "idle:\n  for: soon\n", `p.yaml:2: idle.for: invalid value "soon": want a duration (0s, 30s, 5m, 1h30m)`},
 		{"negative wait", "wait_targets:\n  core: -1m\n", `p.yaml:2: wait_targets.core: invalid value "-1m0s": want a duration >= 0 (0s, 5m, 1h)`},
 		{"unknown tier", "wait_targets:\n  urgent: 1m\n", `p.yaml:2: wait_targets.urgent: invalid value "urgent": want a tier: core, regular or offline`},
@@ -147,8 +147,12 @@ func TestParseErrors(t *testing.T) {
 		{"unknown base", "base: fastest\n", `p.yaml:1: base: invalid value "fastest": want one of gpufleet, static-peak, reactive, autostop`},
 		{"duplicate key", "name: a\nname: b\n", `p.yaml:2: name: duplicate key "name": want each key once`},
 		{"alias", "idle: &x\n  util_pct: 5\nspot: *x\n", `p.yaml:1: idle: a YAML alias or anchor: want plain values`},
-		{"list for mapping", "idle: [1]\n", `p.yaml:1: idle: invalid value "": want a mapping of util_pct, for, notify_after, act_after, action, zombie_after`},
+		{"list for mapping", "idle: [1]\n", `p.yaml:1: idle: invalid value "": want a mapping of util_pct, for, notify_after, act_after, action, zombie_after, notify`},
 		{"act before notify", "idle:\n  notify_after: 1h\n  act_after: 30m\n", `p.yaml:3: idle.act_after: invalid value "30m0s": want a duration >= idle.notify_after (1h0m0s)`},
+		{"notify not a URL", "idle:\n  notify:\n    url: hooks.example.com\n    secret_env: HOOK\n", `p.yaml:3: idle.notify.url: invalid value "hooks.example.com": want an absolute http or https URL with a host and no user info`},
+		{"notify with user", "idle:\n  notify:\n    url: https://u:p@hooks.example.com/x\n    secret_env: HOOK\n", `p.yaml:3: idle.notify.url: invalid value "https://u:p@hooks.example.com/x": want an absolute http or https URL with a host and no user info`},
+		{"notify without secret", "idle:\n  notify:\n    url: https://hooks.example.com/x\n", `p.yaml:2: idle.notify.secret_env: invalid value "": want the name of the environment variable holding the signing secret ([A-Za-z_][A-Za-z0-9_]*)`},
+		{"notify secret not a name", "idle:\n  notify:\n    url: https://hooks.example.com/x\n    secret_env: 9LIVES\n", `p.yaml:4: idle.notify.secret_env: invalid value "9LIVES": want the name of the environment variable holding the signing secret ([A-Za-z_][A-Za-z0-9_]*)`},
 		{"zero half-life", "fair_share:\n  half_life: 0s\n", `p.yaml:2: fair_share.half_life: invalid value "0s": want a duration > 0 (30s, 5m, 1h)`},
 		{"two documents", "name: a\n---\nname: b\n", `p.yaml:2: a second YAML document: want one policy per file`},
 		{"empty", "", `p.yaml: empty file: want a policy (docs/policy.md)`},
@@ -226,5 +230,32 @@ func TestHashNilEmpty(t *testing.T) {
 	b.Idle.UtilPct++
 	if a.Hash() == b.Hash() {
 		t.Error("a changed knob kept the hash")
+	}
+}
+
+// TestParseNotify: the idle ladder's webhook is read from the file, kept
+// by Marshal, and left out of Hash (it decides nothing).
+func TestParseNotify(t *testing.T) {
+	p, err := Parse("hook.yaml", []byte("idle:\n  notify:\n    url: https://hooks.example.com/gpufleet\n    secret_env: GPUFLEET_WEBHOOK_SECRET\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Notify{URL: "https://hooks.example.com/gpufleet", SecretEnv: "GPUFLEET_WEBHOOK_SECRET"}
+	if diff := cmp.Diff(want, p.Idle.Notify); diff != "" {
+		t.Errorf("Notify (-want +got):\n%s", diff)
+	}
+	if d := Default(); p.Hash() != d.Hash() {
+		t.Errorf("Hash %s with a webhook, %s without: want equal", p.Hash(), d.Hash())
+	}
+	b, err := Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := Parse("hook.yaml", b)
+	if err != nil || q.Idle.Notify != want {
+		t.Errorf("round trip: %+v, %v", q.Idle.Notify, err)
+	}
+	if b, _ := Marshal(Default()); strings.Contains(string(b), "notify:\n") {
+		t.Errorf("a policy without a webhook marshals a notify key:\n%s", b)
 	}
 }

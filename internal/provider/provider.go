@@ -46,6 +46,27 @@ type AcquireRequest struct {
 	ClientToken string
 	OfferID     string
 	Mode        core.BillingMode
+	// Bootstrap is what the machine's agent joins with; the provider
+	// hands it to the machine (user data, an SSH session, a script's
+	// environment). Zero: the caller gives none (the simulator).
+	Bootstrap Bootstrap
+}
+
+// Bootstrap is how a new machine's agent finds and joins the server: it
+// joins as the lease LeaseID with the one-time JoinToken, which is good
+// only for that lease and only until Expires.
+type Bootstrap struct {
+	// ServerURL is the server the agent joins.
+	ServerURL string
+	// LeaseID is the lease the machine is (the request's client token).
+	LeaseID string
+	// JoinToken is the agent's secret; a provider must not log it.
+	JoinToken string
+	// Expires is when an unused JoinToken stops working.
+	Expires time.Time
+	// BinaryURL is where the machine may download the gpufleet binary
+	// when it has none (served by the server); empty: it is installed.
+	BinaryURL string
 }
 
 // Machine is one rented machine as the provider reports it.

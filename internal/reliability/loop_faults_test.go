@@ -58,7 +58,7 @@ func newLoopWorld(t *testing.T, cfg sim.Config) *loopWorld {
 	if err := st.Teams().CreateTeam(ctx, core.Team{ID: "a", Name: "a", Weight: 1}); err != nil {
 		t.Fatal(err)
 	}
-	loop, err := server.NewLoop(server.Config{Store: st, Provider: cloud, Offers: spotOffers(), Clock: clk,
+	loop, err := server.NewLoop(server.Config{Store: st, Provider: cloud, Offers: spotOffers(), Clock: clk, Executor: server.VirtualTime{},
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Engine: engine.Config{}})
 	if err != nil {
 		t.Fatal(err)

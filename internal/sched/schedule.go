@@ -29,13 +29,21 @@ type Config struct {
 	Scorer Scorer
 }
 
+// FairShareHalfLife is the half-life the fair-share history decays
+// with: HalfLife, or its default when unset. The engine decays
+// State.History by it, so that what it records is what share reads.
+func (c Config) FairShareHalfLife() time.Duration {
+	if c.HalfLife == 0 {
+		return 24 * time.Hour
+	}
+	return c.HalfLife
+}
+
 func (c Config) withDefaults() Config {
 	if c.MinRuntime == 0 {
 		c.MinRuntime = 10 * time.Minute
 	}
-	if c.HalfLife == 0 {
-		c.HalfLife = 24 * time.Hour
-	}
+	c.HalfLife = c.FairShareHalfLife()
 	if c.DeferMinSavingBP == 0 {
 		c.DeferMinSavingBP = 500
 	}
@@ -226,7 +234,7 @@ func (p *pass) teamAlloc(team string) map[Class]int64 {
 // over GPU classes of (decayed history / half-life + current allocation)
 // over the class's capacity, divided by the team's weight.
 func (p *pass) share(team string) int64 {
-	hl := int64(p.cfg.HalfLife / time.Second)
+	hl := max(int64(p.cfg.HalfLife/time.Second), 1) // a sub-second half-life must not divide by zero
 	var dom int64
 	alloc, hist := p.teamAlloc(team), p.st.History[team]
 	consider := func(c Class) {

@@ -61,6 +61,8 @@ type fleet struct {
 	agentT string
 	ckpt   string
 	idle   bool // the agents' GPUs report 0% utilization
+	// fakeGPU: the agents read the fake Machine (gpu.NewMachine).
+	fakeGPU bool
 	agents map[string]*fleetAgent
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
@@ -111,6 +113,10 @@ type fleetOpts struct {
 	sched  sched.Config
 	fleet  fleetpkg.Config
 	idle   bool
+	// fakeGPU gives the agents the fake Machine source, driven by their
+	// runs (processes listed); notify is the loop's Notifier.
+	fakeGPU bool
+	notify  Notifier
 }
 
 // newFleetWith is newFleet with opts.
@@ -148,8 +154,8 @@ func newFleetWith(t *testing.T, opts fleetOpts, agents ...string) *fleet {
 	// need not wait for the fleet's wait targets before one is leased.
 	eng := engine.Config{Fleet: opts.fleet, Sched: opts.sched}
 	eng.Fleet.WaitTarget = map[core.Tier]time.Duration{core.TierCore: 0, core.TierRegular: 0, core.TierOffline: 0}
-	f.idle = opts.idle
-	loop, err := NewLoop(Config{Store: st, Provider: f.pool, Offers: offers, Clock: clk, Log: log, Engine: eng, Tick: fleetTick})
+	f.idle, f.fakeGPU = opts.idle, opts.fakeGPU
+	loop, err := NewLoop(Config{Store: st, Provider: f.pool, Offers: offers, Clock: clk, Log: log, Engine: eng, Tick: fleetTick, Notify: opts.notify})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,6 +236,9 @@ func (f *fleet) start(id string) *fleetAgent {
 	cfg := agent.Config{AgentID: id, OfferID: "lab/local/a100x1", DataDir: dir, Source: a.src, Uplink: up,
 		SampleInterval: 50 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond, LogInterval: 100 * time.Millisecond,
 		BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond, Grace: 2 * time.Second, TermGrace: time.Second, Seed: 7}
+	if f.fakeGPU {
+		cfg.Source, cfg.GPUSource, cfg.GPU = nil, "fake", gpu.Options{FakeBoard: gpu.Board{Count: 1, Model: "NVIDIA A100", MemMiB: 40960}}
+	}
 	ctx, cancel := context.WithCancel(f.ctx)
 	a.cancel = cancel
 	go func() {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/engine"
 	"github.com/gpufleet/gpufleet/internal/provider"
 	"github.com/gpufleet/gpufleet/internal/store"
 )
@@ -35,6 +36,12 @@ type AgentPool struct {
 	// they declare.
 	pins   map[string]string
 	offers map[string]bool
+
+	// shared: the pool serves beside another provider (JoinedProvider),
+	// and its machines are only those bound to joined leases
+	// (engine.IsJoinedLease): an agent that joined with --lease is the
+	// other provider's machine, not the pool's.
+	shared bool
 
 	mu     sync.Mutex
 	events []provider.Event
@@ -128,7 +135,7 @@ func (p *AgentPool) Acquire(ctx context.Context, req provider.AcquireRequest) (p
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i := range as {
-		if as[i].LeaseID == req.ClientToken {
+		if as[i].LeaseID == req.ClientToken && p.mine(&as[i]) {
 			m := p.machine(&as[i], req.Mode)
 			m.LaunchedAt, m.ReadyAt = now, now
 			return m, nil
@@ -183,8 +190,65 @@ func (p *AgentPool) List(ctx context.Context) ([]provider.Machine, error) {
 	}
 	out := []provider.Machine{}
 	for i := range as {
-		if as[i].LeaseID != "" {
+		if as[i].LeaseID != "" && p.mine(&as[i]) {
 			out = append(out, p.machine(&as[i], core.OnDemand))
+		}
+	}
+	return out, nil
+}
+
+// mine reports whether the pool's machine is the one a bound agent runs
+// on: any bound agent's, alone; beside another provider, only those
+// bound to joined leases.
+func (p *AgentPool) mine(a *store.Agent) bool {
+	return !p.shared || engine.IsJoinedLease(a.LeaseID)
+}
+
+// Machines counts the machines of each catalog offer the pool has, free
+// or not, up or not (a down agent may return): its joined agents and the
+// machines its file pins that have not joined yet. A job none of them can
+// run would wait forever: the API refuses it at submit, the loop says so.
+func (p *AgentPool) Machines(ctx context.Context) (map[string]int, error) {
+	as, err := p.agents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	seen := map[string]bool{}
+	for i := range as {
+		a := &as[i]
+		seen[a.ID] = true
+		if a.LeaseID != "" && !p.mine(a) {
+			continue // a rented machine's agent (hosted, --lease)
+		}
+		if o := p.offerOf(a); p.offers[o] {
+			out[o]++
+		}
+	}
+	for agent, o := range p.pins {
+		if !seen[agent] {
+			out[o]++
+		}
+	}
+	return out, nil
+}
+
+// Free counts, per offer, the machines the pool could hand out now: the
+// agents that are up, bound to no lease, not reclaimed, and of an offer
+// of the catalog. An agent of no offer (it joined without --offer, and
+// no pin names it) is not among them: nothing says what it is.
+func (p *AgentPool) Free(ctx context.Context) (map[string]int, error) {
+	as, err := p.agents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]int{}
+	for i := range as {
+		a := &as[i]
+		if o := p.offerOf(a); a.LeaseID == "" && a.State == store.AgentOK && !p.gone[a.ID] && p.offers[o] {
+			out[o]++
 		}
 	}
 	return out, nil

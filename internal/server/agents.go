@@ -36,7 +36,19 @@ type AgentConfig struct {
 	// LogRetention is how long job log chunks are kept (14 days): the
 	// loop removes older ones once an hour.
 	LogRetention time.Duration
+	// BootTimeout is how long a ready machine may go without its agent
+	// joining (10 min) when no Executor runs units without one: then its
+	// lease fails, is released, and its units go back to the queue.
+	BootTimeout time.Duration
+	// JoinTTL is how long a lease's join token lives (the boot timeout
+	// and DefaultJoinMargin): the machine's provisioning, its boot and
+	// its agent's start must fit in it.
+	JoinTTL time.Duration
 }
+
+// DefaultBootTimeout is AgentConfig.BootTimeout's default: a cloud
+// machine's boot and the agent's install take minutes, not ten.
+const DefaultBootTimeout = 10 * time.Minute
 
 func (c AgentConfig) withDefaults() AgentConfig {
 	if c.SuspectAfter <= 0 {
@@ -47,6 +59,12 @@ func (c AgentConfig) withDefaults() AgentConfig {
 	}
 	if c.LogRetention <= 0 {
 		c.LogRetention = 14 * 24 * time.Hour
+	}
+	if c.BootTimeout <= 0 {
+		c.BootTimeout = DefaultBootTimeout
+	}
+	if c.JoinTTL <= 0 {
+		c.JoinTTL = c.BootTimeout + DefaultJoinMargin
 	}
 	return c
 }
@@ -103,6 +121,9 @@ type agentTick struct {
 	release  []string
 	reportTo int64
 	cmds     []store.AgentCommand
+	// events are what the commands tell of themselves (a job without a
+	// command runs sleep), written with them.
+	events []core.Event
 }
 
 // runRef is one run of one part of a unit on one agent.
@@ -150,9 +171,6 @@ func (t *agentTick) runsOf(st *engine.State) map[string]runRef {
 		if u.State != core.JobRunning && u.State != core.JobCheckpointing {
 			continue
 		}
-		if len(u.Job.Command) == 0 {
-			continue
-		}
 		for i, p := range u.Parts {
 			a := t.byLease[p.LeaseID]
 			if a == nil {
@@ -168,12 +186,9 @@ func (t *agentTick) runsOf(st *engine.State) map[string]runRef {
 	return out
 }
 
-// agentDriven reports whether u's end is for its agent to report rather
-// than for the estimated-duration stand-in.
+// agentDriven reports whether u's end is for an agent to report rather
+// than for the loop's Executor: it runs on a machine an agent serves.
 func (t *agentTick) agentDriven(u *engine.Unit) bool {
-	if len(u.Job.Command) == 0 {
-		return false
-	}
 	for _, p := range u.Parts {
 		if t.byLease[p.LeaseID] != nil {
 			return true
@@ -245,6 +260,23 @@ func (l *Loop) agentsBefore(ctx context.Context, st *engine.State, now time.Time
 		}
 	}
 
+	// Machines whose agent never came: without an Executor nothing can
+	// run their units, so the lease fails and the units wait elsewhere.
+	if l.cfg.Executor == nil {
+		for _, le := range st.Leases {
+			if le.State != core.LeaseReady || le.ReadyAt.IsZero() || t.byLease[le.ID] != nil || now.Sub(le.ReadyAt) < cfg.BootTimeout {
+				continue
+			}
+			why := fmt.Sprintf("no agent joined its machine within the boot timeout %s of it being ready", cfg.BootTimeout)
+			events = append(events, requeueLease(st, le.ID, now, why)...)
+			engine.OnFailed(st, le.ID, now)
+			events = append(events, core.Event{At: now, Kind: "lease.failed", Subject: le.ID, Reason: why + ": released"})
+			if le.ProviderID != "" {
+				t.release = append(t.release, le.ProviderID)
+			}
+		}
+	}
+
 	if now.Sub(l.tracker.pruned) >= time.Hour {
 		n, err := l.cfg.Store.JobLogs().DeleteLogsBefore(ctx, now.Add(-cfg.LogRetention))
 		if err != nil {
@@ -260,11 +292,17 @@ func (l *Loop) agentsBefore(ctx context.Context, st *engine.State, now time.Time
 	if err != nil {
 		return nil, nil, fmt.Errorf("tick: agent reports: %w", err)
 	}
-	cur := t.runsOf(st)
+	// A report counts whether or not its agent still serves a live lease:
+	// a run that exited and said so before its machine was lost (the
+	// provider reported it failed this tick, or a new leader, whose
+	// provider does not list the old leader's machines, marked its lease
+	// failed on taking over) ended as it reported; requeueing it instead
+	// would run it twice. Run ids name one placement, so a report matches
+	// only the placement it was made for.
 	byRun := map[string]string{} // run → unit key
-	for key, r := range cur {
-		if r.part == 0 {
-			byRun[r.run] = strings.SplitN(key, "/", 2)[0]
+	for _, u := range st.Units {
+		if (u.State == core.JobRunning || u.State == core.JobCheckpointing) && len(u.Parts) > 0 {
+			byRun[runID(u.Key(), u.Since, u.Parts[0].LeaseID, 0)] = u.Key()
 		}
 	}
 	units := map[string]*engine.Unit{}
@@ -273,6 +311,10 @@ func (l *Loop) agentsBefore(ctx context.Context, st *engine.State, now time.Time
 	}
 	for _, rep := range reports {
 		t.reportTo = rep.Seq
+		if rep.Kind == spotNoticeReport {
+			events = append(events, l.spotNotice(st, t, rep, now)...) // spotnotice.go
+			continue
+		}
 		key, current := byRun[rep.Run]
 		if !current {
 			continue // a run that already ended, or a part other than the leader
@@ -307,8 +349,11 @@ const readingsWindow = time.Minute
 
 // readings gives the idle ladder (fleet.Ladder, run by engine.Step) the
 // latest utilization the agents reported of each GPU an agent-run unit
-// holds. The server keeps no per-process data, so NoProcess stays false:
-// the zombie rung fires on the agent's side (agent.Samples) only.
+// holds, and NoProcess where the sample lists the GPU's processes per run
+// (core.Sample.Procs, from the agent's GPU source) and none is the unit's
+// current run: the zombie rung. A run the sample does not name (it had
+// not started when the sample was taken, or its source lists no
+// processes) is not known to have none.
 func (t *agentTick) readings(ctx context.Context, st *engine.State, now time.Time) error {
 	st.Readings = st.Readings[:0]
 	if len(t.byLease) == 0 {
@@ -330,10 +375,13 @@ func (t *agentTick) readings(ctx context.Context, st *engine.State, now time.Tim
 		if (u.State != core.JobRunning && u.State != core.JobCheckpointing) || !t.agentDriven(u) {
 			continue
 		}
-		for _, p := range u.Parts {
+		for i, p := range u.Parts {
+			run := runID(u.Key(), u.Since, p.LeaseID, i)
 			for _, g := range p.GPUs {
 				if s, ok := by[gpuKey{p.LeaseID, g}]; ok && !s.At.Before(u.Start) {
-					st.Readings = append(st.Readings, fleetpkg.GPUReading{LeaseID: p.LeaseID, GPU: g, Unit: u.Key(), Team: u.Job.Team, UtilPct: s.UtilPct, At: s.At})
+					n, known := s.Procs[run]
+					st.Readings = append(st.Readings, fleetpkg.GPUReading{LeaseID: p.LeaseID, GPU: g, Unit: u.Key(), Team: u.Job.Team, UtilPct: s.UtilPct, At: s.At,
+						NoProcess: known && n == 0})
 				}
 			}
 		}
@@ -428,7 +476,10 @@ func (t *agentTick) commands(st *engine.State) {
 		expected[r.run] = true
 		base := strings.SplitN(key, "/", 2)[0]
 		u := units[base]
-		if p, ok := t.prev[key]; !ok || p.run != r.run {
+		// Every current run gets its run command, not only a new one: a
+		// unit placed before its machine's agent joined runs once the
+		// agent is there. The store skips a command queued before.
+		if !t.l.tracker.queued["run:"+r.run] {
 			t.queue(t.runCommand(u, r))
 		}
 		if le := leases[r.lease]; le != nil && !le.ReclaimAt.IsZero() {
@@ -478,7 +529,14 @@ func (t *agentTick) commands(st *engine.State) {
 func (t *agentTick) runCommand(u *engine.Unit, r runRef) store.AgentCommand {
 	cfg := t.l.agentConfig()
 	part := u.Parts[r.part]
-	spec := link.JobSpec{ID: r.run, Team: u.Job.Team, Command: u.Job.Command, GPUs: make([]string, len(part.GPUs)),
+	command, why := u.Job.Command, fmt.Sprintf("placed on lease %s GPUs %v", r.lease, part.GPUs)
+	if len(command) == 0 {
+		command = sleepCommand(u)
+		why += fmt.Sprintf("; the job gave no command, so its run is the process %q for its estimated duration", strings.Join(command, " "))
+		t.events = append(t.events, core.Event{At: t.now, Kind: "unit.sleep", Subject: u.Key(), Attrs: map[string]string{"run": r.run, "agent": r.agent},
+			Reason: fmt.Sprintf("the job gave no command: agent %s runs %q as its process (its estimated duration %s)", r.agent, strings.Join(command, " "), u.Job.EstDuration)})
+	}
+	spec := link.JobSpec{ID: r.run, Team: u.Job.Team, Command: command, GPUs: make([]string, len(part.GPUs)),
 		GraceSeconds: int(cfg.Grace / time.Second)}
 	for i, g := range part.GPUs {
 		spec.GPUs[i] = strconv.Itoa(g)
@@ -494,7 +552,7 @@ func (t *agentTick) runCommand(u *engine.Unit, r runRef) store.AgentCommand {
 	}
 	b, _ := json.Marshal(link.Command{Kind: link.CommandRun, Job: spec, Reason: "placed"})
 	return store.AgentCommand{ID: "run:" + r.run, Agent: r.agent, Kind: store.CommandRun, Unit: u.Key(), Job: u.Job.ID, Team: u.Job.Team, Run: r.run,
-		Spec: string(b), Reason: fmt.Sprintf("placed on lease %s GPUs %v", r.lease, part.GPUs)}
+		Spec: string(b), Reason: why}
 }
 
 // queue adds c unless this loop queued it before.
@@ -513,8 +571,13 @@ func (t *agentTick) queue(c store.AgentCommand) {
 // persist writes, in the tick's transaction, the agents' new states,
 // the commands and the consumption of the reports acted on.
 func (t *agentTick) persist(ctx context.Context, tx store.Tx, st *engine.State) error {
-	t.cmds = nil // the transaction may run again
+	t.cmds, t.events = nil, nil // the transaction may run again
 	t.commands(st)
+	if len(t.events) > 0 {
+		if _, err := tx.Events().AppendEvents(ctx, t.events...); err != nil {
+			return err
+		}
+	}
 	for id, s := range t.states {
 		if err := tx.Agents().SetAgentState(ctx, id, s, t.now); err != nil {
 			return err

@@ -15,10 +15,12 @@
 // provider no longer has are marked failed, machines of released leases
 // are released again.
 //
-// Node agents (agents.go): a unit placed on a lease whose machine has an
-// agent, and whose job has a command, is dispatched to that agent as a
-// run command, queued in the store in the tick's own transaction; the
-// agent's exit report decides success or failure. A reclaim notice on
+// Executors: how a unit runs on a machine and how its end is known. On
+// a lease whose machine has an agent (agents.go) the unit is dispatched
+// to that agent as a run command, queued in the store in the tick's own
+// transaction, and the agent's exit report decides success or failure;
+// a job without a command runs "sleep" for its estimated duration as a
+// real process, with a unit.sleep event saying so. A reclaim notice on
 // such a lease sends the checkpoint command; a unit the step stops gets
 // the stop command (kill when its machine is gone or its job cancelled).
 // An agent silent past AgentConfig.SuspectAfter is suspect, past
@@ -28,7 +30,9 @@
 // killed, so the unit never runs twice. AgentPool is the static provider:
 // machines are the agents that joined with an offer.
 //
-// Where no agent serves a lease (the sim provider), a running unit with
-// an estimated duration is marked succeeded once that much work has run:
-// the stand-in for a job's exit.
+// Config.Executor ends the units of leases no agent serves; nil (serve)
+// means only agents run units, and a ready machine whose agent has not
+// joined within AgentConfig.BootTimeout fails its lease, is released and
+// requeues its units. VirtualTime, the simulator's executor, ends a unit
+// once its estimated duration has run on the loop's clock (exit 0).
 package server

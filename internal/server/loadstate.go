@@ -192,12 +192,13 @@ func loadEngineState(ctx context.Context, a store.Aggregates, offer func(id stri
 	if err != nil {
 		return nil, store.LoopState{}, fmt.Errorf("load engine state: %w", err)
 	}
-	st.NextID, st.Spent, st.History, st.Ladder, st.BudgetAlerted = ls.NextID, ls.Spent, ls.History, ls.Ladder, ls.BudgetAlerted
+	st.NextID, st.Spent, st.History, st.HistoryAt, st.Ladder, st.BudgetAlerted = ls.NextID, ls.Spent, ls.History, ls.HistoryAt, ls.Ladder, ls.BudgetAlerted
+	st.Demand, st.Refused = ls.Demand, ls.Refused
 	return st, ls, nil
 }
 
 // loopFromEngine returns the store.LoopState of st, to be saved with version
 // (the Version last loaded or saved).
 func loopFromEngine(st *engine.State, version int64) store.LoopState {
-	return store.LoopState{NextID: st.NextID, Spent: st.Spent, History: st.History, Ladder: st.Ladder, BudgetAlerted: st.BudgetAlerted, Version: version}
+	return store.LoopState{NextID: st.NextID, Spent: st.Spent, History: st.History, HistoryAt: st.HistoryAt, Demand: st.Demand, Refused: st.Refused, Ladder: st.Ladder, BudgetAlerted: st.BudgetAlerted, Version: version}
 }

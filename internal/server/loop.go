@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/clock"
@@ -41,10 +43,39 @@ type Config struct {
 	Tick time.Duration
 	// Agents configures the work with node agents (agents.go).
 	Agents AgentConfig
+	// Executor runs the units on machines no agent serves (executor.go);
+	// nil: none does, they wait for their machine's agent.
+	Executor Executor
 	// Capacity is the provider's limit on machines per offer (nil: none
 	// known); a waiting unit that no offer within it can run gets a
 	// unit.unrunnable event (fleet.Feasible).
 	Capacity fleetpolicy.Capacity
+	// Replica names this process among the servers sharing the store:
+	// the leader records it on taking the lead, and /readyz shows it
+	// (DefaultReplica if empty).
+	Replica string
+	// PublicURL is the server's URL as the machines reach it: with it,
+	// each lease acquired from the provider gets a one-time join token
+	// for its machine's agent, handed over in the AcquireRequest's
+	// Bootstrap (bootstrap.go). Empty: no bootstrap (the simulator).
+	PublicURL string
+	// BinaryURL is where a machine may download the gpufleet binary
+	// (Bootstrap.BinaryURL); empty: the machines have it installed.
+	BinaryURL string
+	// Notify, when set, is told of the idle ladder's notify and action
+	// rungs and of zombies (notify.go) once each tick's decisions are
+	// committed; a Notifier that has Run(ctx) is run by Run.
+	Notify Notifier
+}
+
+// DefaultReplica names this process: its host name and process id, which
+// tell apart the replicas of one deployment, on one machine or several.
+func DefaultReplica() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return host + "/" + strconv.Itoa(os.Getpid())
 }
 
 // Loop is the live control loop.
@@ -60,6 +91,11 @@ type Loop struct {
 	// unrunnable is the reason last reported for each waiting unit that
 	// no offer can run, so that each reason is an event once.
 	unrunnable map[string]string
+	// ledger is the teams' month-to-date spend last read (ledger.go).
+	ledger ledgerCache
+	// joins are the join tokens of the leases waiting for their
+	// provider, by lease (bootstrap.go).
+	joins map[string]joinSecret
 }
 
 // NewLoop returns a loop on cfg.
@@ -73,7 +109,10 @@ func NewLoop(cfg Config) (*Loop, error) {
 	if cfg.RentOffers == nil {
 		cfg.RentOffers = cfg.Offers
 	}
-	l := &Loop{cfg: cfg, offers: map[string]*core.Offer{}, metrics: newMetrics(), unrunnable: map[string]string{}}
+	if cfg.Replica == "" {
+		cfg.Replica = DefaultReplica()
+	}
+	l := &Loop{cfg: cfg, offers: map[string]*core.Offer{}, metrics: newMetrics(), unrunnable: map[string]string{}, joins: map[string]joinSecret{}}
 	for i := range cfg.Offers {
 		l.offers[cfg.Offers[i].ID] = &cfg.Offers[i]
 	}
@@ -89,6 +128,11 @@ func (l *Loop) offer(id string) (*core.Offer, bool) {
 // it), reconciles, then ticks until ctx ends. A store error while leading
 // gives the lock up and starts over.
 func (l *Loop) Run(ctx context.Context) error {
+	if r, ok := l.cfg.Notify.(interface{ Run(context.Context) }); ok {
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() { defer close(done); r.Run(ctx) }()
+	}
 	for {
 		err := l.lead(ctx)
 		l.metrics.leader.Set(0) // the lock is given up whenever lead returns
@@ -117,7 +161,13 @@ func (l *Loop) lead(ctx context.Context) error {
 				defer release()
 				break
 			}
-			l.health.following()
+			// Who leads, for /readyz: a store that cannot say is retried
+			// with the lock at the next tick.
+			leader, err := l.cfg.Store.Loop().LoadLeader(ctx)
+			if err != nil {
+				return fmt.Errorf("lead: %w", err)
+			}
+			l.health.following(leader)
 			l.metrics.leader.Set(0)
 			select {
 			case <-ctx.Done():
@@ -126,8 +176,14 @@ func (l *Loop) lead(ctx context.Context) error {
 			}
 		}
 	}
-	l.cfg.Log.Info("control loop leading", "tick", l.cfg.Tick)
-	l.health.led(l.cfg.Clock.Now())
+	// The record names the leader to the followers; the lock, held
+	// until lead returns, is what makes it the only one.
+	rec, err := l.cfg.Store.Loop().RecordLeader(ctx, l.cfg.Replica, l.cfg.Clock.Now())
+	if err != nil {
+		return fmt.Errorf("lead: %w", err)
+	}
+	l.cfg.Log.Info("control loop leading", "tick", l.cfg.Tick, "replica", rec.Replica, "term", rec.Term)
+	l.health.led(rec)
 	l.metrics.leader.Set(1)
 	if err := l.Reconcile(ctx); err != nil {
 		return err

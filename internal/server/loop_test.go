@@ -36,6 +36,9 @@ type world struct {
 	cloud  *sim.Cloud
 	clk    *clock.Manual
 	loop   *Loop
+	// configure, if set, changes each loop's Config before it is made
+	// (offers, policy).
+	configure func(*Config)
 }
 
 func newWorld(t *testing.T) *world { t.Helper(); return newWorldOn(t, nil) }
@@ -75,7 +78,11 @@ func (w *world) open() {
 		w.t.Fatal(err)
 	}
 	w.st = st
-	w.loop, err = NewLoop(Config{Store: st, Provider: w.cloud, Offers: hourly(), Clock: w.clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Engine: engine.Config{}})
+	cfg := Config{Store: st, Provider: w.cloud, Offers: hourly(), Clock: w.clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Engine: engine.Config{}, Executor: VirtualTime{}}
+	if w.configure != nil {
+		w.configure(&cfg)
+	}
+	w.loop, err = NewLoop(cfg)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -518,7 +525,7 @@ func (p *panicky) Poll(ctx context.Context, now time.Time) ([]provider.Event, er
 func TestTickPanicIsAFailedTick(t *testing.T) {
 	w := newWorld(t)
 	loop, err := NewLoop(Config{Store: w.st, Provider: &panicky{Provider: w.cloud, left: 1}, Offers: hourly(), Clock: w.clk,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Engine: engine.Config{}})
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Engine: engine.Config{}, Executor: VirtualTime{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func TestLoopPolicyTimeOfUseAndModes(t *testing.T) {
 			if err := st.Teams().CreateTeam(ctx, core.Team{ID: "a", Name: "a", Weight: 1}); err != nil {
 				t.Fatal(err)
 			}
-			loop, err := NewLoop(Config{Store: st, Provider: cloud, Offers: offers, RentOffers: onDemand, TimeOfUse: tc.tou, Clock: clk,
+			loop, err := NewLoop(Config{Store: st, Provider: cloud, Offers: offers, RentOffers: onDemand, TimeOfUse: tc.tou, Clock: clk, Executor: VirtualTime{},
 				Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Engine: engine.Config{}})
 			if err != nil {
 				t.Fatal(err)

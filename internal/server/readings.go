@@ -6,8 +6,10 @@ import (
 )
 
 // FleetReadings turns the agent protocol's samples into what fleet.Ladder
-// consumes. It lives on the server's side of the protocol, so that the
-// agent and link import no decision package. It gives one
+// consumes, as the agent sent them (the agent's zombie tests use it); the
+// loop reads the same from the store's samples (agentTick.readings, by
+// core.Sample.Procs). It lives on the server's side of the protocol, so
+// that the agent and link import no decision package. It gives one
 // reading per job placed on a device, NoProcess set when the GPU source
 // lists the device's processes and none is the job's. A sample whose
 // utilization is Unknown gives no reading: the ladder would take it for

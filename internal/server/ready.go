@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/gpufleet/gpufleet/internal/store"
 )
 
 // ReadyFailures is how many attempts in a row (a reconcile or a tick)
@@ -27,6 +29,10 @@ type health struct {
 	// took it.
 	leading bool
 	since   time.Time
+	// leader is the leader as last recorded: this replica's record
+	// while it leads, else the one it read when it last found the lock
+	// taken (Term 0: none known).
+	leader store.Leadership
 	// lastOK is the end of the last successful tick (zero: none yet).
 	lastOK time.Time
 	// failures counts the failed attempts since the last successful tick
@@ -36,18 +42,18 @@ type health struct {
 	err      error
 }
 
-func (h *health) led(now time.Time) {
+func (h *health) led(rec store.Leadership) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.leading, h.since = true, now
+	h.leading, h.since, h.leader = true, rec.Since, rec
 }
 
-// following: another replica leads; this one is ready when its store
-// answers, whatever its own attempts did before.
-func (h *health) following() {
+// following: another replica leads (leader, as recorded); this one is
+// ready when its store answers, whatever its own attempts did before.
+func (h *health) following(leader store.Leadership) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.leading, h.failures, h.err = false, 0, nil
+	h.leading, h.failures, h.err, h.leader = false, 0, nil, leader
 }
 
 func (h *health) ticked(now time.Time) {
@@ -91,4 +97,15 @@ func (l *Loop) Ready() error {
 		return fmt.Errorf("control loop: leading, but no successful tick for %s (more than %s)", now.Sub(last).Round(time.Second), stale)
 	}
 	return nil
+}
+
+// Replica returns this replica's name, whether it leads the control
+// loop, and the leader as last recorded (api.Replica, for /readyz). A
+// replica that lost the lead (a store error) says so at once; it names
+// the new leader once it finds the lock taken.
+func (l *Loop) Replica() (self string, leading bool, leader store.Leadership) {
+	h := &l.health
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return l.cfg.Replica, h.leading, h.leader
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/engine"
 	"github.com/gpufleet/gpufleet/internal/provider"
+	"github.com/gpufleet/gpufleet/internal/store"
 	"github.com/gpufleet/gpufleet/internal/store/sqlite"
 )
 
@@ -46,7 +48,7 @@ func (f *faulty) Poll(ctx context.Context, now time.Time) ([]provider.Event, err
 // the test ends.
 func (w *world) runLoop(p provider.Provider) *Loop {
 	w.t.Helper()
-	l, err := NewLoop(Config{Store: w.st, Provider: p, Offers: hourly(), Clock: w.clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Engine: engine.Config{}})
+	l, err := NewLoop(Config{Store: w.st, Provider: p, Offers: hourly(), Clock: w.clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Engine: engine.Config{}, Executor: VirtualTime{}})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -138,7 +140,7 @@ func TestReadyFollower(t *testing.T) {
 	t.Cleanup(func() { second.Close() })
 	p := &faulty{Provider: w.cloud, unblock: make(chan struct{})}
 	p.fail.Store(true)
-	l, err := NewLoop(Config{Store: second, Provider: p, Offers: hourly(), Clock: w.clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Engine: engine.Config{}})
+	l, err := NewLoop(Config{Store: second, Provider: p, Offers: hourly(), Clock: w.clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Engine: engine.Config{}, Executor: VirtualTime{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,4 +169,72 @@ func counter(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// TestReplicaNamesTheLeader: a leader records itself on taking the lock
+// (term 1), a follower names it, and when the leader stops the follower
+// takes the lock at its next try, records itself (term 2) and says so.
+func TestReplicaNamesTheLeader(t *testing.T) {
+	w := newWorld(t)
+	second, err := sqlite.Open(context.Background(), w.path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { second.Close() })
+	start := func(st store.Store, name string) (*Loop, func()) {
+		l, err := NewLoop(Config{Store: st, Provider: w.cloud, Offers: hourly(), Clock: w.clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Engine: engine.Config{}, Executor: VirtualTime{}, Replica: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- l.Run(ctx) }()
+		var once sync.Once
+		return l, func() {
+			once.Do(func() {
+				stop()
+				if err := <-done; err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+	a, stopA := start(w.st, "replica-a")
+	defer stopA()
+	w.waitPending(1) // a leads and waits for its next tick
+	b, stopB := start(second, "replica-b")
+	defer stopB()
+	w.waitPending(2) // b found the lock taken and waits to try again
+
+	self, leading, leader := a.Replica()
+	if self != "replica-a" || !leading || leader.Replica != "replica-a" || leader.Term != 1 {
+		t.Fatalf("leader says %q leading=%v leader=%+v", self, leading, leader)
+	}
+	self, leading, leader = b.Replica()
+	if self != "replica-b" || leading || leader.Replica != "replica-a" || leader.Term != 1 || !leader.Since.Equal(t0) {
+		t.Fatalf("follower says %q leading=%v leader=%+v", self, leading, leader)
+	}
+
+	stopA() // gives the lock up
+	w.clk.Advance(DefaultTick)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, leading, _ := b.Replica(); leading {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the follower did not take over a tick after the leader stopped")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, _, leader = b.Replica()
+	want := store.Leadership{Replica: "replica-b", Since: t0.Add(DefaultTick), Term: 2}
+	if leader != want {
+		t.Errorf("new leader's record %+v, want %+v", leader, want)
+	}
+	stored, err := w.st.Loop().LoadLeader(context.Background())
+	if err != nil || stored != want {
+		t.Errorf("stored leader %+v (%v), want %+v", stored, err, want)
+	}
 }

@@ -68,7 +68,7 @@ esac
 		t.Fatal(err)
 	}
 	clk := clock.NewManual(t0.Add(3 * time.Minute))
-	loop, err := NewLoop(Config{Store: st, Provider: p, Offers: hourly(), Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Engine: engine.Config{}})
+	loop, err := NewLoop(Config{Store: st, Provider: p, Offers: hourly(), Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Engine: engine.Config{}, Executor: VirtualTime{}})
 	if err != nil {
 		t.Fatal(err)
 	}

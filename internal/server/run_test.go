@@ -50,11 +50,11 @@ func TestRunOneLeader(t *testing.T) {
 	defer second.Close()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	pa, pb := &counting{Provider: w.cloud}, &counting{Provider: w.cloud}
-	la, err := NewLoop(Config{Store: w.st, Provider: pa, Offers: hourly(), Clock: w.clk, Log: log, Engine: engine.Config{}})
+	la, err := NewLoop(Config{Store: w.st, Provider: pa, Offers: hourly(), Clock: w.clk, Log: log, Engine: engine.Config{}, Executor: VirtualTime{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lb, err := NewLoop(Config{Store: second, Provider: pb, Offers: hourly(), Clock: w.clk, Log: log, Engine: engine.Config{}})
+	lb, err := NewLoop(Config{Store: second, Provider: pb, Offers: hourly(), Clock: w.clk, Log: log, Engine: engine.Config{}, Executor: VirtualTime{}})
 	if err != nil {
 		t.Fatal(err)
 	}

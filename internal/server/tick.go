@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
@@ -38,6 +40,7 @@ func (l *Loop) tick(ctx context.Context) error {
 	began := time.Now() // latency is wall time, whatever the loop's clock
 	var st *engine.State
 	var ls store.LoopState
+	var version int64 // the loop state's, once saved
 	err := l.cfg.Store.Tx(ctx, func(tx store.Tx) error {
 		var err error
 		st, ls, err = loadEngineState(ctx, tx, l.offer)
@@ -48,9 +51,8 @@ func (l *Loop) tick(ctx context.Context) error {
 	}
 	base := newBaseline(st)
 	st.Offers, st.TimeOfUse = l.cfg.RentOffers, l.cfg.TimeOfUse
-	if st.Spent == nil {
-		st.Spent = map[string]core.Micros{}
-	}
+	l.setSpent(ctx, st, now) // the ledger's month-to-date spend, for budgets (ledger.go)
+	l.setJoined(ctx, st)     // machines joined by hand, leased before renting (joined.go)
 	var events []core.Event
 
 	// Provider events.
@@ -135,24 +137,29 @@ func (l *Loop) tick(ctx context.Context) error {
 			}
 			u.State, u.Parts, u.End = core.JobCancelled, nil, now
 			events = append(events, core.Event{At: now, Kind: "unit.cancelled", Subject: u.Key(), Reason: "its job was cancelled"})
-		case u.State == core.JobRunning && u.Job.EstDuration > 0 && !ag.agentDriven(u):
-			at := u.Start.Add(u.Job.EstDuration - u.Done)
-			if !at.After(now) {
-				engine.FinishUnit(st, u, at)
-				events = append(events, core.Event{At: at, Kind: "unit.succeeded", Subject: u.Key(),
-					Reason: fmt.Sprintf("its estimated duration %s has run (no agent runs it: the stand-in for its exit)", u.Job.EstDuration)})
+		case u.State == core.JobRunning && l.cfg.Executor != nil && !ag.agentDriven(u):
+			ex, ended := l.cfg.Executor.Ended(u, now)
+			if !ended {
+				continue
 			}
+			attrs := map[string]string{"exit_code": strconv.Itoa(ex.Code)}
+			if ex.Code == 0 {
+				engine.FinishUnit(st, u, ex.At)
+				events = append(events, core.Event{At: ex.At, Kind: "unit.succeeded", Subject: u.Key(), Attrs: attrs, Reason: ex.Reason})
+				continue
+			}
+			u.Done += ex.At.Sub(u.Start)
+			u.State, u.Parts, u.End = core.JobFailed, nil, ex.At
+			events = append(events, core.Event{At: ex.At, Kind: "unit.failed", Subject: u.Key(), Attrs: attrs, Reason: ex.Reason})
 		}
 	}
 
-	// The demand history the fleet prices committed terms on lives with
-	// the loop, not the store: after a restart it is rebuilt from the
-	// ticks that follow (terms are priced on the job alone meanwhile).
-	st.Demand = l.demand
+	// The demand history the fleet prices committed terms on is loaded
+	// and saved with the loop state: a restart carries on from it.
 	st.Changed() // units were changed directly above
 	d := engine.Step(st, now, l.cfg.Engine)
 	events = append(events, d.Events...)
-	events = append(events, l.unrunnableEvents(d, now)...)
+	events = append(events, l.unrunnableEvents(ctx, d, now)...)
 	created := engine.Apply(st, d)
 	l.demand = st.Demand
 	isNew := map[string]bool{}
@@ -190,6 +197,11 @@ func (l *Loop) tick(ctx context.Context) error {
 			if err := tx.Leases().UpdateLease(ctx, sl); err != nil {
 				return err
 			}
+			if le.State.Final() && l.cfg.PublicURL != "" {
+				if err := revokeEnded(ctx, tx, []string{le.ID}, now); err != nil {
+					return err
+				}
+			}
 		}
 		if len(units) > 0 {
 			if err := tx.Units().SaveUnits(ctx, units...); err != nil {
@@ -211,13 +223,15 @@ func (l *Loop) tick(ctx context.Context) error {
 		if err := ag.persist(ctx, tx, st); err != nil {
 			return err
 		}
-		_, err := tx.Loop().SaveLoop(ctx, loopFromEngine(st, ls.Version))
+		v, err := tx.Loop().SaveLoop(ctx, loopFromEngine(st, ls.Version))
+		version = v
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("tick: persist decisions: %w", err)
 	}
 	ag.committed(ctx)
+	l.notify(ctx, d.Alerts, now)
 
 	// Act: release, then acquire every lease still requested (new ones,
 	// and intents a crash or an error left behind) by its client token.
@@ -231,24 +245,51 @@ func (l *Loop) tick(ctx context.Context) error {
 			l.cfg.Log.Warn("release failed; reconcile on restart retries it", "provider_id", pid, "err", err)
 		}
 	}
-	err = l.acquire(ctx, st, now)
+	err = l.acquire(ctx, st, now, version)
 	l.metrics.observe(st, ag.agents, now, time.Since(began))
 	return err
 }
 
 // acquire calls the provider for every requested lease and saves what it
-// answered.
-func (l *Loop) acquire(ctx context.Context, st *engine.State, now time.Time) error {
+// answered, with the loop state (saved last as version) when the
+// refusals for capacity changed (engine.OnRefused, OnLaunched).
+func (l *Loop) acquire(ctx context.Context, st *engine.State, now time.Time, version int64) error {
+	refused := slices.Clone(st.Refused)
 	var changed []*engine.Lease
 	var events []core.Event
+	var ended []string
+	if len(l.joins) > 0 {
+		waiting := map[string]bool{}
+		for _, le := range st.Leases {
+			if le.State == core.LeaseRequested {
+				waiting[le.ID] = true
+			}
+		}
+		for id := range l.joins {
+			if !waiting[id] {
+				delete(l.joins, id)
+			}
+		}
+	}
 	for _, le := range st.Leases {
 		if le.State != core.LeaseRequested {
 			continue
 		}
-		m, err := l.cfg.Provider.Acquire(ctx, provider.AcquireRequest{ClientToken: le.ClientToken, OfferID: le.OfferID, Mode: le.Mode})
+		boot, err := l.bootstrap(ctx, le, now)
+		if err != nil {
+			l.cfg.Log.Warn("acquire postponed: no join token; retrying next tick", "lease", le.ID, "err", err)
+			continue
+		}
+		m, err := l.cfg.Provider.Acquire(ctx, provider.AcquireRequest{ClientToken: le.ClientToken, OfferID: le.OfferID, Mode: le.Mode, Bootstrap: boot})
+		if err == nil || errors.Is(err, provider.ErrCapacity) {
+			delete(l.joins, le.ID) // asked and answered: no retry will need it
+		}
 		switch {
 		case errors.Is(err, provider.ErrCapacity):
-			engine.OnFailed(st, le.ID, now)
+			if boot.JoinToken != "" {
+				ended = append(ended, le.ID)
+			}
+			engine.OnRefused(st, le.ID, now)
 			events = append(events, core.Event{At: now, Kind: "lease.failed", Subject: le.ID, Reason: fmt.Sprintf("the provider has no capacity for %s %s", le.OfferID, le.Mode)})
 		case err != nil:
 			l.cfg.Log.Warn("acquire failed; retrying next tick", "lease", le.ID, "offer", le.OfferID, "err", err)
@@ -271,6 +312,16 @@ func (l *Loop) acquire(ctx context.Context, st *engine.State, now time.Time) err
 				return err
 			}
 		}
+		if err := revokeEnded(ctx, tx, ended, now); err != nil {
+			return err
+		}
+		if !sameRefusals(refused, st.Refused) {
+			// A refusal for capacity holds across restarts, as the
+			// simulator keeps it across steps.
+			if _, err := tx.Loop().SaveLoop(ctx, loopFromEngine(st, version)); err != nil {
+				return err
+			}
+		}
 		_, err := tx.Events().AppendEvents(ctx, events...)
 		return err
 	})
@@ -278,6 +329,13 @@ func (l *Loop) acquire(ctx context.Context, st *engine.State, now time.Time) err
 		return fmt.Errorf("tick: save acquisitions: %w", err)
 	}
 	return nil
+}
+
+// sameRefusals reports whether a and b hold the same refusals.
+func sameRefusals(a, b []core.Refusal) bool {
+	return slices.EqualFunc(a, b, func(x, y core.Refusal) bool {
+		return x.Offer == y.Offer && x.Mode == y.Mode && x.Until.Equal(y.Until) && x.Wait == y.Wait
+	})
 }
 
 // jobStates derives each job's state from its live units: succeeded when
@@ -334,23 +392,56 @@ func jobStates(st *engine.State) map[string]core.JobState {
 // the capacity changed would otherwise wait with no word of why. Each
 // unit's reason is an event once (again after a restart); a unit that
 // becomes runnable, or stops waiting, is forgotten.
-func (l *Loop) unrunnableEvents(d engine.Decisions, now time.Time) []core.Event {
+//
+// On the static pool alone (nothing can be rented: the engine leases
+// joined machines only) the offers are the pool's machines, and a unit
+// that one of them could run but none free can gets a unit.waiting event
+// saying so, once, instead of a failed lease every tick.
+func (l *Loop) unrunnableEvents(ctx context.Context, d engine.Decisions, now time.Time) []core.Event {
 	var events []core.Event
+	offers, capacity := l.cfg.RentOffers, l.cfg.Capacity
+	pool, isPool := l.cfg.Provider.(*AgentPool)
+	if isPool && len(d.Waiting) > 0 {
+		n, err := pool.Machines(ctx)
+		if err != nil {
+			l.cfg.Log.Warn("the pool's machines not counted; waiting units not judged", "err", err)
+			return nil
+		}
+		offers, capacity = fleetpolicy.PoolOffers(offers, n)
+	}
+	served := map[string]bool{} // units a machine is acquired for this step
+	for _, a := range d.Acquire {
+		for _, u := range a.For {
+			served[u] = true
+		}
+	}
 	waiting := make(map[string]bool, len(d.Waiting))
 	for _, w := range d.Waiting {
 		key := w.Unit.Key()
 		waiting[key] = true
-		err := fleetpolicy.Feasible(w.Unit.Job, l.cfg.RentOffers, l.cfg.Capacity)
-		if err == nil {
-			delete(l.unrunnable, key)
+		if isPool && served[key] {
 			continue
 		}
-		reason := "no offer can ever run it: " + err.Error()
+		err := fleetpolicy.Feasible(w.Unit.Job, offers, capacity)
+		kind, reason := "unit.unrunnable", ""
+		switch {
+		case err == nil && !isPool:
+			delete(l.unrunnable, key)
+			continue
+		case err == nil:
+			kind, reason = "unit.waiting", "waits for a free machine of the static pool that fits it ("+fleetpolicy.PoolSummary(offers)+"): none is free now, and nothing is rented"
+		case isPool && len(offers) == 0:
+			reason = "no machine of the static pool can ever run it: no agent with a catalog offer has joined"
+		case isPool:
+			reason = "no machine of the static pool can ever run it (" + fleetpolicy.PoolSummary(offers) + "): " + err.Error()
+		default:
+			reason = "no offer can ever run it: " + err.Error()
+		}
 		if l.unrunnable[key] == reason {
 			continue
 		}
 		l.unrunnable[key] = reason
-		events = append(events, core.Event{At: now, Kind: "unit.unrunnable", Subject: key, Reason: reason})
+		events = append(events, core.Event{At: now, Kind: kind, Subject: key, Reason: reason})
 	}
 	for key := range l.unrunnable {
 		if !waiting[key] {

@@ -82,7 +82,7 @@ func benchTick(b *testing.B, st store.Store, n int, cancel, jobs bool) {
 	if err := st.Teams().CreateTeam(ctx, core.Team{ID: "a", Name: "a", Weight: 1, UnitLimit: core.MaxUnitLimit}); err != nil {
 		b.Fatal(err)
 	}
-	loop, err := NewLoop(Config{Store: st, Provider: cloud, Offers: hourly(), Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	loop, err := NewLoop(Config{Store: st, Provider: cloud, Offers: hourly(), Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Executor: VirtualTime{}})
 	if err != nil {
 		b.Fatal(err)
 	}

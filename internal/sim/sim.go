@@ -13,6 +13,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/engine"
+	"github.com/gpufleet/gpufleet/internal/ledger"
 	"github.com/gpufleet/gpufleet/internal/policy"
 	"github.com/gpufleet/gpufleet/internal/provider"
 	provsim "github.com/gpufleet/gpufleet/internal/provider/sim"
@@ -53,6 +54,13 @@ type Config struct {
 	// Leases, if set, receives every lease as it is priced: when it ends,
 	// or at the end of the replay for one still held.
 	Leases func(LeaseRecord)
+	// Units, if set, receives a copy of every unit as it leaves the
+	// replay: when it has ended, or at the end for one still live.
+	Units func(engine.Unit)
+	// Stepped, if set, is called with the time of every step, after it:
+	// the instants a live loop replaying the same workload ticks at to
+	// decide as the replay does (server.TestServerEqualsSimulator).
+	Stepped func(now time.Time)
 }
 
 // Run replays cfg.Workload under policy p and measures it. It stops
@@ -98,6 +106,12 @@ func Run(ctx context.Context, cfg Config, p policy.Policy) (*Result, error) {
 		st.TimeOfUse = cfg.TimeOfUse
 	}
 	r := &run{cfg: cfg, p: p, ecfg: ecfg, st: st, cloud: cloud, clk: clk, res: newResult(p, cfg.Leases), waking: map[int64]bool{}, providerID: map[string]string{}, leaseOf: map[string]string{}, first: map[string]time.Time{}}
+	for _, t := range cfg.Teams {
+		if t.MonthlyBudget > 0 {
+			r.book = &ledger.Book{}
+			break
+		}
+	}
 	next := 0
 	for loops := 0; ; loops++ {
 		if loops%1024 == 0 {
@@ -115,6 +129,9 @@ func Run(ctx context.Context, cfg Config, p policy.Policy) (*Result, error) {
 			if cfg.Progress != nil && next%1000 == 0 {
 				cfg.Progress(next, len(jobs))
 			}
+		}
+		if err := r.setSpent(now); err != nil {
+			return nil, err
 		}
 		r.finish(now)
 		if err := r.providerEvents(ctx, now); err != nil {
@@ -160,6 +177,37 @@ type run struct {
 	live    int
 	// slab is where the next units are made.
 	slab []engine.Unit
+	// book is the month's leases and runs the team budgets' spend is
+	// computed from, and refresh when it is computed again; nil when no
+	// team has a budget (State.Spent then decides nothing).
+	book    *ledger.Book
+	refresh ledger.Refresh
+}
+
+// setSpent sets State.Spent, what the team budgets see, to each team's
+// spend this calendar month as of now, as the server's loop does at the
+// start of its tick (internal/server, ledger.go): the ledger's
+// month-to-date spend (ledger.MonthSpent, the function
+// ledger.MonthToDate computes the stored ledger with), of the leases and
+// runs as they stood after the last step, computed again when
+// ledger.Refresh says so. Without a budgeted team it does nothing: the
+// spend then decides nothing.
+func (r *run) setSpent(now time.Time) error {
+	if r.book == nil {
+		return nil
+	}
+	r.book.Observe(r.st.Units)
+	leases := ledger.LaunchedLeases(r.st.Leases)
+	if !r.refresh.Due(now, leases) {
+		return nil
+	}
+	spent, err := r.book.Spent(now, r.st.Leases)
+	if err != nil {
+		return fmt.Errorf("sim: the month's spend at %s: %w", now.UTC().Format(time.RFC3339), err)
+	}
+	r.refresh.Read(now, leases)
+	r.st.Spent = spent
+	return nil
 }
 
 // unitSlab is how many units one slab holds.
@@ -322,11 +370,20 @@ func (r *run) step(ctx context.Context, now time.Time) error {
 	for i := range d.Move {
 		r.queueFinish(d.MoveUnit(i))
 	}
+	// Release, then acquire, as the server's tick acts: capacity a
+	// released machine frees is there for this step's acquisitions.
+	for _, rel := range d.Release {
+		if pid, ok := r.providerID[rel.LeaseID]; ok {
+			if err := r.cloud.Release(ctx, pid); err != nil {
+				return fmt.Errorf("sim: release %s: %w", rel.LeaseID, err)
+			}
+		}
+	}
 	for _, l := range created {
 		m, err := r.cloud.Acquire(ctx, provider.AcquireRequest{ClientToken: l.ClientToken, OfferID: l.OfferID, Mode: l.Mode})
 		if err != nil {
 			if errors.Is(err, provider.ErrCapacity) {
-				engine.OnFailed(r.st, l.ID, now)
+				engine.OnRefused(r.st, l.ID, now)
 				r.res.AcquireFailures++
 				continue
 			}
@@ -336,13 +393,6 @@ func (r *run) step(ctx context.Context, now time.Time) error {
 		r.leaseOf[m.ProviderID] = l.ID
 		engine.OnLaunched(r.st, l.ID, m.ProviderID, m.LaunchedAt)
 	}
-	for _, rel := range d.Release {
-		if pid, ok := r.providerID[rel.LeaseID]; ok {
-			if err := r.cloud.Release(ctx, pid); err != nil {
-				return fmt.Errorf("sim: release %s: %w", rel.LeaseID, err)
-			}
-		}
-	}
 	for _, k := range d.Kept {
 		if k.Until.After(now) {
 			r.wakeAt(k.Until)
@@ -351,11 +401,58 @@ func (r *run) step(ctx context.Context, now time.Time) error {
 	for _, df := range d.Defer {
 		r.wakeAt(df.Until)
 	}
-	if len(d.Waiting) > 0 || len(d.Defer) > 0 {
+	waiting := r.uncapped(d.Waiting)
+	if len(waiting) < len(d.Waiting) {
+		// Work of a team at its budget cap: nothing places it before
+		// the month's spend starts again.
+		r.wakeAt(ledger.MonthStart(now).AddDate(0, 1, 0))
+	}
+	if len(waiting) > 0 || len(d.Defer) > 0 {
+		d.Waiting = waiting
 		r.wakeAt(now.Add(r.nextWaitCheck(d, now)))
 	}
 	r.res.sample(now, r.st)
+	if r.cfg.Stepped != nil {
+		r.cfg.Stepped(now)
+	}
 	return nil
+}
+
+// uncapped is waiting less the units of teams at their budget cap: the
+// scheduler places none of a team's work once its month's spend reaches
+// its budget, so looking at it again before the month ends only makes
+// steps (every step that sees waiting work asks for another).
+func (r *run) uncapped(waiting []sched.Wait) []sched.Wait {
+	if r.book == nil {
+		return waiting
+	}
+	var out []sched.Wait
+	for i, w := range waiting {
+		if r.capped(w.Unit.Job.Team) {
+			if out == nil {
+				out = append(make([]sched.Wait, 0, len(waiting)), waiting[:i]...)
+			}
+			continue
+		}
+		if out != nil {
+			out = append(out, w)
+		}
+	}
+	if out == nil {
+		return waiting
+	}
+	return out
+}
+
+// capped reports whether team has a budget its month's spend has
+// reached.
+func (r *run) capped(team string) bool {
+	for _, t := range r.st.Teams {
+		if t.ID == team {
+			return t.MonthlyBudget > 0 && r.st.Spent[team] >= t.MonthlyBudget
+		}
+	}
+	return false
 }
 
 // wakeAt schedules a step at t unless one is scheduled then already.
@@ -386,10 +483,27 @@ func (r *run) nextWaitCheck(d engine.Decisions, now time.Time) time.Duration {
 // costs what is live, not what ever ran.
 func (r *run) prune() {
 	engine.Prune(r.st, func(u *engine.Unit) {
-		r.res.addUnit(u)
+		if r.book != nil {
+			r.book.Ended(u, nil)
+		}
+		r.addUnit(u)
 		delete(r.first, u.Key())
 		r.live--
-	}, r.res.addLease)
+	}, func(l *engine.Lease) {
+		if r.book != nil {
+			r.book.Ended(nil, l)
+		}
+		r.res.addLease(l)
+	})
+}
+
+// addUnit counts a unit that leaves the replay, and hands it to
+// Config.Units.
+func (r *run) addUnit(u *engine.Unit) {
+	r.res.addUnit(u)
+	if r.cfg.Units != nil {
+		r.cfg.Units(*u)
+	}
 }
 
 // allIdleReleased: nothing left but committed machines inside their term.
@@ -412,7 +526,7 @@ func (r *run) close(end time.Time) {
 		r.res.addLease(l)
 	}
 	for _, u := range r.st.Units {
-		r.res.addUnit(u)
+		r.addUnit(u)
 	}
 	r.res.finalize()
 }

@@ -66,6 +66,10 @@ type Agent struct {
 	AppliedSeq int64
 	// Backlog is how many records the agent said wait in its outbox.
 	Backlog int64
+	// TokenID is the credential the agent joined with: no other may
+	// speak for it while that one is active. SaveHeartbeat sets it when
+	// given; TouchAgent matches only an agent bound to it.
+	TokenID string
 }
 
 // AgentFilter selects agents; zero fields match everything.
@@ -133,7 +137,7 @@ type Agents interface {
 	// agent as it was before (the zero Agent when created).
 	SaveHeartbeat(ctx context.Context, a Agent) (prev Agent, created bool, err error)
 	// TouchAgent is SaveHeartbeat's common case in one statement: when
-	// the agent exists and is ok, it records the heartbeat exactly as
+	// the agent exists, is ok and is bound to a.TokenID, it records the heartbeat exactly as
 	// SaveHeartbeat would and returns the agent's lease and true; else it
 	// changes nothing and returns false (join or recovery: SaveHeartbeat,
 	// with its event, in a transaction).

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
 )
@@ -14,8 +16,17 @@ type LoopState struct {
 	NextID int
 	// Spent is each team's spend this month.
 	Spent map[string]core.Micros
-	// History is each team's decayed past usage, for fair share.
-	History map[string]core.Usage
+	// History is each team's decayed past usage, for fair share, counted
+	// up to HistoryAt (engine.State's, which records both).
+	History   map[string]core.Usage
+	HistoryAt time.Time
+	// Demand is the fleet's recent demand, oldest first (engine.State's
+	// Demand): what committed terms are priced on.
+	Demand []core.DemandPoint
+	// Refused are the offers' modes the provider lately refused for
+	// capacity, in offer and mode order (engine.State's Refused): not
+	// rented again before their Until.
+	Refused []core.Refusal
 	// Ladder is the idle ladder's state per GPU and unit (fleet.GPUKey's form).
 	Ladder map[string]core.LadderState
 	// BudgetAlerted remembers teams already warned this month.
@@ -33,6 +44,8 @@ type Loop interface {
 	// SaveLoop stores s if the stored version is still s.Version and
 	// returns the new version; otherwise ErrConflict.
 	SaveLoop(ctx context.Context, s LoopState) (version int64, err error)
+	// Leaders: who took the leadership lock last.
+	Leaders
 }
 
 // ValidateLoop reports the first problem with s.
@@ -61,6 +74,20 @@ func ValidateLoop(s *LoopState) error {
 			}
 		}
 	}
+	for i, p := range s.Demand {
+		if p.Milli < 0 || p.At.IsZero() || i > 0 && p.At.Before(s.Demand[i-1].At) {
+			return &core.FieldError{Field: fmt.Sprintf("demand[%d]", i), Value: fmt.Sprintf("%d at %s", p.Milli, p.At.Format(time.RFC3339Nano)), Allowed: "a share >= 0 at a time not before the last point's"}
+		}
+	}
+	for i, r := range s.Refused {
+		if err := CheckText(fmt.Sprintf("refused[%d].offer", i), r.Offer); err != nil {
+			return err
+		}
+		if r.Offer == "" || r.Mode == "" || r.Until.IsZero() || r.Wait <= 0 || i > 0 && !refusalBefore(s.Refused[i-1], r) {
+			return &core.FieldError{Field: fmt.Sprintf("refused[%d]", i), Value: fmt.Sprintf("%s %s until %s (wait %s)", r.Offer, r.Mode, r.Until.Format(time.RFC3339Nano), r.Wait),
+				Allowed: "an offer and mode, in order and once each, with a time and a wait > 0"}
+		}
+	}
 	for k, l := range s.Ladder {
 		if err := CheckID("ladder", k); err != nil {
 			return err
@@ -75,4 +102,34 @@ func ValidateLoop(s *LoopState) error {
 		}
 	}
 	return nil
+}
+
+// refusalBefore orders refusals by offer, then mode.
+func refusalBefore(a, b core.Refusal) bool {
+	return a.Offer < b.Offer || a.Offer == b.Offer && a.Mode < b.Mode
+}
+
+// Leadership is the control loop's leader as it recorded itself on
+// taking the leadership lock (store.Leader): who leads, since when, and
+// how many leaders there have been. A replica that follows reads it to
+// say who leads; the lock, not this record, decides who does.
+type Leadership struct {
+	// Replica names the server process that took the lock.
+	Replica string
+	// Since is when it took the lock.
+	Since time.Time
+	// Term counts the takeovers: each leader's is the last one's + 1,
+	// the first's 1.
+	Term int64
+}
+
+// Leaders keeps the Leadership record.
+type Leaders interface {
+	// RecordLeader records replica as the leader since at, one term after
+	// the last, and returns the record. Call it holding the leadership
+	// lock, before acting as the leader.
+	RecordLeader(ctx context.Context, replica string, at time.Time) (Leadership, error)
+	// LoadLeader returns the last leader recorded: the zero Leadership
+	// (Term 0) before the first.
+	LoadLeader(ctx context.Context) (Leadership, error)
 }

@@ -57,8 +57,20 @@ func ValidateSample(s *core.Sample) error {
 			return err
 		}
 	}
+	if len(s.Procs) > maxSampleRuns {
+		return &core.FieldError{Field: "procs", Value: fmt.Sprint(len(s.Procs)), Allowed: fmt.Sprintf("at most %d runs on one GPU", maxSampleRuns)}
+	}
+	for run, n := range s.Procs {
+		if run == "" || len(run) > 200 || n < 0 {
+			return &core.FieldError{Field: "procs", Value: fmt.Sprintf("%q: %d", run, n), Allowed: "a run ID of 1 to 200 characters and a process count >= 0"}
+		}
+	}
 	return nil
 }
+
+// maxSampleRuns bounds the runs one sample lists: more units than
+// milli-GPUs cannot share a GPU.
+const maxSampleRuns = 1000
 
 // SampleLimit validates a sample query's Limit and returns the cap to use.
 func SampleLimit(limit int) (int, error) {

@@ -166,7 +166,34 @@ type Token struct {
 	// never); Revoked when it was revoked (zero: not revoked); LastUsed
 	// the last TouchToken.
 	Created, Expires, Revoked, LastUsed time.Time
+	// Kind tells an agent token's use: TokenShared (an admin's, for the
+	// agents started by hand), TokenJoin (one lease's one-time join
+	// token) or TokenAgent (one agent's own credential). Other roles'
+	// tokens are TokenShared.
+	Kind TokenKind
+	// Lease is the lease a join token or an agent credential is for.
+	Lease string
+	// Agent is the agent id a join token was claimed by (empty while
+	// unused), or the one agent an agent credential speaks for.
+	Agent string
 }
+
+// TokenKind is what an agent token is for.
+type TokenKind string
+
+// The token kinds.
+const (
+	// TokenShared is an ordinary token; as an agent token it may join
+	// agents of any id, each of which is then bound to it.
+	TokenShared TokenKind = ""
+	// TokenJoin is minted for one lease when it is acquired: it only
+	// joins (a heartbeat), once, as that lease's machine, and expires
+	// soon.
+	TokenJoin TokenKind = "join"
+	// TokenAgent is the credential an agent gets for a join token: it
+	// speaks for its one agent id.
+	TokenAgent TokenKind = "agent"
+)
 
 // Active reports whether t may be used at now.
 func (t *Token) Active(now time.Time) bool {
@@ -196,6 +223,15 @@ type Tokens interface {
 	// TouchToken records that the token was used at at (it only moves
 	// forward).
 	TouchToken(ctx context.Context, id string, at time.Time) error
+	// GetToken returns the token with id, active or not.
+	GetToken(ctx context.Context, id string) (Token, error)
+	// ClaimToken binds the token with id to agent when it is bound to
+	// none; it returns the agent the token is bound to afterwards (agent,
+	// or the one that claimed it first).
+	ClaimToken(ctx context.Context, id, agent string) (string, error)
+	// RevokeLeaseTokens revokes, at at, the active join tokens and agent
+	// credentials of lease but those in keep, and returns how many.
+	RevokeLeaseTokens(ctx context.Context, lease string, keep []string, at time.Time) (int, error)
 }
 
 // ValidateToken reports the first problem with t.
@@ -226,6 +262,31 @@ func ValidateToken(t *Token) error {
 	}
 	if t.Created.IsZero() {
 		return &core.FieldError{Field: "created", Value: "", Allowed: "the creation time"}
+	}
+	switch t.Kind {
+	case TokenShared:
+		if t.Lease != "" || t.Agent != "" {
+			return &core.FieldError{Field: "lease", Value: abbrev(t.Lease + t.Agent), Allowed: "none for a shared token (only join tokens and agent credentials have a lease and an agent)"}
+		}
+	case TokenJoin, TokenAgent:
+		if t.Role != RoleAgent {
+			return &core.FieldError{Field: "role", Value: string(t.Role), Allowed: "agent for a " + string(t.Kind) + " token"}
+		}
+		if err := CheckID("lease", t.Lease); err != nil {
+			return err
+		}
+		if t.Kind == TokenJoin && t.Expires.IsZero() {
+			return &core.FieldError{Field: "expires", Value: "", Allowed: "an expiry time for a join token"}
+		}
+		if t.Kind == TokenAgent {
+			if err := CheckID("agent", t.Agent); err != nil {
+				return err
+			}
+		} else if err := CheckOptionalID("agent", t.Agent); err != nil {
+			return err
+		}
+	default:
+		return &core.FieldError{Field: "kind", Value: abbrev(string(t.Kind)), Allowed: "empty (shared), join or agent"}
 	}
 	if !t.Expires.IsZero() && !t.Expires.After(t.Created) {
 		return &core.FieldError{Field: "expires", Value: t.Expires.UTC().Format(time.RFC3339), Allowed: "after the creation time, or zero for never"}

@@ -117,11 +117,13 @@ func (b Board) Validate() error {
 	return nil
 }
 
-// Load is the work on one fake GPU: UtilPct of its time busy (0..100)
-// and MemMiB of its memory held.
+// Load is the work on one fake GPU: UtilPct of its time busy (0..100),
+// MemMiB of its memory held, and PIDs, the processes that hold it (the
+// fake lists them as the GPU's compute processes).
 type Load struct {
 	UtilPct int
 	MemMiB  int64
+	PIDs    []int
 }
 
 // Machine is the fake source the agent's --gpu-source fake opens: the
@@ -131,7 +133,9 @@ type Load struct {
 // from the runs placed on each GPU and the load each declares, so that a
 // job that does not use the GPU (sleep) leaves it idle, as on a real
 // machine, and nothing is busy that the scheduler did not place.
-// Processes are not known, so the zombie rule stays silent on a fake.
+// Processes are known: each GPU lists the PIDs its load names (the agent
+// names the process group of each run placed on it, unless the run
+// declares that it holds no GPU process: a zombie, for tests and demos).
 type Machine struct {
 	board Board
 	loads func() map[int]Load
@@ -168,7 +172,8 @@ const (
 )
 
 // Sample returns one reading per GPU of the board, each with its load
-// (utilization clamped to 0..100, memory to 0..MemMiB).
+// (utilization clamped to 0..100, memory to 0..MemMiB, shared evenly by
+// its processes).
 func (m *Machine) Sample(ctx context.Context) ([]Reading, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("fake: %w", err)
@@ -184,7 +189,11 @@ func (m *Machine) Sample(ctx context.Context) ([]Reading, error) {
 		mem := min(max(l.MemMiB, 0), m.board.MemMiB)
 		out[i] = Reading{Index: i, UUID: fmt.Sprintf("GPU-00000000-0000-4000-8000-%012d", i), Name: m.board.Model,
 			UtilPct: util, MemUsedMiB: mem, MemTotalMiB: m.board.MemMiB,
-			PowerW: fakeIdleW + (fakeMaxW-fakeIdleW)*util/100, TempC: fakeIdleC + (fakeMaxC-fakeIdleC)*util/100}
+			PowerW: fakeIdleW + (fakeMaxW-fakeIdleW)*util/100, TempC: fakeIdleC + (fakeMaxC-fakeIdleC)*util/100,
+			ProcessesKnown: true}
+		for _, pid := range l.PIDs {
+			out[i].Processes = append(out[i].Processes, Process{PID: pid, UsedMemMiB: mem / int64(len(l.PIDs)), SMUtilPct: Unknown})
+		}
 	}
 	return out, nil
 }

@@ -158,7 +158,7 @@ func TestFakeScript(t *testing.T) {
 // say: a GPU without load idle, one with load busy, out-of-range loads
 // clamped.
 func TestMachine(t *testing.T) {
-	loads := map[int]Load{3: {UtilPct: 90, MemMiB: 30000}, 5: {UtilPct: 400, MemMiB: 1 << 30}}
+	loads := map[int]Load{3: {UtilPct: 90, MemMiB: 30000, PIDs: []int{41, 42}}, 5: {UtilPct: 400, MemMiB: 1 << 30}}
 	m := NewMachine(Board{Count: 8, Model: "NVIDIA A100-SXM4-40GB", MemMiB: 40960}, func() map[int]Load { return loads })
 	rs, err := m.Sample(context.Background())
 	if err != nil {
@@ -175,8 +175,8 @@ func TestMachine(t *testing.T) {
 	var got []row
 	for _, r := range rs {
 		got = append(got, row{r.Index, r.UtilPct, r.MemUsedMiB, r.MemTotalMiB, r.Name})
-		if r.ProcessesKnown || r.PowerW < fakeIdleW || r.PowerW > fakeMaxW || r.TempC < fakeIdleC || r.TempC > fakeMaxC {
-			t.Errorf("reading %+v: processes known, or power or temperature out of range", r)
+		if !r.ProcessesKnown || r.PowerW < fakeIdleW || r.PowerW > fakeMaxW || r.TempC < fakeIdleC || r.TempC > fakeMaxC {
+			t.Errorf("reading %+v: processes not known, or power or temperature out of range", r)
 		}
 	}
 	var want []row
@@ -187,6 +187,12 @@ func TestMachine(t *testing.T) {
 	want[5].Util, want[5].Mem = 100, 40960
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("(-want +got)\n%s", d)
+	}
+	if d := cmp.Diff([]Process{{PID: 41, UsedMemMiB: 15000, SMUtilPct: Unknown}, {PID: 42, UsedMemMiB: 15000, SMUtilPct: Unknown}}, rs[3].Processes); d != "" {
+		t.Errorf("GPU 3's processes (-want +got)\n%s", d)
+	}
+	if len(rs[5].Processes) != 0 {
+		t.Errorf("GPU 5 lists processes %v, its load names none", rs[5].Processes)
 	}
 	if rs[3].UUID == rs[5].UUID {
 		t.Error("two GPUs share a UUID")

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -37,6 +38,27 @@ type HTTP struct {
 	Client *http.Client
 	// Timeout bounds each request (DefaultTimeout when zero).
 	Timeout time.Duration
+	// OnCredential, when set, is told the agent's own credential when a
+	// join with a lease's join token answers with one (the agent keeps
+	// it, so that a restart does not need the spent join token). The
+	// uplink sends the credential instead of Token from then on either
+	// way; an error from OnCredential is logged by the caller's loop as
+	// a failed heartbeat and the credential is kept in memory.
+	OnCredential func(secret string) error
+
+	mu sync.Mutex
+	// cred replaces Token once a join answered with a credential.
+	cred string
+}
+
+// bearer is the secret the uplink sends now.
+func (h *HTTP) bearer() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cred != "" {
+		return h.cred
+	}
+	return h.Token
 }
 
 var _ Uplink = (*HTTP)(nil)
@@ -101,7 +123,22 @@ func (h *HTTP) Heartbeat(ctx context.Context, hb Heartbeat) error {
 	if hb.Agent == "" {
 		hb.Agent = h.Agent
 	}
-	return h.do(ctx, "POST", "/api/v1/agent/heartbeat", hb, nil, nil)
+	var reply HeartbeatReply
+	if err := h.do(ctx, "POST", "/api/v1/agent/heartbeat", hb, &reply, nil); err != nil {
+		return err
+	}
+	if reply.Token == "" {
+		return nil
+	}
+	h.mu.Lock()
+	h.cred = reply.Token
+	h.mu.Unlock()
+	if h.OnCredential != nil {
+		if err := h.OnCredential(reply.Token); err != nil {
+			return fmt.Errorf("POST /api/v1/agent/heartbeat: keep the agent's credential: %w", err)
+		}
+	}
+	return nil
 }
 
 // SendSamples posts sample and summary records.
@@ -189,7 +226,7 @@ func (h *HTTP) do(ctx context.Context, method, path string, body, out any, hdr *
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	req.Header.Set("Authorization", "Bearer "+h.Token)
+	req.Header.Set("Authorization", "Bearer "+h.bearer())
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

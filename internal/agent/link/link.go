@@ -97,13 +97,23 @@ func (s Sample) Device() string {
 	return fmt.Sprintf("gpu%d", s.GPU)
 }
 
-// Core returns s as a core.Sample, with each Unknown value as 0, and
+// Core returns s as a core.Sample, with each Unknown value as 0 and the
+// process counts of its jobs whose processes are known as Procs, and
 // whether utilization and memory were both known (a sample without them
 // says nothing of idleness).
 func (s Sample) Core() (core.Sample, bool) {
 	z := func(v int64) int64 { return max(v, 0) }
 	c := core.Sample{LeaseID: s.LeaseID, GPU: s.GPU, At: s.At, UtilPct: int(z(int64(s.UtilPct))),
 		MemUsedMiB: z(s.MemUsedMiB), MemTotalMiB: z(s.MemTotalMiB), PowerW: int(z(int64(s.PowerW))), TempC: int(z(int64(s.TempC)))}
+	for _, j := range s.Jobs {
+		if j.Processes == Unknown || j.Processes < 0 || j.Job == "" {
+			continue // not known: no zombie is made of it
+		}
+		if c.Procs == nil {
+			c.Procs = map[string]int{}
+		}
+		c.Procs[j.Job] += j.Processes
+	}
 	return c, s.UtilPct != Unknown && s.MemUsedMiB != Unknown
 }
 

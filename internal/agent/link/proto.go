@@ -14,6 +14,10 @@ type HeartbeatReply struct {
 	Lease  string `json:"lease,omitempty"`
 	State  string `json:"state"`
 	Joined bool   `json:"joined"`
+	// Token, in the reply to a join with a lease's join token, is the
+	// agent's own credential: the agent sends it instead of the join
+	// token from then on (the join token joins once).
+	Token string `json:"token,omitempty"`
 }
 
 // RecordBatch is the body of the samples and events routes.

@@ -89,6 +89,9 @@ func (r *Runner) Start(spec Spec) (*Job, error) {
 		cmd.Dir = r.JobDir(spec.ID)
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if r.cfg.DieWithParent {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		logf.Close()

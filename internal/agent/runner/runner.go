@@ -190,6 +190,11 @@ type Config struct {
 	Env []string
 	// Logger logs what the runner does; nil discards.
 	Logger *slog.Logger
+	// DieWithParent kills each job's leader when the process that runs
+	// the runner dies (Linux: the parent-death signal): for agents that
+	// live inside the server, whose simulated machines die with it, so a
+	// server killed by SIGKILL leaves no job behind.
+	DieWithParent bool
 }
 
 func (c Config) withDefaults() Config {

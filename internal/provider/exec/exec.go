@@ -202,6 +202,12 @@ func (p *Provider) call(ctx context.Context, op string, in any) (Response, error
 // machine for a client token it has seen.
 func (p *Provider) Acquire(ctx context.Context, req provider.AcquireRequest) (provider.Machine, error) {
 	in := AcquireInput{ClientToken: req.ClientToken, Offer: req.OfferID, Mode: string(req.Mode)}
+	if b := req.Bootstrap; b.JoinToken != "" {
+		in.ServerURL, in.LeaseID, in.JoinToken, in.BinaryURL = b.ServerURL, b.LeaseID, b.JoinToken, b.BinaryURL
+		if !b.Expires.IsZero() {
+			in.JoinExpires = b.Expires.UTC().Format(time.RFC3339)
+		}
+	}
 	if p.cfg.Offer != nil {
 		if o, ok := p.cfg.Offer(req.OfferID); ok {
 			in.Provider, in.Region, in.InstanceType, in.GPUModel, in.GPUs = o.Provider, o.Region, o.InstanceType, o.GPUModel, o.GPUs

@@ -360,3 +360,39 @@ func TestPollAfterReconcile(t *testing.T) {
 		t.Fatalf("first poll after a list that showed m1 ready: %+v %v, want nothing", evs, err)
 	}
 }
+
+// TestAcquireBootstrap: the acquire script reads the machine's bootstrap
+// in its JSON input, flat: server_url, lease_id, join_token,
+// join_expires, binary_url; without one, none of them.
+func TestAcquireBootstrap(t *testing.T) {
+	ctx := context.Background()
+	out := filepath.Join(t.TempDir(), "in.json")
+	sh := script(t, `cat > `+out+`
+echo '{"machine":{"provider_id":"m1","client_token":"L1","offer":"o","mode":"on-demand","state":"provisioning","launched_at":"2026-03-02T09:00:00Z"}}'`)
+	p, err := New(Config{Script: sh, Timeout: 10 * time.Second, PollInterval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := time.Date(2026, 3, 2, 9, 30, 0, 0, time.UTC)
+	req := provider.AcquireRequest{ClientToken: "L1", OfferID: "o", Mode: core.OnDemand,
+		Bootstrap: provider.Bootstrap{ServerURL: "http://10.0.0.1:8080", LeaseID: "L1", JoinToken: "gpf_secret", Expires: exp, BinaryURL: "http://10.0.0.1:8080/bin"}}
+	if _, err := p.Acquire(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"server_url":"http://10.0.0.1:8080"`, `"lease_id":"L1"`, `"join_token":"gpf_secret"`, `"join_expires":"2026-03-02T09:30:00Z"`, `"binary_url":"http://10.0.0.1:8080/bin"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("acquire input %s lacks %s", b, want)
+		}
+	}
+	req.Bootstrap = provider.Bootstrap{}
+	if _, err := p.Acquire(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ = os.ReadFile(out); strings.Contains(string(b), "join_token") || strings.Contains(string(b), "server_url") {
+		t.Errorf("acquire input without a bootstrap: %s", b)
+	}
+}

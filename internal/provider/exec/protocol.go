@@ -30,6 +30,17 @@ type AcquireInput struct {
 	InstanceType string `json:"instance_type,omitempty"`
 	GPUModel     string `json:"gpu_model,omitempty"`
 	GPUs         int    `json:"gpus,omitempty"`
+	// The machine's bootstrap (provider.Bootstrap): its agent joins
+	// ServerURL once with JoinToken, good for lease LeaseID only until
+	// JoinExpires (RFC 3339), e.g. `gpufleet agent --server $server_url
+	// --join-token $join_token --lease $lease_id`; BinaryURL, when set,
+	// is where the machine may download gpufleet. Absent when the server
+	// gives none. The join token is a secret: do not log it.
+	ServerURL   string `json:"server_url,omitempty"`
+	LeaseID     string `json:"lease_id,omitempty"`
+	JoinToken   string `json:"join_token,omitempty"`
+	JoinExpires string `json:"join_expires,omitempty"`
+	BinaryURL   string `json:"binary_url,omitempty"`
 }
 
 // MachineInput is what release and describe calls read on stdin.

@@ -21,6 +21,9 @@ func testLoop(t *testing.T, open Opener) {
 		NextID:        17,
 		Spent:         map[string]core.Micros{"ml": 1_234_567, "web": 0},
 		History:       map[string]core.Usage{"ml": {"H100": 3_600_000}, "web": {}},
+		HistoryAt:     at(5),
+		Refused:       []core.Refusal{{Offer: "aws/us-east-1/p4d", Mode: core.OnDemand, Until: at(3), Wait: 30 * time.Second}, {Offer: "aws/us-east-1/p4d", Mode: core.Spot, Until: at(4), Wait: 10 * time.Minute}},
+		Demand:        []core.DemandPoint{{At: at(1), Milli: 0}, {At: at(2).Add(1500 * time.Microsecond), Milli: 2500}, {At: at(2).Add(1500 * time.Microsecond), Milli: 3000}, {At: at(6), Milli: 1000}},
 		Ladder:        map[string]core.LadderState{"L1/0": {LowSince: at(3), Rung: 2, Unit: "j1"}, "L1/1": {NoProcSince: at(4), Zombie: true, Unit: "j1#2"}},
 		BudgetAlerted: map[string]bool{"ml": true},
 	}
@@ -266,4 +269,42 @@ func testEngineRoundTrip(t *testing.T, open Opener) {
 		t.Fatalf("%d live units, %d of j at %v, want 7 and 4 together with shard 2 among them", len(units), len(ofJ), ofJ)
 	}
 	diff(t, "unit", &u, unit)
+}
+
+func testLeaders(t *testing.T, open Opener) {
+	s := open(t)
+	c := ctx(t)
+	none, err := s.Loop().LoadLeader(c)
+	ok(t, err, "load before any leader")
+	diff(t, "leader before any", store.Leadership{}, none)
+
+	first, err := s.Loop().RecordLeader(c, "host-a/101", at(1))
+	ok(t, err, "first leader")
+	diff(t, "first leader", store.Leadership{Replica: "host-a/101", Since: at(1), Term: 1}, first)
+	got, err := s.Loop().LoadLeader(c)
+	ok(t, err, "load first leader")
+	diff(t, "stored first leader", first, got)
+
+	// A takeover (or the same replica leading again) is the next term.
+	second, err := s.Loop().RecordLeader(c, "host-b/202", at(2))
+	ok(t, err, "second leader")
+	diff(t, "second leader", store.Leadership{Replica: "host-b/202", Since: at(2), Term: 2}, second)
+	err = s.Tx(c, func(tx store.Tx) error {
+		_, err := tx.Loop().RecordLeader(c, "host-a/101", at(3))
+		return err
+	})
+	ok(t, err, "third leader in a transaction")
+	got, err = s.Loop().LoadLeader(c)
+	ok(t, err, "load third leader")
+	diff(t, "stored third leader", store.Leadership{Replica: "host-a/101", Since: at(3), Term: 3}, got)
+
+	_, err = s.Loop().RecordLeader(c, "", at(4))
+	wantField(t, err, "replica", "", "a leader without a name")
+	_, err = s.Loop().RecordLeader(c, "host-c/1", time.Time{})
+	wantField(t, err, "since", "", "a leader without a time")
+	got, err = s.Loop().LoadLeader(c)
+	ok(t, err, "load after refusals")
+	if got.Term != 3 {
+		t.Errorf("refused records moved the term to %d, want 3", got.Term)
+	}
 }

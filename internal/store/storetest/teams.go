@@ -145,4 +145,94 @@ func testTokens(t *testing.T, open Opener) {
 	if !agent.Active(at(1000)) || tok.Active(at(6)) || !fresh.Active(at(59)) || fresh.Active(at(60)) {
 		t.Error("Token.Active: want active unless revoked or expired")
 	}
+	testLeaseTokens(t, s)
+}
+
+// testLeaseTokens: join tokens and agent credentials, bound to a lease
+// and claimed by one agent.
+func testLeaseTokens(t *testing.T, s store.Store) {
+	c := ctx(t)
+	join := store.Token{ID: "j1", Hash: store.HashToken("join-1"), Role: store.RoleAgent, Name: "join L1", Created: at(0), Expires: at(600), Kind: store.TokenJoin, Lease: "L1"}
+	ok(t, s.Tokens().CreateToken(c, join), "create join token")
+	join2 := join
+	join2.ID, join2.Hash = "j2", store.HashToken("join-2")
+	ok(t, s.Tokens().CreateToken(c, join2), "create a second join token")
+	cred := store.Token{ID: "a1", Hash: store.HashToken("cred-1"), Role: store.RoleAgent, Name: "agent n1", Created: at(1), Kind: store.TokenAgent, Lease: "L1", Agent: "n1"}
+	ok(t, s.Tokens().CreateToken(c, cred), "create agent credential")
+	other := store.Token{ID: "j3", Hash: store.HashToken("join-3"), Role: store.RoleAgent, Name: "join L2", Created: at(0), Expires: at(600), Kind: store.TokenJoin, Lease: "L2"}
+	ok(t, s.Tokens().CreateToken(c, other), "create join token of L2")
+
+	got, err := s.Tokens().TokenByHash(c, store.HashToken("join-1"), at(10))
+	ok(t, err, "join token by hash")
+	diff(t, "join token", join, got)
+	got, err = s.Tokens().GetToken(c, "a1")
+	ok(t, err, "get credential")
+	diff(t, "credential", cred, got)
+	_, err = s.Tokens().GetToken(c, "nope")
+	wantErr(t, err, store.ErrNotFound, "get missing token")
+
+	bound, err := s.Tokens().ClaimToken(c, "j1", "n1")
+	ok(t, err, "claim")
+	bound2, err := s.Tokens().ClaimToken(c, "j1", "n2")
+	ok(t, err, "claim again")
+	if bound != "n1" || bound2 != "n1" {
+		t.Errorf("ClaimToken: %q then %q, want n1 both times (the first claim holds)", bound, bound2)
+	}
+	_, err = s.Tokens().ClaimToken(c, "nope", "n1")
+	wantErr(t, err, store.ErrNotFound, "claim missing")
+
+	n, err := s.Tokens().RevokeLeaseTokens(c, "L1", []string{"j1"}, at(20))
+	ok(t, err, "revoke L1's tokens but j1")
+	if n != 2 {
+		t.Errorf("RevokeLeaseTokens: %d revoked, want 2 (j2, a1)", n)
+	}
+	for id, revoked := range map[string]bool{"j1": false, "j2": true, "a1": true, "j3": false} {
+		tk, err := s.Tokens().GetToken(c, id)
+		ok(t, err, "get "+id)
+		if !tk.Revoked.IsZero() != revoked {
+			t.Errorf("token %s revoked at %v, want revoked %v", id, tk.Revoked, revoked)
+		}
+	}
+	n, err = s.Tokens().RevokeLeaseTokens(c, "L1", nil, at(30))
+	ok(t, err, "revoke the rest of L1's")
+	if n != 1 {
+		t.Errorf("RevokeLeaseTokens: %d revoked, want 1 (j1)", n)
+	}
+
+	for _, bad := range []struct {
+		field string
+		tok   store.Token
+	}{
+		{"expires", store.Token{ID: "b1", Hash: store.HashToken("b1"), Role: store.RoleAgent, Created: at(0), Kind: store.TokenJoin, Lease: "L1"}},
+		{"lease", store.Token{ID: "b2", Hash: store.HashToken("b2"), Role: store.RoleAgent, Created: at(0), Expires: at(9), Kind: store.TokenJoin}},
+		{"agent", store.Token{ID: "b3", Hash: store.HashToken("b3"), Role: store.RoleAgent, Created: at(0), Kind: store.TokenAgent, Lease: "L1"}},
+		{"kind", store.Token{ID: "b4", Hash: store.HashToken("b4"), Role: store.RoleAgent, Created: at(0), Kind: "other"}},
+		{"lease", store.Token{ID: "b5", Hash: store.HashToken("b5"), Role: store.RoleAgent, Created: at(0), Lease: "L1"}},
+	} {
+		wantField(t, s.Tokens().CreateToken(c, bad.tok), bad.field, "-", "bad "+bad.field)
+	}
+
+	// An agent keeps the credential it joined with; TouchAgent matches
+	// only that one.
+	a := store.Agent{ID: "n1", LeaseID: "L1", LastSeen: at(40), TokenID: "a1"}
+	_, created, err := s.Agents().SaveHeartbeat(c, a)
+	ok(t, err, "join n1")
+	if _, hit, err := s.Agents().TouchAgent(c, store.Agent{ID: "n1", LastSeen: at(41), TokenID: "t2"}); err != nil || hit {
+		t.Errorf("TouchAgent with another token: hit %v, err %v; want no match", hit, err)
+	}
+	if _, hit, err := s.Agents().TouchAgent(c, store.Agent{ID: "n1", LastSeen: at(42), TokenID: "a1"}); err != nil || !hit {
+		t.Errorf("TouchAgent with its token: hit %v, err %v; want a match", hit, err)
+	}
+	prev, _, err := s.Agents().SaveHeartbeat(c, store.Agent{ID: "n1", LastSeen: at(43)})
+	ok(t, err, "heartbeat without a token id")
+	got2, err := s.Agents().GetAgent(c, "n1")
+	ok(t, err, "get n1")
+	if !created || prev.TokenID != "a1" || got2.TokenID != "a1" {
+		t.Errorf("agent token: created %v, before %q, after %q; want a1 kept", created, prev.TokenID, got2.TokenID)
+	}
+	_, _, err = s.Agents().SaveHeartbeat(c, store.Agent{ID: "n1", LastSeen: at(44), TokenID: "t2"})
+	ok(t, err, "rebind n1")
+	if got2, _ = s.Agents().GetAgent(c, "n1"); got2.TokenID != "t2" {
+		t.Errorf("rebound agent's token %q, want t2", got2.TokenID)
+	}
 }

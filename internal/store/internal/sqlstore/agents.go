@@ -10,7 +10,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/store"
 )
 
-const agentCols = `seq, id, lease_id, offer_id, version, source, gpus, running, state, state_at, joined_at, last_seen_at, epoch, applied_seq, backlog`
+const agentCols = `seq, id, lease_id, offer_id, version, source, gpus, running, state, state_at, joined_at, last_seen_at, epoch, applied_seq, backlog, token_id`
 
 func scanAgent(r interface{ Scan(...any) error }) (store.Agent, int64, error) {
 	var (
@@ -20,7 +20,7 @@ func scanAgent(r interface{ Scan(...any) error }) (store.Agent, int64, error) {
 		state         string
 	)
 	if err := r.Scan(&seq, &a.ID, &a.LeaseID, &a.OfferID, &a.Version, &a.Source, &gpus, &running, &state,
-		T(&a.StateAt), T(&a.Joined), T(&a.LastSeen), &a.Epoch, &a.AppliedSeq, &a.Backlog); err != nil {
+		T(&a.StateAt), T(&a.Joined), T(&a.LastSeen), &a.Epoch, &a.AppliedSeq, &a.Backlog, &a.TokenID); err != nil {
 		return a, 0, err
 	}
 	a.State = store.AgentState(state)
@@ -49,9 +49,9 @@ func (o *ops) SaveHeartbeat(ctx context.Context, a store.Agent) (store.Agent, bo
 		switch {
 		case errors.Is(err, ErrNoRows):
 			created, prev = true, store.Agent{}
-			_, err = q.Exec(ctx, `INSERT INTO agents (id, lease_id, offer_id, version, source, gpus, running, state, state_at, joined_at, last_seen_at, epoch, applied_seq, backlog)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, 'ok', $8, $8, $8, '', 0, $9)`,
-				a.ID, a.LeaseID, a.OfferID, a.Version, a.Source, marshal(nonNilSlice(a.GPUs)), marshal(nonNilSlice(a.Running)), o.t(a.LastSeen), a.Backlog)
+			_, err = q.Exec(ctx, `INSERT INTO agents (id, lease_id, offer_id, version, source, gpus, running, state, state_at, joined_at, last_seen_at, epoch, applied_seq, backlog, token_id)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, 'ok', $8, $8, $8, '', 0, $9, $10)`,
+				a.ID, a.LeaseID, a.OfferID, a.Version, a.Source, marshal(nonNilSlice(a.GPUs)), marshal(nonNilSlice(a.Running)), o.t(a.LastSeen), a.Backlog, a.TokenID)
 			if err != nil {
 				return o.fail(err, "join agent %s", a.ID)
 			}
@@ -67,9 +67,13 @@ func (o *ops) SaveHeartbeat(ctx context.Context, a store.Agent) (store.Agent, bo
 		if prev.State != store.AgentOK {
 			stateAt = a.LastSeen
 		}
+		tokenID := prev.TokenID
+		if a.TokenID != "" {
+			tokenID = a.TokenID
+		}
 		_, err = q.Exec(ctx, `UPDATE agents SET lease_id = $2, offer_id = $3, version = $4, source = $5, gpus = $6, running = $7,
-			state = 'ok', state_at = $8, last_seen_at = $9, backlog = $10 WHERE id = $1`,
-			a.ID, lease, a.OfferID, a.Version, a.Source, marshal(nonNilSlice(a.GPUs)), marshal(nonNilSlice(a.Running)), o.t(stateAt), o.t(a.LastSeen), a.Backlog)
+			state = 'ok', state_at = $8, last_seen_at = $9, backlog = $10, token_id = $11 WHERE id = $1`,
+			a.ID, lease, a.OfferID, a.Version, a.Source, marshal(nonNilSlice(a.GPUs)), marshal(nonNilSlice(a.Running)), o.t(stateAt), o.t(a.LastSeen), a.Backlog, tokenID)
 		if err != nil {
 			return o.fail(err, "heartbeat of agent %s", a.ID)
 		}
@@ -93,8 +97,8 @@ func (o *ops) TouchAgent(ctx context.Context, a store.Agent) (string, bool, erro
 	found := false
 	err := o.atomic(ctx, func(q Querier) error {
 		err := q.QueryRow(ctx, `UPDATE agents SET lease_id = CASE WHEN $2 = '' THEN lease_id ELSE $2 END, offer_id = $3, version = $4, source = $5,
-			gpus = $6, running = $7, last_seen_at = $8, backlog = $9 WHERE id = $1 AND state = 'ok' RETURNING lease_id`,
-			a.ID, a.LeaseID, a.OfferID, a.Version, a.Source, marshal(nonNilSlice(a.GPUs)), marshal(nonNilSlice(a.Running)), o.t(a.LastSeen), a.Backlog).Scan(&lease)
+			gpus = $6, running = $7, last_seen_at = $8, backlog = $9 WHERE id = $1 AND state = 'ok' AND token_id = $10 RETURNING lease_id`,
+			a.ID, a.LeaseID, a.OfferID, a.Version, a.Source, marshal(nonNilSlice(a.GPUs)), marshal(nonNilSlice(a.Running)), o.t(a.LastSeen), a.Backlog, a.TokenID).Scan(&lease)
 		switch {
 		case errors.Is(err, ErrNoRows):
 			return nil

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -162,7 +163,7 @@ func (o *ops) runs(ctx context.Context, what, sql string, a ...any) ([]store.Run
 	return out, nil
 }
 
-// sampleBatch is how many samples one INSERT writes (8 parameters each).
+// sampleBatch is how many samples one INSERT writes (9 parameters each).
 const sampleBatch = 500
 
 // InsertSamples implements store.Samples.
@@ -180,9 +181,9 @@ func (o *ops) InsertSamples(ctx context.Context, samples ...core.Sample) error {
 			var a args
 			var vals []string
 			for _, s := range samples[lo:min(len(samples), lo+sampleBatch)] {
-				vals = append(vals, a.list(s.LeaseID, s.GPU, o.t(s.At), s.UtilPct, s.MemUsedMiB, s.MemTotalMiB, s.PowerW, s.TempC))
+				vals = append(vals, a.list(s.LeaseID, s.GPU, o.t(s.At), s.UtilPct, s.MemUsedMiB, s.MemTotalMiB, s.PowerW, s.TempC, encodeProcs(s.Procs)))
 			}
-			if _, err := q.Exec(ctx, `INSERT INTO samples (lease_id, gpu, at, util_pct, mem_used_mib, mem_total_mib, power_w, temp_c) VALUES `+
+			if _, err := q.Exec(ctx, `INSERT INTO samples (lease_id, gpu, at, util_pct, mem_used_mib, mem_total_mib, power_w, temp_c, procs) VALUES `+
 				strings.Join(vals, ", ")+` ON CONFLICT (lease_id, gpu, at) DO NOTHING`, a.vals...); err != nil {
 				return o.fail(err, "insert samples")
 			}
@@ -191,7 +192,30 @@ func (o *ops) InsertSamples(ctx context.Context, samples ...core.Sample) error {
 	})
 }
 
-const sampleCols = `lease_id, gpu, at, util_pct, mem_used_mib, mem_total_mib, power_w, temp_c`
+const sampleCols = `lease_id, gpu, at, util_pct, mem_used_mib, mem_total_mib, power_w, temp_c, procs`
+
+// encodeProcs is the procs column of a sample: a JSON object of run ID to
+// process count (keys in order), or ” where processes are not known.
+func encodeProcs(m map[string]int) string {
+	if m == nil {
+		return ""
+	}
+	b, _ := json.Marshal(m) // a map of string to int always marshals
+	return string(b)
+}
+
+// decodeProcs reads the procs column back. A value that does not decode
+// reads as not known: a zombie is never made of a damaged row.
+func decodeProcs(s string) map[string]int {
+	if s == "" {
+		return nil
+	}
+	var m map[string]int
+	if err := json.Unmarshal([]byte(s), &m); err != nil || m == nil {
+		return nil
+	}
+	return m
+}
 
 // QuerySamples implements store.Samples.
 func (o *ops) QuerySamples(ctx context.Context, f store.SampleFilter) ([]core.Sample, error) {
@@ -240,9 +264,11 @@ func (o *ops) samples(ctx context.Context, sql string, a ...any) ([]core.Sample,
 	var out []core.Sample
 	for rows.Next() {
 		var s core.Sample
-		if err := rows.Scan(&s.LeaseID, &s.GPU, T(&s.At), &s.UtilPct, &s.MemUsedMiB, &s.MemTotalMiB, &s.PowerW, &s.TempC); err != nil {
+		var procs string
+		if err := rows.Scan(&s.LeaseID, &s.GPU, T(&s.At), &s.UtilPct, &s.MemUsedMiB, &s.MemTotalMiB, &s.PowerW, &s.TempC, &procs); err != nil {
 			return nil, err
 		}
+		s.Procs = decodeProcs(procs)
 		out = append(out, s)
 	}
 	return out, rows.Err()

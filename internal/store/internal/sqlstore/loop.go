@@ -16,8 +16,58 @@ type loopDoc struct {
 	NextID        int                         `json:"next_id"`
 	Spent         map[string]int64            `json:"spent"`
 	History       map[string]map[string]int64 `json:"history"`
+	HistoryAt     *time.Time                  `json:"history_at,omitempty"`
+	Demand        *demandDoc                  `json:"demand,omitempty"`
+	Refused       []refusalDoc                `json:"refused,omitempty"`
 	Ladder        map[string]ladderDoc        `json:"ladder"`
 	BudgetAlerted map[string]bool             `json:"budget_alerted"`
+}
+
+// demandDoc is the demand history, compact: a week of it can be many
+// thousands of points, saved every tick. Point i is at From plus the
+// sum of DtUS[0..i] microseconds, with Milli[i].
+type demandDoc struct {
+	From  time.Time `json:"from"`
+	DtUS  []int64   `json:"dt_us"`
+	Milli []int64   `json:"milli"`
+}
+
+func demandToDoc(pts []core.DemandPoint) *demandDoc {
+	if len(pts) == 0 {
+		return nil
+	}
+	d := &demandDoc{From: store.Micro(pts[0].At), DtUS: make([]int64, len(pts)), Milli: make([]int64, len(pts))}
+	last := d.From
+	for i, p := range pts {
+		at := store.Micro(p.At)
+		d.DtUS[i], d.Milli[i] = at.Sub(last).Microseconds(), p.Milli
+		last = at
+	}
+	return d
+}
+
+func demandFromDoc(d *demandDoc) ([]core.DemandPoint, error) {
+	if d == nil {
+		return nil, nil
+	}
+	if len(d.DtUS) != len(d.Milli) {
+		return nil, fmt.Errorf("demand: %d times for %d values", len(d.DtUS), len(d.Milli))
+	}
+	out := make([]core.DemandPoint, len(d.DtUS))
+	at := d.From.UTC()
+	for i := range d.DtUS {
+		at = at.Add(time.Duration(d.DtUS[i]) * time.Microsecond)
+		out[i] = core.DemandPoint{At: at, Milli: d.Milli[i]}
+	}
+	return out, nil
+}
+
+// refusalDoc is a core.Refusal.
+type refusalDoc struct {
+	Offer  string    `json:"offer"`
+	Mode   string    `json:"mode"`
+	Until  time.Time `json:"until"`
+	WaitNS int64     `json:"wait_ns"`
 }
 
 type ladderDoc struct {
@@ -44,7 +94,7 @@ func timeVal(p *time.Time) time.Time {
 }
 
 func toDoc(s *store.LoopState) loopDoc {
-	d := loopDoc{NextID: s.NextID, BudgetAlerted: s.BudgetAlerted}
+	d := loopDoc{NextID: s.NextID, HistoryAt: timePtr(s.HistoryAt), Demand: demandToDoc(s.Demand), BudgetAlerted: s.BudgetAlerted}
 	if s.Spent != nil {
 		d.Spent = make(map[string]int64, len(s.Spent))
 		for k, v := range s.Spent {
@@ -57,6 +107,9 @@ func toDoc(s *store.LoopState) loopDoc {
 			d.History[k] = v
 		}
 	}
+	for _, r := range s.Refused {
+		d.Refused = append(d.Refused, refusalDoc{Offer: r.Offer, Mode: string(r.Mode), Until: store.Micro(r.Until), WaitNS: int64(r.Wait)})
+	}
 	if s.Ladder != nil {
 		d.Ladder = make(map[string]ladderDoc, len(s.Ladder))
 		for k, v := range s.Ladder {
@@ -67,7 +120,7 @@ func toDoc(s *store.LoopState) loopDoc {
 }
 
 func fromDoc(d *loopDoc) store.LoopState {
-	s := store.LoopState{NextID: d.NextID, BudgetAlerted: d.BudgetAlerted}
+	s := store.LoopState{NextID: d.NextID, HistoryAt: timeVal(d.HistoryAt), BudgetAlerted: d.BudgetAlerted}
 	if d.Spent != nil {
 		s.Spent = make(map[string]core.Micros, len(d.Spent))
 		for k, v := range d.Spent {
@@ -79,6 +132,9 @@ func fromDoc(d *loopDoc) store.LoopState {
 		for k, v := range d.History {
 			s.History[k] = core.Usage(v)
 		}
+	}
+	for _, r := range d.Refused {
+		s.Refused = append(s.Refused, core.Refusal{Offer: r.Offer, Mode: core.BillingMode(r.Mode), Until: r.Until.UTC(), Wait: time.Duration(r.WaitNS)})
 	}
 	if d.Ladder != nil {
 		s.Ladder = make(map[string]core.LadderState, len(d.Ladder))
@@ -105,6 +161,9 @@ func (o *ops) LoadLoop(ctx context.Context) (store.LoopState, error) {
 		return store.LoopState{}, fmt.Errorf("load loop state: %w", err)
 	}
 	s := fromDoc(&d)
+	if s.Demand, err = demandFromDoc(d.Demand); err != nil {
+		return store.LoopState{}, fmt.Errorf("load loop state: %w", err)
+	}
 	s.Version = version
 	return s, nil
 }
@@ -135,4 +194,41 @@ func (o *ops) SaveLoop(ctx context.Context, s store.LoopState) (int64, error) {
 		return 0, err
 	}
 	return s.Version + 1, nil
+}
+
+// RecordLeader implements store.Leaders.
+func (o *ops) RecordLeader(ctx context.Context, replica string, at time.Time) (store.Leadership, error) {
+	if err := store.CheckID("replica", replica); err != nil {
+		return store.Leadership{}, fmt.Errorf("record leader: %w", err)
+	}
+	if at.IsZero() {
+		return store.Leadership{}, fmt.Errorf("record leader: %w", &core.FieldError{Field: "since", Value: "", Allowed: "a non-zero time"})
+	}
+	l := store.Leadership{Replica: replica, Since: store.Micro(at)}
+	err := o.atomic(ctx, func(q Querier) error {
+		err := q.QueryRow(ctx, `INSERT INTO loop_leader (id, replica, since, term) VALUES (1, $1, $2, 1)
+			ON CONFLICT (id) DO UPDATE SET replica = excluded.replica, since = excluded.since, term = loop_leader.term + 1
+			RETURNING term`, replica, o.t(at)).Scan(&l.Term)
+		if err != nil {
+			return o.fail(err, "record leader %q", replica)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Leadership{}, err
+	}
+	return l, nil
+}
+
+// LoadLeader implements store.Leaders.
+func (o *ops) LoadLeader(ctx context.Context) (store.Leadership, error) {
+	var l store.Leadership
+	err := o.r().QueryRow(ctx, `SELECT replica, since, term FROM loop_leader WHERE id = 1`).Scan(&l.Replica, T(&l.Since), &l.Term)
+	if errors.Is(err, ErrNoRows) {
+		return store.Leadership{}, nil
+	}
+	if err != nil {
+		return store.Leadership{}, o.fail(err, "load leader")
+	}
+	return l, nil
 }

@@ -98,13 +98,14 @@ func (o *ops) UpdateUser(ctx context.Context, u store.User) error {
 	})
 }
 
-const tokenCols = `id, hash, user_id, team_id, role, name, prefix, created_at, expires_at, revoked_at, last_used_at`
+const tokenCols = `id, hash, user_id, team_id, role, name, prefix, created_at, expires_at, revoked_at, last_used_at, kind, lease_id, agent_id`
 
 func scanToken(r interface{ Scan(...any) error }) (store.Token, error) {
 	var t store.Token
-	var role string
+	var role, kind string
 	var hash []byte
-	err := r.Scan(&t.ID, &hash, S(&t.User), S(&t.Team), &role, &t.Name, &t.Prefix, T(&t.Created), T(&t.Expires), T(&t.Revoked), T(&t.LastUsed))
+	err := r.Scan(&t.ID, &hash, S(&t.User), S(&t.Team), &role, &t.Name, &t.Prefix, T(&t.Created), T(&t.Expires), T(&t.Revoked), T(&t.LastUsed), &kind, &t.Lease, &t.Agent)
+	t.Kind = store.TokenKind(kind)
 	if err == nil && len(hash) != len(t.Hash) {
 		return t, fmt.Errorf("token %q: stored hash has %d bytes", t.ID, len(hash))
 	}
@@ -134,8 +135,9 @@ func (o *ops) CreateToken(ctx context.Context, t store.Token) error {
 				return o.fail(err, "create token %q: %s", t.ID, ref.field)
 			}
 		}
-		_, err := q.Exec(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-			t.ID, t.Hash[:], nullStr(t.User), nullStr(t.Team), string(t.Role), t.Name, t.Prefix, o.t(t.Created), o.t(t.Expires), o.t(t.Revoked), o.t(t.LastUsed))
+		_, err := q.Exec(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+			t.ID, t.Hash[:], nullStr(t.User), nullStr(t.Team), string(t.Role), t.Name, t.Prefix, o.t(t.Created), o.t(t.Expires), o.t(t.Revoked), o.t(t.LastUsed),
+			string(t.Kind), t.Lease, t.Agent)
 		if err != nil {
 			return o.fail(err, "create token %q (user %q, team %q)", t.ID, t.User, t.Team)
 		}
@@ -184,6 +186,69 @@ func (o *ops) ListTokens(ctx context.Context, f store.TokenFilter) ([]store.Toke
 		return nil, o.fail(err, "list tokens")
 	}
 	return out, nil
+}
+
+// GetToken implements store.Tokens.
+func (o *ops) GetToken(ctx context.Context, id string) (store.Token, error) {
+	if err := store.CheckID("id", id); err != nil {
+		return store.Token{}, fmt.Errorf("get token: %w", err)
+	}
+	t, err := scanToken(o.r().QueryRow(ctx, `SELECT `+tokenCols+` FROM tokens WHERE id = $1`, id))
+	if err != nil {
+		return store.Token{}, fmt.Errorf("get token: %w", one(err, "token", id))
+	}
+	return t, nil
+}
+
+// ClaimToken implements store.Tokens.
+func (o *ops) ClaimToken(ctx context.Context, id, agent string) (string, error) {
+	if err := store.CheckID("id", id); err != nil {
+		return "", fmt.Errorf("claim token: %w", err)
+	}
+	if err := store.CheckID("agent", agent); err != nil {
+		return "", fmt.Errorf("claim token: %w", err)
+	}
+	var bound string
+	err := o.atomic(ctx, func(q Querier) error {
+		if _, err := q.Exec(ctx, `UPDATE tokens SET agent_id = $2 WHERE id = $1 AND agent_id = ''`, id, agent); err != nil {
+			return o.fail(err, "claim token %q", id)
+		}
+		if err := q.QueryRow(ctx, `SELECT agent_id FROM tokens WHERE id = $1`, id).Scan(&bound); err != nil {
+			return fmt.Errorf("claim token: %w", one(err, "token", id))
+		}
+		return nil
+	})
+	return bound, err
+}
+
+// RevokeLeaseTokens implements store.Tokens.
+func (o *ops) RevokeLeaseTokens(ctx context.Context, lease string, keep []string, at time.Time) (int, error) {
+	if err := store.CheckID("lease", lease); err != nil {
+		return 0, fmt.Errorf("revoke lease tokens: %w", err)
+	}
+	if at.IsZero() {
+		return 0, fmt.Errorf("revoke lease tokens of %q: %w", lease, &core.FieldError{Field: "at", Value: "", Allowed: "a non-zero time"})
+	}
+	var w where
+	w.add("lease_id = " + w.p(lease))
+	w.add("revoked_at IS NULL")
+	if len(keep) > 0 {
+		vs := make([]any, len(keep))
+		for i, k := range keep {
+			vs[i] = k
+		}
+		w.add("id NOT IN " + w.list(vs...))
+	}
+	var n int64
+	err := o.atomic(ctx, func(q Querier) error {
+		var err error
+		n, err = q.Exec(ctx, `UPDATE tokens SET revoked_at = `+w.p(o.t(at))+w.String(), w.vals...)
+		if err != nil {
+			return o.fail(err, "revoke lease tokens of %q", lease)
+		}
+		return nil
+	})
+	return int(n), err
 }
 
 // RevokeToken implements store.Tokens.
