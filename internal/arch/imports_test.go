@@ -109,9 +109,10 @@ var layers = map[string]struct{ allowed, banned []string }{
 	// the server only through its wire protocol.
 	"agent": {banned: append([]string{"store", "server", "api", "sim", "dashboard"}, decision...)},
 	// The ledger is read by the API (usage report, dashboard) and by
-	// the control loop (team budgets): it sits below both, on the
-	// store and billing only.
-	"ledger": {allowed: []string{"core", "billing", "pricing", "store", "ledger"}},
+	// the control loop and the simulator (team budgets, from the
+	// engine's leases and units): it sits above the decision core and
+	// the store, below everything that serves or runs.
+	"ledger": {allowed: append([]string{"core", "billing", "pricing", "store", "ledger", "capacity"}, decision...)},
 	// Decision packages are pure: they reach no layer that does I/O.
 	"sched":   {banned: ioLayers},
 	"fleet":   {banned: ioLayers},
