@@ -114,15 +114,15 @@ several servers may share it, one of them runs the loop.`,
 			case "ssh":
 				cloud, err = newSSHProvider(ctx, providerConfig, c, clk, log, func() (string, string, error) {
 					_, secret, err := api.MintAgentToken(ctx, st, clk, "ssh provider machines", "serve: the ssh provider's machines join with it")
-					return "http://" + ln.Addr().String(), secret, err
+					return publicURL, secret, err
 				})
 			case "ec2":
 				cloud, err = newEC2Provider(ctx, providerConfig, c, log, func() (string, string, error) {
 					_, secret, err := api.MintAgentToken(ctx, st, clk, "ec2 provider machines", "serve: ec2 instances launched without a lease's join token join with it")
-					return "http://" + ln.Addr().String(), secret, err
+					return publicURL, secret, err
 				})
 			default:
-				return usageError{fmt.Errorf("--provider %q: want sim, static, exec or ssh", providerKind)}
+				return usageError{fmt.Errorf("--provider %q: want sim, static, exec, ssh or ec2", providerKind)}
 			}
 			if err != nil {
 				return fmt.Errorf("serve: %s provider: %w", providerKind, err)
@@ -197,8 +197,8 @@ several servers may share it, one of them runs the loop.`,
 	cmd.Flags().StringVar(&publicURL, "public-url", "", "the URL rented machines' agents reach this server at (default: http:// and the listen address)")
 	cmd.Flags().StringVar(&catalogPath, "catalog", "", "catalog file (.yaml or .csv); the embedded demo catalog if empty")
 	cmd.Flags().StringVar(&db, "db", "gpufleet.db", "store: a SQLite file path, or a postgres:// URL")
-	cmd.Flags().StringVar(&providerKind, "provider", "sim", "where machines come from: sim (simulated cloud over the catalog), static (machines joined by their agents), exec (user scripts), ssh (hosts reached by SSH)")
-	cmd.Flags().StringVar(&providerConfig, "provider-config", "", "the static, exec or ssh provider's configuration file")
+	cmd.Flags().StringVar(&providerKind, "provider", "sim", "where machines come from: sim (simulated cloud over the catalog), static (machines joined by their agents), exec (user scripts), ssh (hosts reached by SSH), ec2 (AWS EC2 instances)")
+	cmd.Flags().StringVar(&providerConfig, "provider-config", "", "the static, exec, ssh or ec2 provider's configuration file (docs/providers.md)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the sim provider's randomness (provisioning delays, failures, reclaims)")
 	cmd.Flags().DurationVar(&simDelay, "sim-delay", DemoBootDelay, "the sim provider's provisioning delay, the same for every machine (short by default: a demo job runs within 30 s)")
 	cmd.Flags().BoolVar(&logJSON, "log-json", false, "log as JSON lines instead of text")

@@ -138,11 +138,15 @@ func (m Month) Totals() (billing.UsageTotals, error) { return Over(m.Input, m.St
 
 // Spent is each team's cost in a usage report: its line's Cost, the
 // team's share of the charges incurred in the report's range (the idle
-// line is nobody's). A team with no line has spent nothing.
+// line is nobody's). A team with no line has spent nothing, and no team
+// has spent less than nothing: a line's cost is the difference of two
+// rounded allocations (to the range's end and to its start), which is
+// -1 µ for a team whose share in the range rounds to nothing, and a
+// budget, like the stored loop state, counts spend from zero.
 func Spent(u billing.UsageTotals) map[string]core.Micros {
 	out := make(map[string]core.Micros, len(u.Lines))
 	for _, l := range u.Lines {
-		out[l.Team] = l.Cost
+		out[l.Team] = max(l.Cost, 0)
 	}
 	return out
 }
