@@ -34,6 +34,9 @@ func newServeCmd() *cobra.Command {
 	var logLevel string
 	var tick, simDelay time.Duration
 	var waits, policyArg string
+	var sqliteSync string
+	var rateLimit float64
+	var rateBurst int
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the gpufleet server: API, control loop and sim provider on embedded defaults",
@@ -51,6 +54,12 @@ several servers may share it, one of them runs the loop.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if simDelay < 0 {
 				return usageError{&core.FieldError{Field: "--sim-delay", Value: simDelay.String(), Allowed: "a duration >= 0 (0s, 5s, 2m)"}}
+			}
+			if sqliteSync != "full" && sqliteSync != "normal" {
+				return usageError{&core.FieldError{Field: "--sqlite-sync", Value: sqliteSync, Allowed: "full (every acknowledged write on disk) or normal (survives a crash of the process, not of the machine)"}}
+			}
+			if rateLimit < 0 || rateBurst < 1 {
+				return usageError{&core.FieldError{Field: "--rate-limit/--rate-burst", Value: fmt.Sprintf("%g/%d", rateLimit, rateBurst), Allowed: "a rate >= 0 requests/s (0: no limit) and a burst >= 1"}}
 			}
 			c, err := loadCatalog(catalogPath)
 			if err != nil {
@@ -80,7 +89,7 @@ several servers may share it, one of them runs the loop.`,
 				return fmt.Errorf("serve: %w", err)
 			}
 			defer ln.Close()
-			st, err := openStore(ctx, db)
+			st, err := openStore(ctx, db, sqliteSync == "full")
 			if err != nil {
 				return fmt.Errorf("serve: %w", err)
 			}
@@ -177,7 +186,7 @@ several servers may share it, one of them runs the loop.`,
 			if secret != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "admin token (shown once, store it now): %s\n", secret)
 			}
-			apiOpts = append([]api.Option{api.WithStore(st), api.WithCollectors(loop.Collectors()...), api.WithReadiness(loop), api.WithCapacity(capacity), api.WithPolicy(pol)}, apiOpts...)
+			apiOpts = append([]api.Option{api.WithStore(st), api.WithCollectors(loop.Collectors()...), api.WithReadiness(loop), api.WithCapacity(capacity), api.WithPolicy(pol), api.WithRateLimit(api.RateLimit{Rate: rateLimit, Burst: rateBurst})}, apiOpts...)
 			srv := api.New(c, clk, log, apiOpts...).HTTPServer(addr)
 			log.Info("gpufleet serving", "addr", "http://"+ln.Addr().String(), "offers", len(c.Offers), "currency", c.Currency, "db", redact(db), "policy", pol.Name, "policy_source", pol.Source, "policy_hash", pol.Hash())
 			lctx, stop := context.WithCancel(ctx)
@@ -201,6 +210,9 @@ several servers may share it, one of them runs the loop.`,
 	cmd.Flags().StringVar(&providerConfig, "provider-config", "", "the static, exec, ssh or ec2 provider's configuration file (docs/providers.md)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the sim provider's randomness (provisioning delays, failures, reclaims)")
 	cmd.Flags().DurationVar(&simDelay, "sim-delay", DemoBootDelay, "the sim provider's provisioning delay, the same for every machine (short by default: a demo job runs within 30 s)")
+	cmd.Flags().StringVar(&sqliteSync, "sqlite-sync", "full", "a SQLite store's synchronous mode: full (a write is on disk before the API acknowledges it) or normal (faster; a crash of the machine may lose the last commits)")
+	cmd.Flags().Float64Var(&rateLimit, "rate-limit", api.DefaultRateLimit.Rate, "requests a second each token may make (429 with Retry-After beyond it); 0 for no limit")
+	cmd.Flags().IntVar(&rateBurst, "rate-burst", api.DefaultRateLimit.Burst, "requests each token may make at once before --rate-limit applies")
 	cmd.Flags().BoolVar(&logJSON, "log-json", false, "log as JSON lines instead of text")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "the least level logged: debug (adds a line per API request), info, warn or error")
 	cmd.Flags().DurationVar(&tick, "tick", server.DefaultTick, "control loop period")

@@ -15,8 +15,12 @@ import (
 // openStore opens the SQLite file or PostgreSQL database db names. A
 // PostgreSQL URL may name the schema to keep gpufleet's tables in with
 // "schema=NAME" (or "search_path=NAME"), so that several deployments or
-// test runs share one database; the schema is created if missing.
-func openStore(ctx context.Context, db string) (store.Store, error) {
+// test runs share one database; the schema is created if missing. A
+// SQLite file is opened with synchronous=FULL when durable: a commit is
+// on disk before the API answers, so an acknowledged job survives power
+// loss, not only a crash of the process (synchronous=NORMAL in WAL mode).
+// PostgreSQL's commit is durable as the database is configured.
+func openStore(ctx context.Context, db string, durable bool) (store.Store, error) {
 	if strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://") {
 		dsn, schema, err := splitSchema(db)
 		if err != nil {
@@ -28,7 +32,7 @@ func openStore(ctx context.Context, db string) (store.Store, error) {
 		}
 		return st, nil
 	}
-	st, err := sqlite.Open(ctx, db, sqlite.Options{})
+	st, err := sqlite.Open(ctx, db, sqlite.Options{Durable: durable})
 	if err != nil {
 		return nil, err
 	}
