@@ -1,0 +1,404 @@
+package kube
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/gpufleet/gpufleet/internal/clock"
+	"github.com/gpufleet/gpufleet/internal/engine"
+)
+
+// Config is a Scheduler's settings.
+type Config struct {
+	Client kubernetes.Interface
+	Options
+	// Engine is the policy the engine decides by. The cluster's nodes are
+	// the fleet: nothing is rented or released (NoAcquire and NoRelease
+	// are set), and consolidation moves are not acted on.
+	Engine engine.Config
+	// Tick is the longest time between steps (default 2 s); a change of
+	// a pod or a node brings the next step forward.
+	Tick  time.Duration
+	Clock clock.Clock
+	Log   *slog.Logger
+	// OnFinish, when set, hears of every pod of gpufleet's that ended:
+	// its exit code (0 for Succeeded) and why.
+	OnFinish func(pod PodRef, code int, reason string)
+}
+
+// Scheduler is the loop: each tick it takes the informers' nodes and
+// pods, builds the engine's state (Build), steps the engine and acts on
+// the cluster (Actions). It keeps no state of its own beyond what it
+// has asked of the cluster and not yet seen in the informers (the
+// bindings and evictions in flight, as kube-scheduler's assume cache
+// does) and the bare pods it evicted and must recreate.
+type Scheduler struct {
+	cfg     Config
+	factory informers.SharedInformerFactory
+	pods    corelisters.PodLister
+	nodes   corelisters.NodeLister
+	kick    chan struct{}
+
+	mu sync.Mutex
+	// assumed are the pods bound (uid → node) and evicted (uid) that the
+	// informer does not show yet.
+	assumed map[types.UID]string
+	evicted map[types.UID]time.Time
+	// recreate holds the bare pods evicted, by namespace/name, until they
+	// are gone and made again.
+	recreate map[string]*corev1.Pod
+	// history carries the fair-share history from step to step.
+	history engine.State
+	steps   int
+}
+
+// New makes a Scheduler; Run starts it.
+func New(cfg Config) (*Scheduler, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("kube: no client")
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = 2 * time.Second
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	cfg.Engine.NoAcquire, cfg.Engine.NoRelease = true, true
+	f := informers.NewSharedInformerFactory(cfg.Client, 0)
+	s := &Scheduler{cfg: cfg, factory: f, kick: make(chan struct{}, 1),
+		assumed: map[types.UID]string{}, evicted: map[types.UID]time.Time{}, recreate: map[string]*corev1.Pod{}}
+	pi := f.Core().V1().Pods()
+	ni := f.Core().V1().Nodes()
+	s.pods, s.nodes = pi.Lister(), ni.Lister()
+	kick := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { s.poke() },
+		UpdateFunc: func(old, cur any) { s.observe(old, cur); s.poke() },
+		DeleteFunc: func(any) { s.poke() },
+	}
+	if _, err := pi.Informer().AddEventHandler(kick); err != nil {
+		return nil, fmt.Errorf("kube: pod informer: %w", err)
+	}
+	if _, err := ni.Informer().AddEventHandler(kick); err != nil {
+		return nil, fmt.Errorf("kube: node informer: %w", err)
+	}
+	return s, nil
+}
+
+func (s *Scheduler) poke() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// observe reports the pods of gpufleet's that just finished.
+func (s *Scheduler) observe(old, cur any) {
+	o, ok1 := old.(*corev1.Pod)
+	p, ok2 := cur.(*corev1.Pod)
+	if !ok1 || !ok2 || p.Spec.SchedulerName != s.cfg.schedulerName() {
+		return
+	}
+	if _, _, was := Exit(o); was {
+		return
+	}
+	code, why, ok := Exit(p)
+	if !ok {
+		return
+	}
+	s.cfg.Log.Info("pod finished", "pod", refOf(p).String(), "exit_code", code, "reason", why)
+	if s.cfg.OnFinish != nil {
+		s.cfg.OnFinish(refOf(p), code, why)
+	}
+}
+
+// Run starts the informers, waits for their caches and steps until ctx
+// ends.
+func (s *Scheduler) Run(ctx context.Context) error {
+	s.factory.Start(ctx.Done())
+	defer s.factory.Shutdown()
+	for typ, ok := range s.factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("kube: informer cache of %v did not sync", typ)
+		}
+	}
+	s.cfg.Log.Info("kubernetes scheduler running", "scheduler_name", s.cfg.schedulerName(), "tick", s.cfg.Tick)
+	t := time.NewTicker(s.cfg.Tick)
+	defer t.Stop()
+	for {
+		if err := s.Step(ctx); err != nil && ctx.Err() == nil {
+			s.cfg.Log.Warn("kubernetes step failed; retrying", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-s.kick:
+			// Let a burst of changes (a gang's pods arriving) settle.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// Step runs one step: snapshot, engine.Step, act.
+func (s *Scheduler) Step(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.cfg.Clock.Now()
+	nodes, err := s.nodes.List(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("kube: list nodes: %w", err)
+	}
+	cached, err := s.pods.List(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("kube: list pods: %w", err)
+	}
+	pods := s.assume(cached, now)
+	s.recreateGone(ctx, cached)
+
+	w := Build(nodes, pods, s.cfg.Options)
+	w.State.History, w.State.HistoryAt = s.history.History, s.history.HistoryAt
+	d := engine.Step(w.State, now, s.cfg.Engine)
+	a := w.Actions(d)
+	engine.Apply(w.State, d)
+	s.history.History, s.history.HistoryAt = w.State.History, w.State.HistoryAt
+	s.steps++
+
+	for _, ev := range a.Evict {
+		s.evict(ctx, ev, pods)
+	}
+	bound := make([][]Bind, len(a.Binds))
+	var wg sync.WaitGroup
+	for i, binds := range a.Binds {
+		wg.Go(func() { bound[i] = s.bindAll(ctx, binds) })
+	}
+	wg.Wait()
+	for _, bs := range bound {
+		for _, b := range bs {
+			s.assumed[types.UID(b.Pod.UID)] = b.Node
+		}
+	}
+	for _, wt := range a.Wait {
+		s.wait(ctx, wt)
+	}
+	return nil
+}
+
+// assume overlays what the loop asked of the cluster and the informer
+// does not show yet: a pod bound is on its node, a pod evicted is being
+// deleted. Assumptions the informer caught up with are dropped.
+func (s *Scheduler) assume(pods []*corev1.Pod, now time.Time) []*corev1.Pod {
+	seen := map[types.UID]bool{}
+	out := make([]*corev1.Pod, 0, len(pods))
+	for _, p := range pods {
+		seen[p.UID] = true
+		if node, ok := s.assumed[p.UID]; ok {
+			if p.Spec.NodeName != "" {
+				delete(s.assumed, p.UID)
+			} else {
+				c := p.DeepCopy()
+				c.Spec.NodeName = node
+				p = c
+			}
+		}
+		if _, ok := s.evicted[p.UID]; ok {
+			if p.DeletionTimestamp != nil {
+				delete(s.evicted, p.UID)
+			} else {
+				c := p.DeepCopy()
+				t := metav1.NewTime(now)
+				c.DeletionTimestamp = &t
+				p = c
+			}
+		}
+		out = append(out, p)
+	}
+	for uid := range s.assumed {
+		if !seen[uid] {
+			delete(s.assumed, uid)
+		}
+	}
+	for uid, at := range s.evicted {
+		if !seen[uid] || now.Sub(at) > 10*time.Minute {
+			delete(s.evicted, uid)
+		}
+	}
+	return out
+}
+
+// bindAll binds a unit's pods, all of them or (as far as the API lets
+// it) none: a gang's pods are bound together after the engine placed the
+// gang whole; if a binding fails the others stand and the next steps
+// show the gang partly bound (Build's reason).
+func (s *Scheduler) bindAll(ctx context.Context, binds []Bind) []Bind {
+	var wg sync.WaitGroup
+	errs := make([]error, len(binds))
+	for i, b := range binds {
+		wg.Go(func() {
+			errs[i] = s.cfg.Client.CoreV1().Pods(b.Pod.Namespace).Bind(ctx, &corev1.Binding{
+				ObjectMeta: metav1.ObjectMeta{Namespace: b.Pod.Namespace, Name: b.Pod.Name, UID: types.UID(b.Pod.UID)},
+				Target:     corev1.ObjectReference{Kind: "Node", Name: b.Node},
+			}, metav1.CreateOptions{})
+		})
+	}
+	wg.Wait()
+	var ok []Bind
+	for i, b := range binds {
+		if errs[i] != nil {
+			s.cfg.Log.Warn("binding failed", "pod", b.Pod.String(), "node", b.Node, "err", errs[i])
+			continue
+		}
+		ok = append(ok, b)
+		s.cfg.Log.Info("bound", "pod", b.Pod.String(), "node", b.Node, "reason", b.Reason)
+		s.event(ctx, b.Pod, corev1.EventTypeNormal, "Scheduled", fmt.Sprintf("Successfully assigned %s to %s (gpufleet: %s)", b.Pod, b.Node, b.Reason))
+	}
+	return ok
+}
+
+// evict evicts a victim through the Eviction API: the kubelet sends its
+// containers SIGTERM (the checkpoint signal) and waits its
+// terminationGracePeriodSeconds before SIGKILL. A bare pod is kept to
+// be made again once gone.
+func (s *Scheduler) evict(ctx context.Context, ev Evict, pods []*corev1.Pod) {
+	uid := types.UID(ev.Pod.UID)
+	if _, ok := s.evicted[uid]; ok {
+		return
+	}
+	var pod *corev1.Pod
+	for _, p := range pods {
+		if p.UID == uid {
+			pod = p
+			break
+		}
+	}
+	err := s.cfg.Client.PolicyV1().Evictions(ev.Pod.Namespace).Evict(ctx, &policyv1.Eviction{
+		ObjectMeta:    metav1.ObjectMeta{Namespace: ev.Pod.Namespace, Name: ev.Pod.Name},
+		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}},
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		// 429: a PodDisruptionBudget forbids it now; the engine decides again.
+		s.cfg.Log.Warn("eviction failed", "pod", ev.Pod.String(), "err", err)
+		return
+	}
+	s.evicted[uid] = s.cfg.Clock.Now()
+	if ev.Recreate && pod != nil {
+		s.recreate[ev.Pod.String()] = pod.DeepCopy()
+	}
+	what := "its controller recreates it"
+	if ev.Recreate {
+		what = "gpufleet recreates it from its spec once it is gone"
+	}
+	s.cfg.Log.Info("preempted", "pod", ev.Pod.String(), "recreate", ev.Recreate, "reason", ev.Reason)
+	s.event(ctx, ev.Pod, corev1.EventTypeWarning, "Preempted", fmt.Sprintf("gpufleet: evicted (SIGTERM, then its grace period) to make room: %s; %s", ev.Reason, what))
+}
+
+// recreateGone makes again the bare pods evicted that are gone: the same
+// name, labels, annotations and spec, unbound, with the count of its
+// preemptions.
+func (s *Scheduler) recreateGone(ctx context.Context, pods []*corev1.Pod) {
+	if len(s.recreate) == 0 {
+		return
+	}
+	exists := map[string]bool{}
+	for _, p := range pods {
+		exists[p.Namespace+"/"+p.Name] = true
+	}
+	for key, old := range s.recreate {
+		if exists[key] {
+			continue
+		}
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: old.Namespace, Name: old.Name,
+			Labels: old.Labels, Annotations: map[string]string{}}, Spec: *old.Spec.DeepCopy()}
+		for k, v := range old.Annotations {
+			p.Annotations[k] = v
+		}
+		n := 0
+		fmt.Sscan(old.Annotations[KeyPreemptions], &n)
+		p.Annotations[KeyPreemptions] = fmt.Sprint(n + 1)
+		p.Spec.NodeName = ""
+		_, err := s.cfg.Client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
+		switch {
+		case err == nil:
+			s.cfg.Log.Info("recreated preempted pod", "pod", key, "preemptions", n+1)
+			delete(s.recreate, key)
+		case apierrors.IsAlreadyExists(err):
+			delete(s.recreate, key) // someone made it again first
+		default:
+			s.cfg.Log.Warn("recreating preempted pod failed; retrying", "pod", key, "err", err)
+		}
+	}
+}
+
+// wait writes why a pod waits where kubectl describe shows it: its
+// PodScheduled=False condition (reason Unschedulable, the engine's text
+// as message) and a FailedScheduling event, each time the text changes.
+func (s *Scheduler) wait(ctx context.Context, wt Wait) {
+	msg := ReasonText(wt.Reason)
+	if wt.Cond == msg {
+		return
+	}
+	patch, _ := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": wt.Pod.UID},
+		"status": map[string]any{"conditions": []corev1.PodCondition{{
+			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+			Message: msg, LastTransitionTime: metav1.NewTime(s.cfg.Clock.Now()),
+		}}},
+	})
+	_, err := s.cfg.Client.CoreV1().Pods(wt.Pod.Namespace).Patch(ctx, wt.Pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			s.cfg.Log.Warn("writing a pod's reason failed", "pod", wt.Pod.String(), "err", err)
+		}
+		return
+	}
+	s.event(ctx, wt.Pod, corev1.EventTypeWarning, "FailedScheduling", msg)
+}
+
+// event records an Event about a pod, from gpufleet.
+func (s *Scheduler) event(ctx context.Context, pod PodRef, typ, reason, msg string) {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	now := metav1.NewTime(s.cfg.Clock.Now())
+	ev := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: pod.Name + "." + hex.EncodeToString(b[:]), Namespace: pod.Namespace},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: types.UID(pod.UID)},
+		Reason:         reason, Message: msg, Type: typ, Count: 1,
+		FirstTimestamp: now, LastTimestamp: now,
+		Source:              corev1.EventSource{Component: s.cfg.schedulerName()},
+		ReportingController: "gpufleet.io/scheduler", ReportingInstance: s.cfg.schedulerName(),
+	}
+	if _, err := s.cfg.Client.CoreV1().Events(pod.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		s.cfg.Log.Warn("recording an event failed", "pod", pod.String(), "reason", reason, "err", err)
+	}
+}
+
+// Steps is how many steps have run.
+func (s *Scheduler) Steps() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.steps
+}
