@@ -218,6 +218,7 @@ several servers may share it, one of them runs the loop.`,
 	cmd.Flags().DurationVar(&tick, "tick", server.DefaultTick, "control loop period")
 	cmd.Flags().StringVar(&policyArg, "policy", policy.DefaultName, "the policy the control loop runs: a preset (gpufleet, reactive, autostop) or a policy file (.yaml, docs/policy.md); GET /api/v1/policy shows it")
 	cmd.Flags().StringVar(&waits, "wait-target", "", "override the policy's wait targets: how long pending work of a tier may wait for the current fleet before more is rented, e.g. core=0s,regular=5m (unset tiers keep the policy's: by default core 1m, regular 10m, offline 1h; the sim provider's demo, with a preset policy, uses "+DemoWaitTargets+")")
+	attachKube(cmd) // serve --kubernetes (serve_kube.go)
 	return cmd
 }
 

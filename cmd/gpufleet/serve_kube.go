@@ -1,0 +1,140 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/kube"
+)
+
+// attachKube adds the Kubernetes mode to serve: with --kubernetes the
+// command schedules the GPU pods of a cluster (schedulerName gpufleet)
+// on its GPU nodes instead of running the API and the rented fleet
+// (docs/kubernetes.md).
+func attachKube(cmd *cobra.Command) {
+	var on bool
+	var kubeconfig, schedulerName string
+	var teams []string
+	cmd.Flags().BoolVar(&on, "kubernetes", false, "schedule the GPU pods of a Kubernetes cluster (schedulerName gpufleet) on its GPU nodes, as a secondary scheduler (docs/kubernetes.md)")
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "with --kubernetes: the kubeconfig file (default: $KUBECONFIG, else the in-cluster service account)")
+	cmd.Flags().StringVar(&schedulerName, "scheduler-name", kube.SchedulerName, "with --kubernetes: the spec.schedulerName of the pods gpufleet schedules")
+	cmd.Flags().StringSliceVar(&teams, "kube-team", nil, "with --kubernetes: NAMESPACE=TEAM, the team of a namespace's pods (repeatable; a namespace not named is its own team)")
+	run := cmd.RunE
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if !on {
+			for _, f := range []string{"kubeconfig", "scheduler-name", "kube-team"} {
+				if cmd.Flags().Changed(f) {
+					return usageError{fmt.Errorf("--%s needs --kubernetes", f)}
+				}
+			}
+			return run(cmd, args)
+		}
+		return serveKube(cmd, kubeconfig, schedulerName, teams)
+	}
+}
+
+func serveKube(cmd *cobra.Command, kubeconfig, schedulerName string, teamFlags []string) error {
+	fl := cmd.Flags()
+	str := func(name string) string { v, _ := fl.GetString(name); return v }
+	teams := map[string]string{}
+	for _, t := range teamFlags {
+		ns, team, ok := strings.Cut(t, "=")
+		if !ok || ns == "" || team == "" {
+			return usageError{&core.FieldError{Field: "--kube-team", Value: t, Allowed: "NAMESPACE=TEAM"}}
+		}
+		teams[ns] = team
+	}
+	c, err := loadCatalog(str("catalog"))
+	if err != nil {
+		return err
+	}
+	pol, err := servePolicy(str("policy"), str("wait-target"))
+	if err != nil {
+		return err
+	}
+	ecfg, err := pol.Engine(pol.Offers(c.Offers), time.Now())
+	if err != nil {
+		return fmt.Errorf("serve: policy %s: %w", pol.Source, err)
+	}
+	logJSON, _ := fl.GetBool("log-json")
+	log, err := newLogger(cmd.ErrOrStderr(), logJSON, str("log-level"))
+	if err != nil {
+		return err
+	}
+	cfg, from, err := kubeConfig(kubeconfig)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("serve: kubernetes client: %w", err)
+	}
+	tick, _ := fl.GetDuration("tick")
+	if !fl.Changed("tick") {
+		tick = 2 * time.Second
+	}
+	s, err := kube.New(kube.Config{Client: client, Options: kube.Options{SchedulerName: schedulerName, Teams: teams, Catalog: c.Offers},
+		Engine: ecfg, Tick: tick, Log: log})
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	ctx := cmd.Context()
+	addr := str("addr")
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if s.Steps() == 0 {
+			http.Error(w, "informers not synced yet", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("health server", "err", err)
+		}
+	}()
+	defer srv.Close()
+	log.Info("gpufleet scheduling on kubernetes", "kubeconfig", from, "host", cfg.Host, "scheduler_name", schedulerName,
+		"policy", pol.Name, "policy_source", pol.Source, "health", "http://"+ln.Addr().String()+"/healthz")
+	return s.Run(ctx)
+}
+
+// kubeConfig is the client configuration from --kubeconfig, else
+// $KUBECONFIG, else the pod's service account; from says which.
+func kubeConfig(flag string) (*rest.Config, string, error) {
+	rules, from := &clientcmd.ClientConfigLoadingRules{ExplicitPath: flag}, "--kubeconfig "+flag
+	if flag == "" {
+		// KUBECONFIG may list several files, merged as kubectl does.
+		rules, from = &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(os.Getenv("KUBECONFIG"))}, "KUBECONFIG"
+	}
+	if flag != "" || len(rules.Precedence) > 0 {
+		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+		if err != nil {
+			return nil, "", fmt.Errorf("serve: kubeconfig from %s: %w", from, err)
+		}
+		return cfg, from, nil
+	}
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, "", usageError{fmt.Errorf("serve --kubernetes: no --kubeconfig, no KUBECONFIG, and not in a cluster: %w", err)}
+	}
+	return cfg, "in-cluster service account", nil
+}
