@@ -50,6 +50,10 @@ type Config struct {
 	// Reserved is the committed base: machines per GPU model kept on a
 	// committed term whatever the load.
 	Reserved map[string]int
+	// ReservedOffer names, per GPU model, the offer the base is rented
+	// from (ReservedFit's choice); a model without one, or whose offer is
+	// refused, takes the cheapest per GPU (ReservedOffer).
+	ReservedOffer map[string]string
 	// ReservedMode is the committed mode for the base (monthly).
 	ReservedMode core.BillingMode
 	// MaxAcquire caps acquisitions per step (64).

@@ -88,11 +88,11 @@ func Run(ctx context.Context, cfg Config, p policy.Policy) (*Result, error) {
 	// application allocates the wait-target map when it is missing.
 	ecfg.Fleet = ecfg.Fleet.Defaults()
 	if p.Reserved.PeakSized {
-		peak, err := peakFleet(w, offers, p.Reserved.Mode, start)
+		peak, ids, err := peakFleet(w, offers, p.Reserved.Mode, start)
 		if err != nil {
 			return nil, fmt.Errorf("sim: policy %s: %w", p.Name, err)
 		}
-		ecfg.Fleet.Reserved = peak
+		ecfg.Fleet.Reserved, ecfg.Fleet.ReservedOffer = peak, ids
 	}
 	clk := clock.NewManual(start)
 	pc := cfg.Provider
