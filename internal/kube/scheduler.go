@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -164,10 +165,18 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 }
 
-// Step runs one step: snapshot, engine.Step, act.
-func (s *Scheduler) Step(ctx context.Context) error {
+// Step runs one step: snapshot, engine.Step, act. A panic in the
+// engine (a state it refuses to decide on) is a failed step, retried at
+// the next, as the server's loop treats it.
+func (s *Scheduler) Step(ctx context.Context) (err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer func() {
+		if p := recover(); p != nil {
+			s.cfg.Log.Error("kubernetes step panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			err = fmt.Errorf("kube: step: panic: %v", p)
+		}
+	}()
 	now := s.cfg.Clock.Now()
 	nodes, err := s.nodes.List(labels.Everything())
 	if err != nil {
@@ -340,6 +349,7 @@ func (s *Scheduler) recreateGone(ctx context.Context, pods []*corev1.Pod) {
 		fmt.Sscan(old.Annotations[KeyPreemptions], &n)
 		p.Annotations[KeyPreemptions] = fmt.Sprint(n + 1)
 		p.Spec.NodeName = ""
+		p.Spec.EphemeralContainers = nil // not allowed at create
 		_, err := s.cfg.Client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
 		switch {
 		case err == nil:
