@@ -55,4 +55,15 @@ type LadderState struct {
 	// up again: the alert fires once per episode.
 	Zombie bool
 	Unit   string
+	// Window is the unit's utilization on the GPU over the ladder's window
+	// (and the reading just before it, whose value holds at the window's
+	// start), oldest first, equal neighbours merged: what the windowed
+	// mean is taken over (fleet.Ladder).
+	Window []UtilPoint
+}
+
+// UtilPoint is a GPU's utilization from At until the next point.
+type UtilPoint struct {
+	At  time.Time
+	Pct int
 }

@@ -31,6 +31,14 @@ type Config struct {
 	// the idle alert (20%, 30 minutes).
 	IdleUtilPct int
 	IdleFor     time.Duration
+	// IdleWindow and IdleBurstBP are the ladder's rule (IdleLow): a GPU
+	// is low when the time-weighted mean of its utilization over the last
+	// IdleWindow (IdleFor when zero), with its busiest IdleBurstBP basis
+	// points of the window's time left out, is under IdleUtilPct
+	// (IdleWindow = IdleFor and IdleBurstBP = 1000 when zero; a negative
+	// IdleBurstBP leaves nothing out).
+	IdleWindow  time.Duration
+	IdleBurstBP int
 	// NotifyAfter and ActAfter are the ladder's next rungs after the alert
 	// (15 and 30 minutes), and IdleAction what the last rung does.
 	NotifyAfter, ActAfter time.Duration
@@ -110,6 +118,10 @@ func (c Config) Defaults() Config {
 		c.IdleUtilPct = 20
 	}
 	set(&c.IdleFor, 30*time.Minute)
+	set(&c.IdleWindow, c.IdleFor)
+	if c.IdleBurstBP == 0 {
+		c.IdleBurstBP = 1000
+	}
 	set(&c.NotifyAfter, 15*time.Minute)
 	set(&c.ActAfter, 30*time.Minute)
 	if c.IdleAction == "" {

@@ -1,7 +1,9 @@
 package fleet
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
@@ -52,10 +54,12 @@ func GPUKey(lease string, gpu int, unit string) string {
 	return fmt.Sprintf("%s/%d|%s", lease, gpu, unit)
 }
 
-// Ladder advances the idle ladder on the latest readings. A GPU under
-// IdleUtilPct continuously for IdleFor raises an alert; NotifyAfter later
-// the owner is notified; ActAfter after that the IdleAction is taken. Each
-// rung fires once. A GPU whose agent reports no process for ZombieAfter is
+// Ladder advances the idle ladder on the latest readings. Each GPU keeps
+// its unit's readings over the last IdleWindow in its state; the GPU is
+// low while IdleLow says so of that window, and low since the start of
+// the first such window. Low for IdleFor raises an alert; NotifyAfter
+// later the owner is notified; ActAfter after that the IdleAction is
+// taken. Each rung fires once. A GPU whose agent reports no process for ZombieAfter is
 // a zombie. It returns the new state and the alerts of this step.
 func Ladder(now time.Time, readings []GPUReading, prev map[string]LadderState, cfg Config) (map[string]LadderState, []Alert) {
 	cfg = cfg.Defaults()
@@ -67,9 +71,11 @@ func Ladder(now time.Time, readings []GPUReading, prev map[string]LadderState, c
 		if s.Unit != r.Unit {
 			s = LadderState{Unit: r.Unit} // a new unit starts a new ladder
 		}
-		if r.UtilPct < cfg.IdleUtilPct {
+		from := now.Add(-cfg.IdleWindow)
+		s.Window = pushPoint(s.Window, core.UtilPoint{At: r.At, Pct: r.UtilPct}, from)
+		if IdleLow(s.Window, now, cfg.IdleWindow, cfg.IdleBurstBP, cfg.IdleUtilPct) {
 			if s.LowSince.IsZero() {
-				s.LowSince = r.At
+				s.LowSince = from
 			}
 		} else {
 			s.LowSince, s.Rung = time.Time{}, RungNone
@@ -99,11 +105,89 @@ func Ladder(now time.Time, readings []GPUReading, prev map[string]LadderState, c
 					s.Rung = rung
 				}
 			}
-			fire(RungAlert, cfg.IdleFor, "idle-alert", fmt.Sprintf("GPU %d of %s under %d%% utilization for %s (unit %s)", r.GPU, r.LeaseID, cfg.IdleUtilPct, low.Round(time.Minute), r.Unit), "")
+			fire(RungAlert, cfg.IdleFor, "idle-alert", fmt.Sprintf("GPU %d of %s under %d%% utilization for %s (unit %s; mean over %s, busiest %s left out)", r.GPU, r.LeaseID, cfg.IdleUtilPct, low.Round(time.Minute), r.Unit, cfg.IdleWindow, burstTime(cfg.IdleWindow, cfg.IdleBurstBP)), "")
 			fire(RungNotify, cfg.IdleFor+cfg.NotifyAfter, "idle-notify", fmt.Sprintf("team %s notified: %s idle on GPU %d of %s for %s", r.Team, r.Unit, r.GPU, r.LeaseID, low.Round(time.Minute)), "")
 			fire(RungAct, cfg.IdleFor+cfg.NotifyAfter+cfg.ActAfter, "idle-action", fmt.Sprintf("%s still idle after %s: policy %q", r.Unit, low.Round(time.Minute), cfg.IdleAction), cfg.IdleAction)
 		}
 		next[k] = s
 	}
 	return next, alerts
+}
+
+// maxWindowPoints bounds the readings a GPU's window keeps: past it the
+// oldest go, and the window is no longer full until time refills it.
+const maxWindowPoints = 4096
+
+// pushPoint appends p to the window w (when it is newer than w's last
+// point and differs from it) and drops the points wholly before from,
+// keeping the last one at or before from: its value holds at the window's
+// start. It never writes into w's array, which the previous state owns.
+func pushPoint(w []core.UtilPoint, p core.UtilPoint, from time.Time) []core.UtilPoint {
+	if n := len(w); n == 0 || p.At.After(w[n-1].At) && p.Pct != w[n-1].Pct {
+		w = append(slices.Clip(w), p)
+	}
+	i := 0
+	for i+1 < len(w) && !w[i+1].At.After(from) {
+		i++
+	}
+	w = w[i:]
+	if len(w) > maxWindowPoints {
+		w = w[len(w)-maxWindowPoints:]
+	}
+	return w
+}
+
+// IdleLow is the idle ladder's rule, one for the live server and the
+// simulator: a GPU is low at now when its readings w (oldest first, each
+// holding until the next, the last until now) cover the whole window
+// (now-window, now] and their time-weighted mean over it, with the
+// busiest burstBP basis points of the window's time left out, is under
+// thresholdPct. Leaving the busiest time out is the burst tolerance: a
+// GPU at 0% with short bursts of work is idle for all its bursts, while a
+// GPU at work most of the window is not.
+func IdleLow(w []core.UtilPoint, now time.Time, window time.Duration, burstBP, thresholdPct int) bool {
+	from := now.Add(-window)
+	if len(w) == 0 || window <= 0 || w[0].At.After(from) {
+		return false
+	}
+	type seg struct {
+		pct int
+		d   time.Duration
+	}
+	segs := make([]seg, 0, len(w))
+	for i, p := range w {
+		start, end := p.At, now
+		if i+1 < len(w) {
+			end = w[i+1].At
+		}
+		if start.Before(from) {
+			start = from
+		}
+		if end.After(now) {
+			end = now
+		}
+		if end.After(start) {
+			segs = append(segs, seg{p.Pct, end.Sub(start)})
+		}
+	}
+	slices.SortStableFunc(segs, func(a, b seg) int { return cmp.Compare(b.pct, a.pct) })
+	skip := burstTime(window, burstBP)
+	var sum, total int64 // percent × milliseconds, milliseconds
+	for _, g := range segs {
+		d := g.d
+		if skip > 0 {
+			cut := min(skip, d)
+			skip -= cut
+			d -= cut
+		}
+		ms := d.Milliseconds()
+		sum += int64(g.pct) * ms
+		total += ms
+	}
+	return total > 0 && sum < int64(thresholdPct)*total
+}
+
+// burstTime is the part of the window the burst tolerance leaves out.
+func burstTime(window time.Duration, burstBP int) time.Duration {
+	return time.Duration(int64(window) / 10000 * int64(burstBP))
 }

@@ -113,12 +113,16 @@ type Release struct {
 	MinHold Duration `json:"min_hold" yaml:"min_hold"`
 }
 
-// Idle is the idle ladder: a GPU under UtilPct for For raises the alert;
-// NotifyAfter and ActAfter later the next rungs, the last doing Action. A
-// GPU whose unit shows no process for ZombieAfter is a zombie.
+// Idle is the idle ladder: a GPU whose mean utilization over Window, its
+// busiest BurstToleranceBP of the window's time left out, is under
+// UtilPct (fleet.IdleLow) for For raises the alert; NotifyAfter and
+// ActAfter later the next rungs, the last doing Action. A GPU whose unit
+// shows no process for ZombieAfter is a zombie.
 type Idle struct {
-	UtilPct     int              `json:"util_pct" yaml:"util_pct"`
-	For         Duration         `json:"for" yaml:"for"`
+	UtilPct          int      `json:"util_pct" yaml:"util_pct"`
+	Window           Duration `json:"window" yaml:"window"`
+	BurstToleranceBP int      `json:"burst_tolerance_bp" yaml:"burst_tolerance_bp"`
+	For              Duration `json:"for" yaml:"for"`
 	NotifyAfter Duration         `json:"notify_after" yaml:"notify_after"`
 	ActAfter    Duration         `json:"act_after" yaml:"act_after"`
 	Action      fleet.IdleAction `json:"action" yaml:"action"`
@@ -220,7 +224,7 @@ func Preset(name string) (Policy, error) {
 		Renting: Renting{Enabled: true, Packing: true, ScaleOutBP: 8000, MaxPerStep: 64, OutlookHorizon: Duration(24 * time.Hour),
 			ProvisioningDelay: map[string]Duration{}, DefaultDelay: Duration(3 * time.Minute), DefaultDuration: Duration(time.Hour)},
 		Release: Release{Enabled: true, AtBoundary: true, Margin: Duration(2 * time.Minute), MinIdle: Duration(5 * time.Minute), MinHold: Duration(10 * time.Minute)},
-		Idle: Idle{UtilPct: 20, For: Duration(30 * time.Minute), NotifyAfter: Duration(15 * time.Minute), ActAfter: Duration(30 * time.Minute),
+		Idle: Idle{UtilPct: 20, Window: Duration(30 * time.Minute), BurstToleranceBP: 1000, For: Duration(30 * time.Minute), NotifyAfter: Duration(15 * time.Minute), ActAfter: Duration(30 * time.Minute),
 			Action: fleet.IdleShare, ZombieAfter: Duration(10 * time.Minute)},
 		Spot:          Spot{MaxReclaims: 3},
 		Consolidation: Consolidation{Enabled: true, ScaleInBP: 3000, MoveOverhead: Duration(5 * time.Minute)},
@@ -346,7 +350,7 @@ func (p Policy) Validate() error {
 		d Duration
 	}{{"renting.default_delay", r.DefaultDelay}, {"renting.default_duration", r.DefaultDuration},
 		{"release.margin", p.Release.Margin}, {"release.min_idle", p.Release.MinIdle}, {"release.min_hold", p.Release.MinHold},
-		{"idle.for", p.Idle.For}, {"idle.notify_after", p.Idle.NotifyAfter}, {"idle.act_after", p.Idle.ActAfter}, {"idle.zombie_after", p.Idle.ZombieAfter},
+		{"idle.window", p.Idle.Window}, {"idle.for", p.Idle.For}, {"idle.notify_after", p.Idle.NotifyAfter}, {"idle.act_after", p.Idle.ActAfter}, {"idle.zombie_after", p.Idle.ZombieAfter},
 		{"consolidation.move_overhead", p.Consolidation.MoveOverhead}, {"preemption.min_runtime", p.Preemption.MinRuntime},
 		{"fair_share.half_life", p.FairShare.HalfLife}} {
 		if err := positive(c.f, c.d); err != nil {
@@ -355,6 +359,9 @@ func (p Policy) Validate() error {
 	}
 	if u := p.Idle.UtilPct; u < 1 || u > 100 {
 		return bad("idle.util_pct", fmt.Sprint(u), "a percentage 1..100")
+	}
+	if b := p.Idle.BurstToleranceBP; b < 0 || b > 5000 {
+		return bad("idle.burst_tolerance_bp", fmt.Sprint(b), "basis points 0..5000 of idle.window (at most half the window left out as bursts)")
 	}
 	switch p.Idle.Action {
 	case fleet.IdleShare, fleet.IdleDownsize, fleet.IdleStop, fleet.IdleNone:
@@ -481,7 +488,7 @@ func (p Policy) Engine(offers []core.Offer, now time.Time) (engine.Config, error
 	fc := fleet.Config{
 		WaitTarget: wait, ScaleOutBP: p.Renting.ScaleOutBP, ScaleInBP: p.Consolidation.ScaleInBP,
 		ReleaseMargin: time.Duration(p.Release.Margin), MinIdle: time.Duration(p.Release.MinIdle), MinHold: time.Duration(p.Release.MinHold),
-		IdleUtilPct: p.Idle.UtilPct, IdleFor: time.Duration(p.Idle.For), NotifyAfter: time.Duration(p.Idle.NotifyAfter), ActAfter: time.Duration(p.Idle.ActAfter),
+		IdleUtilPct: p.Idle.UtilPct, IdleFor: time.Duration(p.Idle.For), IdleWindow: time.Duration(p.Idle.Window), IdleBurstBP: burstBP(p.Idle.BurstToleranceBP), NotifyAfter: time.Duration(p.Idle.NotifyAfter), ActAfter: time.Duration(p.Idle.ActAfter),
 		IdleAction: p.Idle.Action, ZombieAfter: time.Duration(p.Idle.ZombieAfter), MaxReclaims: p.Spot.MaxReclaims,
 		ProvisioningDelay: delays, DefaultDelay: time.Duration(p.Renting.DefaultDelay), DefaultDuration: time.Duration(p.Renting.DefaultDuration),
 		ReservedMode: p.Reserved.Mode, MaxAcquire: p.Renting.MaxPerStep, MoveOverhead: time.Duration(p.Consolidation.MoveOverhead),
@@ -562,4 +569,13 @@ func envName(s string) bool {
 		}
 	}
 	return true
+}
+
+// burstBP is the fleet's IdleBurstBP for a policy's burst tolerance: the
+// fleet reads zero as its default, so none is said as -1.
+func burstBP(bp int) int {
+	if bp == 0 {
+		return -1
+	}
+	return bp
 }

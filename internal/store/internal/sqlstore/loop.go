@@ -76,6 +76,8 @@ type ladderDoc struct {
 	Rung        int        `json:"rung"`
 	Zombie      bool       `json:"zombie,omitempty"`
 	Unit        string     `json:"unit"`
+	// Window is the ladder's window of readings as [unix µs, pct] pairs.
+	Window [][2]int64 `json:"window,omitempty"`
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -113,7 +115,11 @@ func toDoc(s *store.LoopState) loopDoc {
 	if s.Ladder != nil {
 		d.Ladder = make(map[string]ladderDoc, len(s.Ladder))
 		for k, v := range s.Ladder {
-			d.Ladder[k] = ladderDoc{timePtr(v.LowSince), timePtr(v.NoProcSince), int(v.Rung), v.Zombie, v.Unit}
+			ld := ladderDoc{timePtr(v.LowSince), timePtr(v.NoProcSince), int(v.Rung), v.Zombie, v.Unit, nil}
+			for _, p := range v.Window {
+				ld.Window = append(ld.Window, [2]int64{p.At.UnixMicro(), int64(p.Pct)})
+			}
+			d.Ladder[k] = ld
 		}
 	}
 	return d
@@ -139,7 +145,11 @@ func fromDoc(d *loopDoc) store.LoopState {
 	if d.Ladder != nil {
 		s.Ladder = make(map[string]core.LadderState, len(d.Ladder))
 		for k, v := range d.Ladder {
-			s.Ladder[k] = core.LadderState{LowSince: timeVal(v.LowSince), NoProcSince: timeVal(v.NoProcSince), Rung: core.Rung(v.Rung), Zombie: v.Zombie, Unit: v.Unit}
+			ls := core.LadderState{LowSince: timeVal(v.LowSince), NoProcSince: timeVal(v.NoProcSince), Rung: core.Rung(v.Rung), Zombie: v.Zombie, Unit: v.Unit}
+			for _, p := range v.Window {
+				ls.Window = append(ls.Window, core.UtilPoint{At: time.UnixMicro(p[0]).UTC(), Pct: int(p[1])})
+			}
+			s.Ladder[k] = ls
 		}
 	}
 	return s
