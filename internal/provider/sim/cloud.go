@@ -54,6 +54,8 @@ type Cloud struct {
 	seq      uint64
 	// idPrefix starts every machine id: "sim-", or "sim-INCARNATION-".
 	idPrefix string
+	// defaultReclaimBP is Config.DefaultReclaimBP.
+	defaultReclaimBP int64
 	// outbox holds applied changes Poll has not reported yet.
 	outbox []provider.Event
 	now    time.Time
@@ -90,6 +92,9 @@ type offerState struct {
 	// reclaims; available is its current spot availability.
 	covered   bool
 	available bool
+	// limit, while available, is the most spot machines of the offer
+	// alive at once (a spot trace's count); 0: no limit.
+	limit int
 	// spot lists the offer's spot machines that may still be live; ended
 	// ones are dropped when the list is walked.
 	spot []*machine
@@ -125,6 +130,8 @@ func New(cfg Config) (*Cloud, error) {
 		byID:     map[string]*machine{},
 		byToken:  map[string]*machine{},
 		idPrefix: "sim-",
+
+		defaultReclaimBP: cfg.DefaultReclaimBP,
 	}
 	if cfg.Incarnation != "" {
 		c.idPrefix = "sim-" + cfg.Incarnation + "-"
@@ -170,11 +177,15 @@ func (c *Cloud) schedule(a *Availability, start time.Time, order []*offerState) 
 		}
 		off.covered = true
 	}
-	cur := make(map[*offerState]bool, len(order))
-	for _, off := range order {
-		cur[off] = true
+	type avail struct {
+		ok    bool
+		limit int
 	}
-	next := make(map[*offerState]bool, len(order))
+	cur := make(map[*offerState]avail, len(order))
+	for _, off := range order {
+		cur[off] = avail{ok: true}
+	}
+	next := make(map[*offerState]avail, len(order))
 	for i := 0; i < len(a.Steps); {
 		at := a.Steps[i].at(start)
 		for k, v := range cur {
@@ -182,17 +193,21 @@ func (c *Cloud) schedule(a *Availability, start time.Time, order []*offerState) 
 		}
 		for ; i < len(a.Steps) && a.Steps[i].at(start).Equal(at); i++ {
 			st := a.Steps[i]
+			v := avail{ok: st.Available}
+			if st.Available {
+				v.limit = st.Limit
+			}
 			if st.Offer == AllOffers {
 				for _, off := range order {
-					next[off] = st.Available
+					next[off] = v
 				}
 			} else {
-				next[c.offers[st.Offer]] = st.Available
+				next[c.offers[st.Offer]] = v
 			}
 		}
 		for _, off := range order {
 			if next[off] != cur[off] {
-				c.push(event{at: at, kind: evAvail, offer: off, available: next[off]})
+				c.push(event{at: at, kind: evAvail, offer: off, available: next[off].ok, limit: next[off].limit})
 				cur[off] = next[off]
 			}
 		}
@@ -245,6 +260,10 @@ func (c *Cloud) Acquire(ctx context.Context, req provider.AcquireRequest) (provi
 		c.stats.CapacityErrors++
 		return provider.Machine{}, fmt.Errorf("%s: spot capacity withdrawn (availability series): %w", what(), provider.ErrCapacity)
 	}
+	if spot && off.limit > 0 && off.liveSpot() >= off.limit {
+		c.stats.CapacityErrors++
+		return provider.Machine{}, fmt.Errorf("%s: %d spot machines obtainable, all held (availability series): %w", what(), off.limit, provider.ErrCapacity)
+	}
 
 	n := uint64(len(c.machines) + 1)
 	// Each machine draws from its own stream, seeded by one draw from the
@@ -268,8 +287,12 @@ func (c *Cloud) Acquire(ctx context.Context, req provider.AcquireRequest) (provi
 	exp := r.ExpFloat64() // drawn for every machine, used by rate-reclaimed ones
 	if spot {
 		m.notice = noticeFor(off.cfg, plan)
-		if !off.covered && plan.Reclaim != nil {
+		switch {
+		case off.covered:
+		case plan.Reclaim != nil:
 			m.reclaimAfter = reclaimAfter(plan.Reclaim.MonthlyRateBP, exp)
+		case c.defaultReclaimBP > 0:
+			m.reclaimAfter = reclaimAfter(c.defaultReclaimBP, exp)
 		}
 		off.spot = append(off.spot, m)
 	}
@@ -512,12 +535,15 @@ func (c *Cloud) apply(e event) {
 		c.emit(e.at, m)
 	case evAvail:
 		off := e.offer
-		off.available = e.available
+		off.available, off.limit = e.available, e.limit
 		kept := off.spot[:0]
+		alive := 0
 		for _, sm := range off.spot {
 			switch sm.m.State {
 			case provider.Provisioning, provider.Ready:
-				if !e.available {
+				// Past the count obtainable, the newest machines go
+				// first: the oldest keep their places.
+				if alive++; !e.available || e.limit > 0 && alive > e.limit {
 					c.notify(sm, e.at)
 				}
 				kept = append(kept, sm)
@@ -528,6 +554,17 @@ func (c *Cloud) apply(e event) {
 		clear(off.spot[len(kept):])
 		off.spot = kept
 	}
+}
+
+// liveSpot counts the offer's spot machines provisioning or ready.
+func (off *offerState) liveSpot() int {
+	n := 0
+	for _, sm := range off.spot {
+		if sm.m.State == provider.Provisioning || sm.m.State == provider.Ready {
+			n++
+		}
+	}
+	return n
 }
 
 // notify gives m its reclaim notice at t. A machine still provisioning

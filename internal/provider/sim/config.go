@@ -19,7 +19,8 @@ import (
 // exponential with rate -ln(1 - MonthlyRateBP/10000) per 730-hour month,
 // so that it gets a notice within a month of running with probability
 // MonthlyRateBP/10000, and it is reclaimed a notice lead time later. A
-// spot plan without a reclaim model is never reclaimed by rate.
+// spot plan without a reclaim model is reclaimed at DefaultReclaimBP, or
+// never when that is zero.
 //
 // Settings are resolved per offer in three layers: ByOffer[offer.ID], then
 // ByProvider[offer.Provider], then Default; the first layer that sets a
@@ -49,6 +50,11 @@ type Config struct {
 	// spot machines gets a reclaim notice, and while it is unavailable a
 	// spot Acquire fails with provider.ErrCapacity.
 	Availability *Availability
+	// DefaultReclaimBP is the monthly reclaim rate, in basis points, of a
+	// spot plan that has no reclaim model and no availability series;
+	// zero: such a plan is never reclaimed. The simulator sets
+	// ConservativeReclaimBP.
+	DefaultReclaimBP int64
 	// SeriesStart is the time a series written in seconds from start
 	// counts from; zero means the clock's time when New is called.
 	SeriesStart time.Time
@@ -84,6 +90,13 @@ type Settings struct {
 	// plan without a reclaim model.
 	Notice *time.Duration
 }
+
+// ConservativeReclaimBP is the reclaim rate the simulator assumes of a
+// spot plan whose catalog gives none: 25% a month, the rate the AWS
+// importer gives the Spot Advisor's worst bucket (">20%"), so that spot
+// of unknown reliability is never simulated as more reliable than the
+// least reliable spot AWS lists.
+const ConservativeReclaimBP = 2500
 
 // DefaultNotice is the reclaim notice for a spot plan that has no reclaim
 // model and no configured notice: AWS's two minutes.
@@ -264,6 +277,9 @@ func (d Delay) draw(r *rand.Rand) time.Duration {
 func (c *Config) validate() error {
 	if c.Source == nil {
 		return &core.FieldError{Field: "source", Value: "nil", Allowed: "a seeded math/rand/v2 source such as rand.NewPCG(seed, 0)"}
+	}
+	if c.DefaultReclaimBP < 0 || c.DefaultReclaimBP > 10000 {
+		return &core.FieldError{Field: "default_reclaim_bp", Value: fmt.Sprint(c.DefaultReclaimBP), Allowed: "basis points 0..10000 a month"}
 	}
 	if c.Clock == nil {
 		return &core.FieldError{Field: "clock", Value: "nil", Allowed: "a clock.Clock (clock.Real{} live, clock.NewManual in tests and the simulator)"}

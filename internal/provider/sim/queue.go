@@ -23,9 +23,10 @@ type event struct {
 	seq  uint64 // ties at one time go in scheduling order
 	kind eventKind
 	m    *machine
-	// offer and available, for evAvail.
+	// offer, available and limit, for evAvail.
 	offer     *offerState
 	available bool
+	limit     int
 }
 
 // live reports whether e still applies to its machine.

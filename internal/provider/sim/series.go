@@ -36,6 +36,10 @@ type Step struct {
 	// Offer is an offer ID, or "*" for every offer.
 	Offer     string
 	Available bool
+	// Limit, when Available, is the most spot machines of the offer that
+	// may be alive at once (a spot trace's count of instances
+	// obtainable); 0: no limit.
+	Limit int
 	// Line is the step's line in File (0 when not from a file).
 	Line int
 }
