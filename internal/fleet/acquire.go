@@ -368,7 +368,14 @@ func bestOption(now time.Time, d Demand, offers []core.Offer, out *Outlook, comm
 func priceOption(o *core.Offer, p *core.PricePlan, d Demand, start time.Time, dur time.Duration, useful int64, out *Outlook, committed int64, horizon time.Duration) (option, bool) {
 	j := d.Unit.Job
 	n := machinesFor(o, j)
-	b, err := billing.Cost(p, billing.Span{Start: start, End: start.Add(dur)})
+	// A committed term is paid whole: the fleet never ends one early (an
+	// early-termination rule would price a month held a day at the day
+	// and the fee, and the month was then paid in full).
+	end := start.Add(dur)
+	if p.Committed() {
+		end = start.Add(max(dur, time.Duration(p.Term)*time.Second))
+	}
+	b, err := billing.Cost(p, billing.Span{Start: start, End: end})
 	if err != nil {
 		return option{}, false
 	}
@@ -392,7 +399,18 @@ func priceOption(o *core.Offer, p *core.PricePlan, d Demand, start time.Time, du
 	// is expected to serve over the time the forecast covers (held that
 	// long: a term that may end early is charged for that time); the
 	// lower price stands.
-	if use, hold, above := out.expectedUse(o, p, n, committed, horizon); use > useful {
+	if p.Committed() && time.Duration(p.Term)*time.Second > horizon && horizon > 0 {
+		// A term longer than the outlook's day is bought on the forecast
+		// (plan.Forecast): what the least busy day of the last week says
+		// it will serve, over as much of the term as the history looks
+		// back; the whole term is paid.
+		if use, hold, bp := out.forecastUse(o, n, committed, time.Duration(p.Term)*time.Second); use > useful {
+			if alt := core.Micros(core.MulDivHalfEven(int64(cost), 3600*1000, use)); alt < per {
+				per = alt
+				why += fmt.Sprintf("; or %s for the %d GPU-h the forecast expects it to serve (%s)", cost, use/3600/1000, forecastWhy(bp, hold))
+			}
+		}
+	} else if use, hold, above := out.expectedUse(o, p, n, committed, horizon); use > useful {
 		if b, err := billing.Cost(p, billing.Span{Start: start, End: start.Add(max(dur, hold))}); err == nil {
 			held := b.Amount * core.Micros(n)
 			if alt := core.Micros(core.MulDivHalfEven(int64(held), 3600*1000, use)); alt < per {
