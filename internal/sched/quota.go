@@ -177,3 +177,10 @@ func (q *quotas) sameCohort(a, b string) bool {
 	ta, tb := q.team[a], q.team[b]
 	return ta != nil && tb != nil && ta.cohort == tb.cohort
 }
+
+// quotaAnswer is quotas.fits's answer for one GPU class.
+type quotaAnswer struct {
+	class Class
+	ok    bool
+	why   string
+}

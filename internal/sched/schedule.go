@@ -3,6 +3,7 @@ package sched
 import (
 	"container/heap"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -60,6 +61,8 @@ type pass struct {
 	pl   *Placer
 	q    *quotas
 	q0   *quotas // quotas as the pass found them
+	// quotaMemo is schedule's reusable answers of q per GPU class.
+	quotaMemo []quotaAnswer
 	dec  Decisions
 	caps map[Class]int64 // milli-GPU capacity per class
 	// alloc is each team's current allocation per class, for fair share.
@@ -344,13 +347,24 @@ func (p *pass) schedule(u Unit) {
 		return
 	}
 	var quotaWhy string
+	// The quota's answer depends on the node's GPU class only, and the
+	// quotas do not change while one unit is placed: it is asked once
+	// per class, not once per node (a queue mostly over quota would
+	// otherwise ask, and format a refusal, for every node it looks at).
+	memo := p.quotaMemo[:0]
 	allowed := func(n int) bool {
 		node := &p.pl.nodes[n]
 		if node.Spot && !u.Job.Interruptible {
 			return false
 		}
-		if ok, why := p.q.fits(u.Job.Team, node.GPUModel, u.Milli()); !ok {
-			quotaWhy = why
+		i := slices.IndexFunc(memo, func(m quotaAnswer) bool { return m.class == node.GPUModel })
+		if i < 0 {
+			ok, why := p.q.fits(u.Job.Team, node.GPUModel, u.Milli())
+			memo = append(memo, quotaAnswer{class: node.GPUModel, ok: ok, why: why})
+			i = len(memo) - 1
+		}
+		if !memo[i].ok {
+			quotaWhy = memo[i].why
 			return false
 		}
 		if res := p.res; res != nil && res.Node == n {
@@ -371,6 +385,7 @@ func (p *pass) schedule(u Unit) {
 	} else if n, gpus, ok := p.pl.find(r, allowed); ok {
 		parts = []Part{{Node: n, GPUs: gpus}}
 	}
+	p.quotaMemo = memo[:0]
 	if parts != nil {
 		if why, ok := p.withinBudget(u, parts); !ok {
 			p.wait(u, why)
