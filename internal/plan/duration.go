@@ -1,0 +1,87 @@
+package plan
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+)
+
+// DurationModel learns how long jobs run from the ones that finished:
+// per team and command the run times, and per team the ratio of the
+// actual run time to the user's own estimate ("feedback"). Predict gives
+// a duration for a job without an estimate (the median run of its team
+// and command) and corrects an estimate by the team's median ratio. It
+// is plain data, meant to be kept with the loop's state as the demand
+// history is, so that a server and a replay predict alike; this session
+// built the model, not its place in the engine's state (docs/planner.md).
+type DurationModel struct {
+	// Runs are the last DurationKeep run times per team and command
+	// (DurationKey), in seconds, oldest first.
+	Runs map[string][]int64
+	// Ratios are the last DurationKeep ratios per team of a run's time to
+	// its user's estimate, in basis points, oldest first.
+	Ratios map[string][]int64
+}
+
+// DurationKeep is how many runs and ratios a DurationModel keeps per key.
+const DurationKeep = 32
+
+// minRatios is how many ratios a team needs before its estimates are
+// corrected.
+const minRatios = 3
+
+// DurationKey is the key of a team's command in DurationModel.Runs.
+func DurationKey(team, command string) string { return team + "\x00" + command }
+
+// Observe records a finished run: its time, and, when the user gave an
+// estimate, the ratio of the two. Runs that did not run (actual <= 0) are
+// not recorded.
+func (m *DurationModel) Observe(team, command string, estimate, actual time.Duration) {
+	if actual <= 0 {
+		return
+	}
+	if m.Runs == nil {
+		m.Runs = map[string][]int64{}
+	}
+	k := DurationKey(team, command)
+	m.Runs[k] = keepLast(append(m.Runs[k], int64(actual/time.Second)))
+	if estimate > 0 {
+		if m.Ratios == nil {
+			m.Ratios = map[string][]int64{}
+		}
+		m.Ratios[team] = keepLast(append(m.Ratios[team], core.MulDivHalfEven(int64(actual), 10000, int64(estimate))))
+	}
+}
+
+func keepLast(xs []int64) []int64 {
+	if len(xs) > DurationKeep {
+		xs = slices.Clone(xs[len(xs)-DurationKeep:])
+	}
+	return xs
+}
+
+// Predict is the duration to plan a job of team and command on, and why:
+// the user's estimate times the team's median ratio of actual to
+// estimated time (once it has minRatios of them), else the estimate; with
+// no estimate, the median run of the team's command, else fallback.
+func (m *DurationModel) Predict(team, command string, estimate, fallback time.Duration) (time.Duration, string) {
+	if estimate > 0 {
+		if r := m.Ratios[team]; len(r) >= minRatios {
+			bp := median(r)
+			d := time.Duration(core.MulDivHalfEven(int64(estimate), bp, 10000))
+			return max(d, time.Second), fmt.Sprintf("the estimate %s × %d.%02d%%, the median ratio of %s's last %d runs to their estimates", estimate, bp/100, bp%100, team, len(r))
+		}
+		return estimate, "the user's estimate"
+	}
+	if r := m.Runs[DurationKey(team, command)]; len(r) > 0 {
+		return time.Duration(median(r)) * time.Second, fmt.Sprintf("the median of %s's last %d runs of this command", team, len(r))
+	}
+	return fallback, "no estimate and no history: the default"
+}
+
+// median is the lower median of xs.
+func median(xs []int64) int64 {
+	return LowerQuantile(xs, 50)
+}
