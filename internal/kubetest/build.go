@@ -60,85 +60,130 @@ func CacheDir() (string, error) {
 	return filepath.Join(base, "gpufleet", "kube", KubeVersion), nil
 }
 
-// Build makes sure every binary is in the cache, building what is
-// missing, and returns their paths. A file lock in the cache dir makes
-// concurrent callers (test packages run in parallel) build once; a
-// binary is renamed into place only when whole. logf, when not nil, gets
-// a line per build step.
+// Build makes sure the binaries Start needs (kube-apiserver, KWOK) are in
+// the cache, building what is missing, and returns the paths of all of
+// them; kube-scheduler is built only by BuildScheduler. A file lock in the
+// cache dir makes concurrent callers (test packages run in parallel)
+// build once; a binary is renamed into place only when whole. logf, when
+// not nil, gets a line per build step.
 func Build(ctx context.Context, logf func(format string, args ...any)) (Binaries, error) {
-	if logf == nil {
-		logf = func(string, ...any) {}
-	}
-	dir, err := CacheDir()
+	b, dir, err := paths()
 	if err != nil {
 		return Binaries{}, err
-	}
-	bin := filepath.Join(dir, "bin")
-	b := Binaries{
-		Etcd:      EtcdPath,
-		APIServer: filepath.Join(bin, "kube-apiserver"),
-		Scheduler: filepath.Join(bin, "kube-scheduler"),
-		KWOK:      filepath.Join(bin, "kwok-"+KWOKVersion),
 	}
 	if _, err := os.Stat(b.Etcd); err != nil {
 		return Binaries{}, fmt.Errorf("kubetest: etcd %s is missing (apt-get install etcd-server; .ci/run does): %w", b.Etcd, err)
 	}
-	if exists(b.APIServer) && exists(b.Scheduler) && exists(b.KWOK) {
+	if exists(b.APIServer) && exists(b.KWOK) {
 		return b, nil
 	}
-	if err := os.MkdirAll(bin, 0o755); err != nil {
-		return Binaries{}, fmt.Errorf("kubetest: %w", err)
+	return b, withLock(ctx, dir, func() error {
+		if err := buildKube(ctx, logf, dir, b.APIServer, "kube-apiserver"); err != nil {
+			return err
+		}
+		return buildKWOK(ctx, logf, dir, b.KWOK)
+	})
+}
+
+// BuildScheduler makes sure kube-scheduler is in the cache, as Build does
+// for the others, and returns its path. It shares most packages with
+// kube-apiserver, so after Build it takes a fraction of its time.
+func BuildScheduler(ctx context.Context, logf func(format string, args ...any)) (string, error) {
+	b, dir, err := paths()
+	if err != nil {
+		return "", err
+	}
+	if exists(b.Scheduler) {
+		return b.Scheduler, nil
+	}
+	return b.Scheduler, withLock(ctx, dir, func() error {
+		return buildKube(ctx, logf, dir, b.Scheduler, "kube-scheduler")
+	})
+}
+
+func paths() (Binaries, string, error) {
+	dir, err := CacheDir()
+	if err != nil {
+		return Binaries{}, "", err
+	}
+	bin := filepath.Join(dir, "bin")
+	return Binaries{
+		Etcd:      EtcdPath,
+		APIServer: filepath.Join(bin, "kube-apiserver"),
+		Scheduler: filepath.Join(bin, "kube-scheduler"),
+		KWOK:      filepath.Join(bin, "kwok-"+KWOKVersion),
+	}, dir, nil
+}
+
+func withLock(ctx context.Context, dir string, f func() error) error {
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		return fmt.Errorf("kubetest: %w", err)
 	}
 	unlock, err := lockFile(ctx, filepath.Join(dir, "build.lock"))
 	if err != nil {
-		return Binaries{}, err
+		return err
 	}
 	defer unlock()
+	return f()
+}
 
+// buildKube builds k8s.io/kubernetes/cmd/<cmd> to out, unless another
+// process did while this one waited for the lock.
+func buildKube(ctx context.Context, logf func(string, ...any), dir, out, cmd string) error {
+	if exists(out) {
+		return nil
+	}
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
 	goBin, err := goCommand()
 	if err != nil {
-		return Binaries{}, err
+		return err
+	}
+	mod := filepath.Join(dir, "build")
+	if err := writeBuildModule(mod); err != nil {
+		return err
 	}
 	env := buildEnv(dir)
-	if !exists(b.APIServer) || !exists(b.Scheduler) {
-		mod := filepath.Join(dir, "build")
-		if err := writeBuildModule(mod); err != nil {
-			return Binaries{}, err
-		}
-		steps := [][]string{{"get", "k8s.io/kubernetes/cmd/kube-apiserver@" + KubeVersion, "k8s.io/kubernetes/cmd/kube-scheduler@" + KubeVersion}}
-		ldflags := "-s -w -X k8s.io/component-base/version.gitVersion=" + KubeVersion +
-			" -X k8s.io/component-base/version.gitMajor=" + major(KubeVersion) +
-			" -X k8s.io/component-base/version.gitMinor=" + minor(KubeVersion)
-		for _, p := range []struct{ out, pkg string }{{b.APIServer, "kube-apiserver"}, {b.Scheduler, "kube-scheduler"}} {
-			if !exists(p.out) {
-				steps = append(steps, []string{"build", "-trimpath", "-ldflags", ldflags, "-o", p.out + ".tmp", "k8s.io/kubernetes/cmd/" + p.pkg})
-			}
-		}
-		for _, args := range steps {
-			if err := run(ctx, logf, goBin, mod, env, args...); err != nil {
-				return Binaries{}, err
-			}
-		}
-		for _, p := range []string{b.APIServer, b.Scheduler} {
-			if exists(p + ".tmp") {
-				if err := os.Rename(p+".tmp", p); err != nil {
-					return Binaries{}, fmt.Errorf("kubetest: %w", err)
-				}
-			}
-		}
+	pkg := "k8s.io/kubernetes/cmd/" + cmd
+	// go get records the sums of every module the command needs.
+	if err := run(ctx, logf, goBin, mod, env, "get", pkg+"@"+KubeVersion); err != nil {
+		return err
 	}
-	if !exists(b.KWOK) {
-		// KWOK's go.mod has no replace directives: go install works.
-		tmp := filepath.Join(dir, "kwok-gobin")
-		kenv := append(env, "GOBIN="+tmp)
-		if err := run(ctx, logf, goBin, dir, kenv, "install", "-trimpath", "-ldflags", "-s -w", "sigs.k8s.io/kwok/cmd/kwok@"+KWOKVersion); err != nil {
-			return Binaries{}, err
-		}
-		if err := os.Rename(filepath.Join(tmp, "kwok"), b.KWOK); err != nil {
-			return Binaries{}, fmt.Errorf("kubetest: %w", err)
-		}
+	ldflags := "-s -w -X k8s.io/component-base/version.gitVersion=" + KubeVersion +
+		" -X k8s.io/component-base/version.gitMajor=" + major(KubeVersion) +
+		" -X k8s.io/component-base/version.gitMinor=" + minor(KubeVersion)
+	if err := run(ctx, logf, goBin, mod, env, "build", "-trimpath", "-ldflags", ldflags, "-o", out+".tmp", pkg); err != nil {
+		return err
 	}
-	return b, nil
+	if err := os.Rename(out+".tmp", out); err != nil {
+		return fmt.Errorf("kubetest: %w", err)
+	}
+	return nil
+}
+
+// buildKWOK installs KWOK to out; its go.mod has no replace directives,
+// so go install pkg@version works.
+func buildKWOK(ctx context.Context, logf func(string, ...any), dir, out string) error {
+	if exists(out) {
+		return nil
+	}
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	goBin, err := goCommand()
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, "kwok-gobin")
+	env := append(buildEnv(dir), "GOBIN="+tmp)
+	if err := run(ctx, logf, goBin, dir, env, "install", "-trimpath", "-ldflags", "-s -w", "sigs.k8s.io/kwok/cmd/kwok@"+KWOKVersion); err != nil {
+		return err
+	}
+	if err := os.Rename(filepath.Join(tmp, "kwok"), out); err != nil {
+		return fmt.Errorf("kubetest: %w", err)
+	}
+	return nil
 }
 
 var (

@@ -406,12 +406,17 @@ func freePort() int {
 }
 
 // StartKubeScheduler runs the stock kube-scheduler (built from the same
-// release) against the cluster, as the default scheduler, until the test
-// ends: for comparisons with gpufleet's scheduler. It serves nothing
-// (--secure-port=0) and does not elect a leader.
+// release, on first use: BuildScheduler) against the cluster, as the
+// default scheduler, until the test ends: for comparisons with gpufleet's
+// scheduler. It serves nothing (--secure-port=0) and does not elect a
+// leader.
 func (c *Cluster) StartKubeScheduler(t testing.TB) {
 	t.Helper()
-	if err := c.run("kube-scheduler", c.bins.Scheduler,
+	path, err := BuildScheduler(context.Background(), t.Logf)
+	if err != nil {
+		t.Fatalf("kubetest: %v", err)
+	}
+	if err := c.run("kube-scheduler", path,
 		"--kubeconfig="+c.Kubeconfig,
 		"--authentication-kubeconfig="+c.Kubeconfig,
 		"--authorization-kubeconfig="+c.Kubeconfig,

@@ -166,3 +166,34 @@ func TestKubeconfigAdminUnderRBAC(t *testing.T) {
 		t.Errorf("server version %s, want %s", v.GitVersion, kubetest.KubeVersion)
 	}
 }
+
+// The stock kube-scheduler places an unbound pod on a KWOK node with
+// room, where it runs, and leaves one that fits nowhere Pending.
+func TestKubeSchedulerPlacesOnKWOKNodes(t *testing.T) {
+	c := kubetest.Start(t)
+	c.AddNodes(t, "gpu", 2, nil, corev1.ResourceList{gpu: resource.MustParse("8")})
+	c.StartKubeScheduler(t)
+	ctx := context.Background()
+	fits, tooBig := pod("fits", "", nil), pod("too-big", "", nil)
+	fits.Spec.Containers[0].Resources.Requests[gpu] = resource.MustParse("8")
+	fits.Spec.Containers[0].Resources.Limits[gpu] = resource.MustParse("8")
+	tooBig.Spec.Containers[0].Resources.Requests[gpu] = resource.MustParse("9")
+	tooBig.Spec.Containers[0].Resources.Limits[gpu] = resource.MustParse("9")
+	for _, p := range []*corev1.Pod{fits, tooBig} {
+		if _, err := c.Client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := waitPod(t, c.Client, "fits", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	if p.Spec.NodeName != "gpu-0" && p.Spec.NodeName != "gpu-1" {
+		t.Errorf("pod placed on %q, want a gpu node", p.Spec.NodeName)
+	}
+	waitPod(t, c.Client, "too-big", "marked unschedulable", func(p *corev1.Pod) bool {
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+				return p.Spec.NodeName == ""
+			}
+		}
+		return false
+	})
+}

@@ -1,11 +1,12 @@
-// Command kubebuild builds the test cluster's binaries (kube-apiserver,
-// kube-scheduler, KWOK) into the cache that internal/kubetest reads, so
-// that CI pays the build before go test's per-package timeout starts.
-// It prints where they are.
+// Command kubebuild builds the test cluster's binaries (kube-apiserver and
+// KWOK; kube-scheduler too with -scheduler) into the cache that
+// internal/kubetest reads, so that CI pays the build before go test's
+// per-package timeout starts. It prints where they are.
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log"
 	"os"
@@ -16,6 +17,8 @@ import (
 )
 
 func main() {
+	scheduler := flag.Bool("scheduler", false, "also build kube-scheduler (for StartKubeScheduler)")
+	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	start := time.Now()
@@ -23,6 +26,14 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("etcd %s\nkube-apiserver %s\nkube-scheduler %s\nkwok %s\n(%s)\n",
-		b.Etcd, b.APIServer, b.Scheduler, b.KWOK, time.Since(start).Round(time.Second))
+	if *scheduler {
+		if _, err := kubetest.BuildScheduler(ctx, log.Printf); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Printf("etcd %s\nkube-apiserver %s\nkwok %s\n", b.Etcd, b.APIServer, b.KWOK)
+	if *scheduler {
+		fmt.Printf("kube-scheduler %s\n", b.Scheduler)
+	}
+	fmt.Printf("ready in %s\n", time.Since(start).Round(time.Second))
 }
