@@ -126,8 +126,10 @@ type scratch struct {
 	gpus  []core.GPU
 	parts []sched.Part
 	alloc []core.Milli
-	// machines is Step's list for the fleet manager.
+	// machines is Step's list for the fleet manager; info the
+	// scheduler's for the pending units.
 	machines []fleet.Machine
+	info     []sched.Waiting
 	// live says v reflects the state: built, and kept up to date by the
 	// engine's changes since (view.go). nUnits and lastUnit are how many
 	// of State.Units the view knows and the last of them (units appended
@@ -263,7 +265,7 @@ func (sc *scratch) rebuild(st *State, now time.Time, register bool) {
 				break
 			}
 			where = inRunning
-			a := sched.Allocation{Unit: u.Unit, Start: u.Start, LastCheckpoint: u.LastCheckpoint}
+			a := sched.Allocation{Unit: u.Unit, Start: u.Start, LastCheckpoint: u.LastCheckpoint, Done: u.Done}
 			if len(parts) > first {
 				a.Parts = parts[first:len(parts):len(parts)]
 			}
@@ -390,7 +392,14 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	if len(v.pending) > 0 {
 		v.fill() // Schedule decides nothing without pending work
 	}
-	sd := sched.Schedule(&sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, Teams: st.Teams,
+	// What the scheduler knows of each pending unit's wait: its
+	// deadline's slack and its wait target are counted from these.
+	info := sc.info[:0]
+	for _, u := range v.pendingOf {
+		info = append(info, sched.Waiting{Since: u.Since, Done: u.Done})
+	}
+	sc.info = info
+	sd := sched.Schedule(&sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, PendingInfo: info, Teams: st.Teams,
 		History: st.History, Spent: st.Spent, NodeCost: v.cost, NodePaidUntil: v.paid, TimeOfUse: st.TimeOfUse, Machines: st.shapes(), Scratch: &sc.sched}, cfg.Sched)
 	event := func(kind, subject, reason string) {
 		d.Events = append(d.Events, core.Event{At: now, Kind: kind, Subject: subject, Reason: reason})
@@ -495,7 +504,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	// nothing to decide, and its set-up — the machines on their way, the
 	// budgets, the outlook — is skipped.
 	if len(sd.Waiting) > 0 {
-		waiting := demand(v, sd.Waiting, now)
+		waiting := demand(v, sd.Waiting, now, cfg.Sched)
 		// Machines that joined by hand are there already: waiting work
 		// takes them before anything is rented.
 		if len(st.Joined) > 0 {
@@ -605,8 +614,12 @@ func drainCandidates(v *view, alloc []core.Milli, now time.Time, cfg fleet.Confi
 	return out
 }
 
-// demand lists the waiting units with when they started waiting.
-func demand(v *view, waiting []sched.Wait, now time.Time) []fleet.Demand {
+// demand lists the waiting units with when they started waiting and,
+// under a deadline-aware policy (not sched.Config.NoDeadlines), by when a
+// machine must be rented for them: their latest start (deadline less the
+// work left, p99 wait target) less the scheduler's lead.
+func demand(v *view, waiting []sched.Wait, now time.Time, cfg sched.Config) []fleet.Demand {
+	cfg = cfg.Defaults()
 	out := make([]fleet.Demand, 0, len(waiting))
 	if len(waiting) == 0 {
 		return out
@@ -621,10 +634,18 @@ func demand(v *view, waiting []sched.Wait, now time.Time) []fleet.Demand {
 		u := byKey[w.Unit.Key()]
 		since := now
 		noSpot := false
+		var info sched.Waiting
 		if u != nil {
 			since, noSpot = u.Since, u.NoSpot
+			info = sched.Waiting{Since: u.Since, Done: u.Done}
 		}
-		out = append(out, fleet.Demand{Unit: w.Unit, Since: since, NoSpot: noSpot})
+		d := fleet.Demand{Unit: w.Unit, Since: since, NoSpot: noSpot}
+		if !cfg.NoDeadlines {
+			if at, ok := sched.LatestStart(w.Unit.Job, info, cfg); ok {
+				d.StartBy, d.RentBy = at, at.Add(-cfg.RiskLead)
+			}
+		}
+		out = append(out, d)
 	}
 	return out
 }

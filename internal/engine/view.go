@@ -141,7 +141,7 @@ func (v *view) enter(u *Unit, leases map[string]*Lease) {
 		}
 		v.take(u, parts)
 		i := bySeq(v.runningOf, u.seq)
-		v.running = slices.Insert(v.running, i, sched.Allocation{Unit: u.Unit, Start: u.Start, LastCheckpoint: u.LastCheckpoint, Parts: parts})
+		v.running = slices.Insert(v.running, i, sched.Allocation{Unit: u.Unit, Start: u.Start, LastCheckpoint: u.LastCheckpoint, Done: u.Done, Parts: parts})
 		v.runningOf = slices.Insert(v.runningOf, i, u)
 	case core.JobPending, core.JobPreempted, core.JobAdmitted:
 		u.where = inQueue

@@ -18,6 +18,12 @@ type Demand struct {
 	// NoSpot is set for work that must not go to spot any more (too many
 	// reclaims, or its deadline is at risk).
 	NoSpot bool
+	// RentBy, when set, is the latest time a machine can be rented for
+	// the unit and still keep its deadline or wait target (the
+	// scheduler's latest start less the time capacity takes to come):
+	// from then on it is rented for whatever its tier's wait target says.
+	// StartBy is that latest start.
+	RentBy, StartBy time.Time
 }
 
 // Acquisition is a decision to rent one machine.
@@ -111,7 +117,8 @@ func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.O
 			break
 		}
 		j := d.Unit.Job
-		if now.Sub(d.Since) < cfg.WaitTarget[j.Tier] && fleetUtilBP <= cfg.ScaleOutBP {
+		atRisk := !d.RentBy.IsZero() && !now.Before(d.RentBy)
+		if now.Sub(d.Since) < cfg.WaitTarget[j.Tier] && fleetUtilBP <= cfg.ScaleOutBP && !atRisk {
 			continue
 		}
 		// Work packs into machines on their way; with NoPacking (one
@@ -136,7 +143,7 @@ func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.O
 		machines := machinesFor(opt.offer, j)
 		for k := 0; k < machines; k++ {
 			acq := &Acquisition{Offer: opt.offer, Mode: opt.mode, For: []string{d.Unit.Key()}, ExpectedCost: opt.cost, PerUsefulGPUHour: opt.perGPU,
-				Reason: fmt.Sprintf("%s has waited %s (target %s for %s tier): %s", d.Unit.Key(), now.Sub(d.Since).Round(time.Second), cfg.WaitTarget[j.Tier], j.Tier, opt.why)}
+				Reason: waitedWhy(now, d, atRisk, cfg) + opt.why}
 			p := &planned{acq: acq, free: newFree(opt.offer)}
 			take(p, j.Request, k, machines)
 			plan = append(plan, p)
@@ -150,6 +157,20 @@ func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.O
 		acqs = append(acqs, *p.acq)
 	}
 	return acqs
+}
+
+// waitedWhy says why a machine is rented for d: its wait past its tier's
+// target, or its deadline or wait target at risk.
+func waitedWhy(now time.Time, d Demand, atRisk bool, cfg Config) string {
+	j := d.Unit.Job
+	why := fmt.Sprintf("%s has waited %s (target %s for %s tier)", d.Unit.Key(), now.Sub(d.Since).Round(time.Second), cfg.WaitTarget[j.Tier], j.Tier)
+	if atRisk {
+		why += fmt.Sprintf(", at risk: it must start by %s", d.StartBy.UTC().Format(time.RFC3339))
+		if !j.Deadline.IsZero() {
+			why += " (deadline " + j.Deadline.UTC().Format(time.RFC3339) + ")"
+		}
+	}
+	return why + ": "
 }
 
 // newFree is the free share of each GPU of a new machine of o.

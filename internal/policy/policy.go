@@ -33,6 +33,13 @@ type Policy struct {
 	// WaitTargets is how long pending work of each tier may wait for the
 	// current fleet before more is rented.
 	WaitTargets map[core.Tier]Duration `json:"wait_targets" yaml:"wait_targets"`
+	// WaitP99 is each tier's p99 wait target, from submission (or
+	// requeue) to start; 0s or missing: none. Work whose wait comes
+	// within deadlines.margin plus the provisioning delay of it goes
+	// ahead of its tier and is rented for, and is never deferred past it.
+	WaitP99 map[core.Tier]Duration `json:"wait_p99" yaml:"wait_p99"`
+	// Deadlines is deadline-aware ordering and renting.
+	Deadlines Deadlines `json:"deadlines" yaml:"deadlines"`
 	// BillingModes limits the modes rented in; empty: every mode.
 	BillingModes []core.BillingMode `json:"billing_modes" yaml:"billing_modes"`
 	TimeOfUse    TimeOfUse          `json:"time_of_use" yaml:"time_of_use"`
@@ -59,6 +66,17 @@ type TimeOfUse struct {
 	MinSavingBP int64 `json:"min_saving_bp" yaml:"min_saving_bp"`
 	// Horizon is how far ahead a cheaper window is looked for.
 	Horizon Duration `json:"horizon" yaml:"horizon"`
+}
+
+// Deadlines orders each tier by urgency — work at risk of missing its
+// deadline or wait target first, then the rest with a deadline, earliest
+// first, then fair share — and rents for work at risk whatever the wait
+// targets say (docs/scheduler.md). Work is at risk when its latest start
+// (deadline less its remaining work; its p99 wait target) is within
+// Margin plus the provisioning delay of now.
+type Deadlines struct {
+	Aware  bool     `json:"aware" yaml:"aware"`
+	Margin Duration `json:"margin" yaml:"margin"`
 }
 
 // Reserved is the committed base: GPUs per GPU model kept on a committed
@@ -145,7 +163,19 @@ type Notify struct {
 // demand.
 type Spot struct {
 	MaxReclaims int `json:"max_reclaims" yaml:"max_reclaims"`
+	// Rule is how deadline work leaves spot: SpotFallback (the fallback
+	// above, and off spot when a reclaim leaves too little slack) or
+	// SpotUniformProgress (Can't Be Late's Uniform Progress: on demand
+	// while behind the uniform line, spot while ahead; a simulator
+	// baseline, internal/sim/uniform.go, refused by serve).
+	Rule string `json:"rule" yaml:"rule"`
 }
+
+// The spot rules.
+const (
+	SpotFallback        = "fallback"
+	SpotUniformProgress = "uniform-progress"
+)
 
 // Consolidation moves units off machines allocated below ScaleInBP when
 // the machine time saved is worth more than MoveOverhead of GPU time.
@@ -226,7 +256,7 @@ func Preset(name string) (Policy, error) {
 		Release: Release{Enabled: true, AtBoundary: true, Margin: Duration(2 * time.Minute), MinIdle: Duration(5 * time.Minute), MinHold: Duration(10 * time.Minute)},
 		Idle: Idle{UtilPct: 20, Window: Duration(30 * time.Minute), BurstToleranceBP: 1000, For: Duration(30 * time.Minute), NotifyAfter: Duration(15 * time.Minute), ActAfter: Duration(30 * time.Minute),
 			Action: fleet.IdleShare, ZombieAfter: Duration(10 * time.Minute)},
-		Spot:          Spot{MaxReclaims: 3},
+		Spot:          Spot{MaxReclaims: 3, Rule: SpotFallback},
 		Consolidation: Consolidation{Enabled: true, ScaleInBP: 3000, MoveOverhead: Duration(5 * time.Minute)},
 		Preemption:    Preemption{Enabled: true, MinRuntime: Duration(10 * time.Minute)},
 		Backfill:      Backfill{Enabled: true},
@@ -237,7 +267,9 @@ func Preset(name string) (Policy, error) {
 	}
 	switch name {
 	case "gpufleet":
-		p.Doc = "gpufleet's default: cost- and fragmentation-aware placement, sharing, preemption, backfill, cheapest offer and term per useful GPU-hour (spot for interruptible work), release just before the billing boundary, consolidation, off-peak deferral"
+		p.Doc = "gpufleet's default: cost- and fragmentation-aware placement, sharing, preemption, backfill, cheapest offer and term per useful GPU-hour (spot for interruptible work), release just before the billing boundary, consolidation, off-peak deferral, deadlines and p99 wait targets kept"
+		p.WaitP99 = map[core.Tier]Duration{core.TierCore: Duration(15 * time.Minute), core.TierRegular: Duration(time.Hour), core.TierOffline: Duration(4 * time.Hour)}
+		p.Deadlines = Deadlines{Aware: true, Margin: Duration(5 * time.Minute)}
 	case "static-peak":
 		p.Doc = "a fixed fleet sized for the peak concurrent GPU demand, on monthly terms, rented from the start"
 		p.BillingModes = []core.BillingMode{core.Monthly}
@@ -259,6 +291,9 @@ func Preset(name string) (Policy, error) {
 		p.Consolidation.Enabled = false
 	default:
 		return Policy{}, &core.FieldError{Field: "policy", Value: name, Allowed: "one of " + strings.Join(PresetNames, ", ")}
+	}
+	if p.WaitP99 == nil {
+		p.WaitP99 = zeroWait() // the baselines keep no p99 wait target
 	}
 	p.Name = name
 	return p, nil
@@ -300,6 +335,22 @@ func (p Policy) Validate() error {
 		if _, ok := p.WaitTargets[t]; !ok {
 			return bad("wait_targets."+string(t), "", "a duration >= 0 for every tier (core, regular, offline)")
 		}
+	}
+	for _, t := range slices.Sorted(maps.Keys(p.WaitP99)) {
+		if _, err := core.ParseTier(string(t)); err != nil {
+			return bad("wait_p99."+string(t), string(t), "a tier: core, regular or offline")
+		}
+		if d := p.WaitP99[t]; d < 0 {
+			return bad("wait_p99."+string(t), d.String(), "a duration >= 0 (0s: no target; 15m, 12h)")
+		}
+	}
+	for _, t := range []core.Tier{core.TierCore, core.TierRegular, core.TierOffline} {
+		if _, ok := p.WaitP99[t]; !ok {
+			return bad("wait_p99."+string(t), "", "a duration >= 0 for every tier (core, regular, offline; 0s: no target)")
+		}
+	}
+	if d := p.Deadlines.Margin; d < 0 {
+		return bad("deadlines.margin", d.String(), "a duration >= 0 (0s, 5m)")
 	}
 	for i, m := range p.BillingModes {
 		f := fmt.Sprintf("billing_modes[%d]", i)
@@ -376,6 +427,9 @@ func (p Policy) Validate() error {
 	}
 	if n := p.Spot.MaxReclaims; n < 1 || n > 1000 {
 		return bad("spot.max_reclaims", fmt.Sprint(n), "1..1000 reclaims")
+	}
+	if r := p.Spot.Rule; r != SpotFallback && r != SpotUniformProgress {
+		return bad("spot.rule", r, "fallback or uniform-progress")
 	}
 	return bp("consolidation.scale_in_bp", p.Consolidation.ScaleInBP)
 }
@@ -519,6 +573,21 @@ func (p Policy) Engine(offers []core.Offer, now time.Time) (engine.Config, error
 		MinRuntime: time.Duration(p.Preemption.MinRuntime), HalfLife: time.Duration(p.FairShare.HalfLife),
 		DeferMinSavingBP: p.TimeOfUse.MinSavingBP, DeferHorizon: time.Duration(p.TimeOfUse.Horizon),
 		NoPreemption: !p.Preemption.Enabled, NoBackfill: !p.Backfill.Enabled,
+		NoDeadlines: !p.Deadlines.Aware, DefaultDuration: time.Duration(p.Renting.DefaultDuration),
+		WaitP99: make(map[core.Tier]time.Duration, len(p.WaitP99)),
+	}
+	for t, d := range p.WaitP99 {
+		sc.WaitP99[t] = time.Duration(d)
+	}
+	// At risk this long before the latest start: the slowest
+	// provisioning the policy expects, and the margin.
+	lead := time.Duration(p.Renting.DefaultDelay)
+	for _, d := range p.Renting.ProvisioningDelay {
+		lead = max(lead, time.Duration(d))
+	}
+	sc.RiskLead = lead + time.Duration(p.Deadlines.Margin)
+	if sc.RiskLead == 0 {
+		sc.RiskLead = -1 // sched: zero is the default, negative none
 	}
 	return engine.Config{Sched: sc, Fleet: fc, NoAcquire: !p.Renting.Enabled, NoRelease: !p.Release.Enabled}, nil
 }

@@ -26,8 +26,14 @@ func TestDefaultIsEngineDefaults(t *testing.T) {
 	if diff := cmp.Diff(want.Fleet.Defaults(), got.Fleet.Defaults()); diff != "" {
 		t.Errorf("fleet config (-engine defaults +preset):\n%s", diff)
 	}
-	if diff := cmp.Diff(sched.Config{MinRuntime: 10 * time.Minute, HalfLife: 24 * time.Hour, DeferMinSavingBP: 500, DeferHorizon: 7 * 24 * time.Hour}, got.Sched); diff != "" {
+	documented := sched.Config{MinRuntime: 10 * time.Minute, HalfLife: 24 * time.Hour, DeferMinSavingBP: 500, DeferHorizon: 7 * 24 * time.Hour,
+		WaitP99:  map[core.Tier]time.Duration{core.TierCore: 15 * time.Minute, core.TierRegular: time.Hour, core.TierOffline: 4 * time.Hour},
+		RiskLead: 8 * time.Minute, DefaultDuration: time.Hour}
+	if diff := cmp.Diff(documented, got.Sched); diff != "" {
 		t.Errorf("sched config (-documented defaults +preset):\n%s", diff)
+	}
+	if diff := cmp.Diff(sched.Config{}.Defaults(), got.Sched.Defaults()); diff != "" {
+		t.Errorf("sched config (-engine defaults +preset):\n%s", diff)
 	}
 	if got.NoAcquire || got.NoRelease {
 		t.Errorf("NoAcquire, NoRelease = %v, %v; want false, false", got.NoAcquire, got.NoRelease)
@@ -56,7 +62,12 @@ func TestPresetsConvert(t *testing.T) {
 				t.Fatal(err)
 			}
 			got.Fleet, tc.want.Fleet = got.Fleet.Defaults(), tc.want.Fleet.Defaults()
-			tc.want.Sched = sched.Config{MinRuntime: 10 * time.Minute, HalfLife: 24 * time.Hour, DeferMinSavingBP: 500, DeferHorizon: 7 * 24 * time.Hour}
+			// The baselines know no deadline order and no p99 wait target.
+			tc.want.Sched = tc.want.Sched.Defaults()
+			if tc.name != "gpufleet" {
+				tc.want.Sched.NoDeadlines, tc.want.Sched.WaitP99, tc.want.Sched.RiskLead = true, zero, 3*time.Minute
+			}
+			got.Sched = got.Sched.Defaults()
 			if diff := cmp.Diff(tc.want, got, cmp.Comparer(func(a, b sched.Scorer) bool { return a == b })); diff != "" {
 				t.Errorf("engine config (-baseline +preset):\n%s", diff)
 			}

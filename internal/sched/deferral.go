@@ -19,15 +19,18 @@ type deferAnswer struct {
 // estimate, when starting at a later local hour costs at least
 // DeferMinSavingBP less and still meets the deadline. Costs come from the
 // billing engine, so the saving is the one the bill will show.
-func (p *pass) deferral(u Unit) (Deferral, bool) {
+func (p *pass) deferral(u Unit, w Waiting) (Deferral, bool) {
 	j := u.Job
 	tou := p.st.TimeOfUse
 	if tou == nil || j.EstDuration <= 0 || !(j.Deferrable || j.Tier == core.TierOffline) {
 		return Deferral{}, false
 	}
 	latest := p.st.Now.Add(p.cfg.DeferHorizon)
-	if !j.Deadline.IsZero() {
-		latest = minTime(latest, j.Deadline.Add(-j.EstDuration))
+	// Never past the latest start (deadline less the work left, the wait
+	// target) less the lead capacity takes to come: a deferred unit may
+	// find no room when it wakes and need a machine rented.
+	if at, ok := LatestStart(j, w, p.cfg); ok {
+		latest = minTime(latest, at.Add(-p.cfg.RiskLead))
 	}
 	if !latest.After(p.st.Now) {
 		return Deferral{}, false

@@ -39,10 +39,12 @@ func (p *pass) canPreempt(a *Allocation, u Unit, model Class) int {
 }
 
 // basicVictim: interruptible, not core, past its minimum runtime, on one
-// machine (a multi-machine gang is not split by preemption).
+// machine (a multi-machine gang is not split by preemption), and — under
+// a deadline-aware policy — with slack enough to get capacity again and
+// still end by its deadline (stoppable).
 func (p *pass) basicVictim(a *Allocation) bool {
 	j := a.Job
-	return j.Interruptible && j.Tier != core.TierCore && len(a.Parts) == 1 && p.st.Now.Sub(a.Start) >= p.cfg.MinRuntime
+	return j.Interruptible && j.Tier != core.TierCore && len(a.Parts) == 1 && p.st.Now.Sub(a.Start) >= p.cfg.MinRuntime && p.stoppable(a)
 }
 
 // tierVictim reports whether a may be preempted by work of tier rank.

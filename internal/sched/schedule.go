@@ -28,6 +28,25 @@ type Config struct {
 	NoPreemption, NoBackfill bool
 	// Scorer replaces the default placement ranking (for baselines).
 	Scorer Scorer
+	// NoDeadlines turns off ordering each tier by urgency (deadline.go):
+	// units at risk of missing their deadline or wait target first, then
+	// the others with a deadline, earliest first, then the rest by fair
+	// share. With it on (the baselines) fair share and age alone order a
+	// tier.
+	NoDeadlines bool
+	// WaitP99 is each tier's p99 wait target (zero: none): a unit is at
+	// risk when its wait comes within RiskLead of it, and is never
+	// deferred past it. Nil: the defaults, core 15 minutes, regular 1
+	// hour, offline 4 hours.
+	WaitP99 map[core.Tier]time.Duration
+	// RiskLead is how long before its latest start a unit is at risk:
+	// the time capacity takes to come (provisioning) plus a margin
+	// (default 8 minutes: the fleet's default 3-minute provisioning delay
+	// and 5 minutes; negative: at its latest start).
+	RiskLead time.Duration
+	// DefaultDuration is the work assumed for a unit without an
+	// estimate, for its slack (default 1 hour, as the fleet's).
+	DefaultDuration time.Duration
 }
 
 // FairShareHalfLife is the half-life the fair-share history decays
@@ -51,8 +70,24 @@ func (c Config) withDefaults() Config {
 	if c.DeferHorizon == 0 {
 		c.DeferHorizon = 7 * 24 * time.Hour
 	}
+	if c.WaitP99 == nil {
+		c.WaitP99 = map[core.Tier]time.Duration{core.TierCore: 15 * time.Minute, core.TierRegular: time.Hour, core.TierOffline: 4 * time.Hour}
+	}
+	switch {
+	case c.RiskLead == 0:
+		c.RiskLead = 8 * time.Minute
+	case c.RiskLead < 0:
+		c.RiskLead = 0
+	}
+	if c.DefaultDuration == 0 {
+		c.DefaultDuration = time.Hour
+	}
 	return c
 }
+
+// Defaults returns c with every zero field set to its default, as
+// Schedule reads it: LatestStart and AtRisk want a config so completed.
+func (c Config) Defaults() Config { return c.withDefaults() }
 
 // pass is one scheduling pass's working state.
 type pass struct {
@@ -267,9 +302,15 @@ func (p *pass) share(team string) int64 {
 // teamQueue is one team's pending units of one tier, oldest first.
 type teamQueue struct {
 	team  string
-	units []Unit
+	units []pend
 	next  int
 	share int64
+}
+
+// pend is a pending unit and what is known of its wait.
+type pend struct {
+	u Unit
+	w Waiting
 }
 
 type queueHeap []*teamQueue
@@ -290,42 +331,52 @@ func (h *queueHeap) Pop() any {
 	return x
 }
 
-// runTier schedules the pending units of one tier rank: teams take turns
-// by lowest weighted dominant share, each offering its oldest unit.
+// runTier schedules the pending units of one tier rank: with
+// Config.Deadlines the urgent ones first (deadlineOrder), then teams take
+// turns by lowest weighted dominant share, each offering its oldest unit.
 func (p *pass) runTier(rank int) {
 	byTeam := map[string]*teamQueue{}
 	var h queueHeap
-	for _, u := range p.st.Pending {
+	var tier []pend
+	for i, u := range p.st.Pending {
 		if u.Job.Tier.Rank() != rank {
 			continue
 		}
-		q := byTeam[u.Job.Team]
+		x := pend{u: u}
+		if i < len(p.st.PendingInfo) {
+			x.w = p.st.PendingInfo[i]
+		}
+		tier = append(tier, x)
+	}
+	if len(tier) == 0 {
+		return
+	}
+	if !p.cfg.NoDeadlines {
+		var first []pend
+		first, tier = p.deadlineOrder(tier)
+		for _, x := range first {
+			p.schedule(x.u, x.w)
+		}
+	}
+	for _, x := range tier {
+		q := byTeam[x.u.Job.Team]
 		if q == nil {
-			q = &teamQueue{team: u.Job.Team}
-			byTeam[u.Job.Team] = q
+			q = &teamQueue{team: x.u.Job.Team}
+			byTeam[x.u.Job.Team] = q
 			h = append(h, q)
 		}
-		q.units = append(q.units, u)
+		q.units = append(q.units, x)
 	}
 	for _, q := range h {
-		sort.SliceStable(q.units, func(a, b int) bool {
-			ua, ub := q.units[a], q.units[b]
-			if !ua.Job.Submit.Equal(ub.Job.Submit) {
-				return ua.Job.Submit.Before(ub.Job.Submit)
-			}
-			if ua.Job.ID != ub.Job.ID {
-				return ua.Job.ID < ub.Job.ID
-			}
-			return ua.Shard < ub.Shard
-		})
+		sort.SliceStable(q.units, func(a, b int) bool { return olderUnit(q.units[a].u, q.units[b].u) })
 		q.share = p.share(q.team)
 	}
 	heap.Init(&h)
 	for h.Len() > 0 {
 		q := h[0]
-		u := q.units[q.next]
+		x := q.units[q.next]
 		q.next++
-		p.schedule(u)
+		p.schedule(x.u, x.w)
 		if q.next == len(q.units) {
 			heap.Pop(&h)
 			continue
@@ -335,10 +386,10 @@ func (p *pass) runTier(rank int) {
 	}
 }
 
-// schedule decides one unit.
-func (p *pass) schedule(u Unit) {
+// schedule decides one unit; w is what is known of its wait.
+func (p *pass) schedule(u Unit, w Waiting) {
 	r := &u.Job.Request
-	if d, ok := p.deferral(u); ok {
+	if d, ok := p.deferral(u, w); ok {
 		p.dec.Deferrals = append(p.dec.Deferrals, d)
 		return
 	}

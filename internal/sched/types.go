@@ -44,6 +44,9 @@ type Allocation struct {
 	// LastCheckpoint is when the unit last saved its work (zero: never,
 	// so everything since Start would be lost).
 	LastCheckpoint time.Time
+	// Done is the work saved before this run started, for the unit's
+	// slack if it were stopped (deadline.go).
+	Done time.Duration
 }
 
 // Class is the GPU class quotas are kept in: the GPU model.
@@ -61,7 +64,12 @@ type State struct {
 	Running []Allocation
 	// Pending units in any order; Schedule orders them.
 	Pending []Unit
-	Teams   []core.Team
+	// PendingInfo, when not nil, is what is known of each pending unit
+	// (by index): since when it waits and its work done, for deadlines
+	// and wait targets. Nil: every unit waits since its submission with
+	// nothing done.
+	PendingInfo []Waiting
+	Teams       []core.Team
 	// History is each team's decayed past usage, for fair share.
 	History map[string]Usage
 	// Spent is each team's spend so far this month, for budgets.

@@ -59,6 +59,15 @@ type GenConfig struct {
 	// submits in proportion to 1/k (Zipf), as a few teams dominate real
 	// clusters.
 	Teams int
+	// DeadlinePermille is the share of jobs, in thousandths, that carry a
+	// deadline: submit + duration × a slack factor drawn uniformly from
+	// DeadlineSlackMin..DeadlineSlackMax (thousandths: 1500 = 1.5×),
+	// rounded up, + DeadlineGrace seconds. Zero: no deadlines (the
+	// profile may still give some). Deadlines are drawn from their own
+	// stream, so the rest of the trace is the same with or without them.
+	DeadlinePermille                   int64
+	DeadlineSlackMin, DeadlineSlackMax int64
+	DeadlineGrace                      int64
 }
 
 // DefaultGenConfig is a day-shaped workload fitted to the Helios excerpt
@@ -120,6 +129,14 @@ func (c *GenConfig) Validate() error {
 		return bad("max_duration", c.MaxDuration, fmt.Sprintf("1..%d seconds", MaxSeconds))
 	case c.Teams < 1 || c.Teams > 1_000_000:
 		return bad("teams", c.Teams, "1..1000000")
+	case c.DeadlinePermille < 0 || c.DeadlinePermille > 1000:
+		return bad("deadline_permille", c.DeadlinePermille, "0..1000 thousandths of the jobs")
+	case c.DeadlinePermille > 0 && (c.DeadlineSlackMin < 1000 || c.DeadlineSlackMin > 1_000_000):
+		return bad("deadline_slack_min", c.DeadlineSlackMin, "1000..1000000 thousandths (1× to 1000× the duration)")
+	case c.DeadlinePermille > 0 && (c.DeadlineSlackMax < c.DeadlineSlackMin || c.DeadlineSlackMax > 1_000_000):
+		return bad("deadline_slack_max", c.DeadlineSlackMax, "deadline_slack_min..1000000 thousandths")
+	case c.DeadlineGrace < 0 || c.DeadlineGrace > 30*86400:
+		return bad("deadline_grace", c.DeadlineGrace, "0..2592000 seconds")
 	}
 	for h, w := range c.Hourly { // all zero means the sinusoid
 		if w < 0 || w > 1_000_000 {
@@ -210,6 +227,9 @@ func GenerateProgress(cfg GenConfig, seed uint64, progress func(done, total int)
 	tierMix := []Weighted{{0, cfg.Tiers.Core}, {1, cfg.Tiers.Regular}, {2, cfg.Tiers.Offline}}
 	tierSet := cfg.Tiers.Core+cfg.Tiers.Regular+cfg.Tiers.Offline > 0
 
+	// Deadlines have their own stream: turning them on changes no other
+	// field of the trace.
+	drng := rand.New(rand.NewPCG(seed, 0xd1b54a32d192ed03))
 	t := 0.0 // seconds from the start
 	for i := range cfg.Jobs {
 		// Next arrival: spend an Exp(1) amount of cumulative rate.
@@ -240,6 +260,10 @@ func GenerateProgress(cfg GenConfig, seed uint64, progress func(done, total int)
 		}
 		if tierSet {
 			j.Tier = tiers[pick(rng, tierMix)]
+		}
+		if cfg.DeadlinePermille > 0 && drng.Int64N(1000) < cfg.DeadlinePermille {
+			slack := cfg.DeadlineSlackMin + drng.Int64N(cfg.DeadlineSlackMax-cfg.DeadlineSlackMin+1)
+			j.Deadline = min(j.Submit+(j.Duration*slack+999)/1000+cfg.DeadlineGrace, MaxSeconds)
 		}
 		out.Jobs = append(out.Jobs, j)
 		if progress != nil && (i+1)%progressEvery == 0 {
