@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -41,6 +42,9 @@ const (
 	PodCompleteDelay = "pod-complete.stage.kwok.x-k8s.io/delay"
 	PodFailDelay     = "pod-fail.stage.kwok.x-k8s.io/delay"
 )
+
+// errExited is a program of the cluster ending on its own.
+var errExited = errors.New("exited")
 
 //go:embed stages.yaml
 var stagesYAML []byte
@@ -87,17 +91,33 @@ func Start(t testing.TB) *Cluster {
 		t.Fatalf("kubetest: %v", err)
 	}
 	start := time.Now()
-	c := &Cluster{bins: bins, dir: t.TempDir()}
+	base := t.TempDir()
+	c := &Cluster{bins: bins}
 	t.Cleanup(c.Stop)
-	if err := c.start(t); err != nil {
-		c.dumpLogs(t)
-		t.Fatalf("kubetest: start: %v", err)
+	// The free ports are picked before the programs bind them, so another
+	// process (a test package beside this one) may take one first: a
+	// program that exits at start is tried again on new ports.
+	const attempts = 3
+	for i := 1; ; i++ {
+		c.dir = filepath.Join(base, strconv.Itoa(i))
+		if err = os.Mkdir(c.dir, 0o700); err == nil {
+			err = c.start()
+		}
+		if err == nil {
+			break
+		}
+		if i == attempts || !errors.Is(err, errExited) {
+			c.dumpLogs(t)
+			t.Fatalf("kubetest: start: %v", err)
+		}
+		t.Logf("kubetest: start, try %d: %v; trying again", i, err)
+		c.Stop()
 	}
 	t.Logf("kubetest: cluster %s up in %s (dir %s)", c.Host, time.Since(start).Round(10*time.Millisecond), c.dir)
 	return c
 }
 
-func (c *Cluster) start(t testing.TB) error {
+func (c *Cluster) start() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	certs, err := newPKI(c.dir)
@@ -220,7 +240,7 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 			last = fmt.Errorf("/readyz: %s", body)
 		}
 		if p := c.exited(); p != nil {
-			return fmt.Errorf("%s exited: %v", p.name, p.err)
+			return fmt.Errorf("%s: %w: %v", p.name, errExited, p.err)
 		}
 		select {
 		case <-ctx.Done():
@@ -377,6 +397,9 @@ func (c *Cluster) waitNodeReady(ctx context.Context, name string) error {
 					return nil
 				}
 			}
+		}
+		if p := c.exited(); p != nil {
+			return fmt.Errorf("not Ready: %s: %w: %v", p.name, errExited, p.err)
 		}
 		select {
 		case <-ctx.Done():
