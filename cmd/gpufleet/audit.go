@@ -32,7 +32,7 @@ func writeAudit(w io.Writer, r audit.Report, format string) error {
 }
 
 func newAuditCmd() *cobra.Command {
-	var from, to, team, format, db, catalogPath, out, period, tz, asOf string
+	var from, to, team, format, db, catalogPath, out, period, tz, asOf, utilPath string
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Audit spend, idle spend and utilization per team, GPU model and job, with right-sizing advice",
@@ -99,6 +99,15 @@ an RFC 3339 time; --to is exclusive.`,
 			if err != nil {
 				return fmt.Errorf("report audit: %w", err)
 			}
+			if utilPath != "" {
+				u, err := loadUtil(utilPath)
+				if err != nil {
+					return fmt.Errorf("report audit: %w", err)
+				}
+				var n int
+				in, n = audit.WithUtil(in, u)
+				fmt.Fprintf(cmd.ErrOrStderr(), "--util %s: %d ids, utilization of %d runs taken from it\n", utilPath, len(u.IDs()), n)
+			}
 			r, err := audit.Audit(in)
 			if err != nil {
 				return fmt.Errorf("report audit: %w", err)
@@ -129,5 +138,6 @@ an RFC 3339 time; --to is exclusive.`,
 	fl.StringVar(&catalogPath, "catalog", "", "catalog file (.yaml or .csv) the leases are priced by; the embedded demo catalog if empty")
 	fl.StringVar(&asOf, "as-of", "", "read the data as of this time (open leases and runs count up to it); now if empty")
 	fl.StringVarP(&out, "output", "o", "", "write to this file instead of standard output")
+	fl.StringVar(&utilPath, "util", "", "GPU utilization series, CSV id,time,utilization (0..1 or 0%..100%) per job or pod: the utilization evidence of the runs it covers, in place of the agents' samples")
 	return cmd
 }

@@ -41,6 +41,8 @@ type replayFlags struct {
 	noLP, checkViews                              bool
 	cpuProfile, memProfile                        string
 	lpMPS                                         string
+	// spotTrace is a folder of spot traces, util a utilization series.
+	spotTrace, util string
 	// budgets are --budget TEAM=AMOUNT, each team's monthly budget.
 	budgets []string
 }
@@ -69,6 +71,8 @@ func attachReplay(cmd *cobra.Command) {
 	fl.BoolVar(&f.checkViews, "check-views", false, "check at every step that the engine's live view of the fleet is what a fresh build gives (ten times as slow or more; for testing)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the replay to this file")
 	fl.StringVar(&f.memProfile, "memprofile", "", "write a profile of the replay's allocations to this file when it ends")
+	fl.StringVar(&f.spotTrace, "spot-trace", "", "folder of spot availability/preemption traces in the layout of SkyPilot's spot-traces (\"Can't Be Late\", NSDI'24): counts per zone and time step decide the covered spot offers' reclaims and capacity")
+	fl.StringVar(&f.util, "util", "", "GPU utilization series, CSV id,time,utilization (0..1 or 0%..100%) per job: busy GPU-hours and the idle ladder's readings come from it")
 	fl.StringVar(&f.lpMPS, "lp-mps", "", "also write the LP relaxation in free MPS to this file, for an exact LP solver (clp, highs, glpsol) to check the bound")
 	cmd.Example = `  gpufleet sim --trace ../shared/data/helios-venus-excerpt-dirlab/helios_data_training.csv --format helios \
       --catalog examples/aws-pricebook/catalog.yaml --json result.json --html report.html
@@ -235,8 +239,20 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 	if err != nil {
 		return err
 	}
+	// A spot plan whose catalog gives no reclaim rate is not simulated as
+	// never reclaimed: provsim.ConservativeReclaimBP (docs/simulator.md).
 	cfg := sim.Config{Workload: w, Offers: cat.Offers, Teams: teams, TimeOfUse: policy.SiteTariff(cat.Offers), Seed: f.seed,
-		Provider: provsim.Config{Default: provsim.Settings{Delay: provsim.Fixed(f.delay)}}}
+		Provider: provsim.Config{Default: provsim.Settings{Delay: provsim.Fixed(f.delay)}, DefaultReclaimBP: provsim.ConservativeReclaimBP}}
+	if f.spotTrace != "" {
+		if cfg.Provider.Availability, err = loadSpotTraces(f.spotTrace, cat.Offers, w, cmd.ErrOrStderr()); err != nil {
+			return err
+		}
+	}
+	if f.util != "" {
+		if cfg.Util, err = loadUtil(f.util); err != nil {
+			return err
+		}
+	}
 	// Progress on a terminal: a line per policy (jobs submitted) and one
 	// for the LP bound (iterations of its ascent).
 	disp := progress.For(cmd.ErrOrStderr(), f.quiet)

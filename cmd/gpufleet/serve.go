@@ -287,6 +287,10 @@ func servePolicy(arg, waits string) (policy.Policy, error) {
 		return policy.Policy{}, usageError{&core.FieldError{Field: "--policy " + arg + ": reserved.peak_sized", Value: "true",
 			Allowed: "false for serve (a peak-sized base is sized from a workload known in advance: the simulator's; give reserved.gpus instead)"}}
 	}
+	if p.Spot.Rule == policy.SpotUniformProgress {
+		return policy.Policy{}, usageError{&core.FieldError{Field: "--policy " + arg + ": spot.rule", Value: p.Spot.Rule,
+			Allowed: "fallback for serve (uniform-progress is a simulator baseline, docs/simulator.md)"}}
+	}
 	if err := parseWaitTargets(waits, p.WaitTargets); err != nil {
 		return policy.Policy{}, usageError{err}
 	}

@@ -274,7 +274,7 @@ func (a *auditor) observe(st *jobStats, r *runInfo, ra, rb time.Time, ms int64) 
 			n++
 			st.utils = append(st.utils, s.UtilPct)
 			maxUtil = max(maxUtil, s.UtilPct)
-			if r.Milli == core.WholeGPU {
+			if r.Milli == core.WholeGPU && s.MemUsedMiB >= 0 { // < 0: no memory reading (a utilization series)
 				st.peakMem = max(st.peakMem, s.MemUsedMiB)
 				st.memKnown = true
 			}

@@ -34,6 +34,13 @@ type PolicyView struct {
 	IdleCost          json.Number            `json:"idle_cost"`
 	PaidGPUHours      json.Number            `json:"paid_gpu_hours"`
 	AllocatedGPUHours json.Number            `json:"allocated_gpu_hours"`
+	// BusyGPUHours, with utilization series (sim --util): allocated
+	// GPU-hours weighted by the jobs' utilization, jobs without a series
+	// (UtilMissingJobs) counted busy; IdleAlerts the idle ladder's alerts
+	// by kind.
+	BusyGPUHours    json.Number    `json:"busy_gpu_hours,omitempty"`
+	UtilMissingJobs int            `json:"util_missing_jobs,omitempty"`
+	IdleAlerts      map[string]int `json:"idle_alerts,omitempty"`
 	IdleShare         json.Number            `json:"idle_share"`
 	WaitP50           int64                  `json:"wait_p50_s"`
 	WaitP95           int64                  `json:"wait_p95_s"`
@@ -93,6 +100,10 @@ func NewSimView(traceName string, cur core.Currency, seed uint64, profile string
 			WaitP50:   r.Waits.P50, WaitP95: r.Waits.P95, WaitP99: r.Waits.P99, WaitsByTier: map[string]sim.Waits{},
 			DeadlineMisses: r.DeadlineMisses, Preemptions: r.Preemptions, Moves: r.Moves, Reclaims: r.Reclaims,
 			LostGPUHours: Number(r.LostMilliSec, 3_600_000), Leases: r.Leases, Jobs: r.Jobs, Unfinished: r.Unfinished, Events: r.Events, Steps: r.Steps}
+		if r.BusyMilliSec > 0 || r.UtilMissingJobs > 0 {
+			pv.BusyGPUHours, pv.UtilMissingJobs = Number(r.BusyMilliSec, 3_600_000), r.UtilMissingJobs
+		}
+		pv.IdleAlerts = r.IdleAlerts
 		for m, c := range r.CostByMode {
 			pv.CostByMode[string(m)] = Number(int64(c), int64(core.MicrosPerUnit))
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/billing"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/engine"
+	"github.com/gpufleet/gpufleet/internal/gpuutil"
 	"github.com/gpufleet/gpufleet/internal/policy"
 )
 
@@ -53,6 +54,13 @@ type Result struct {
 	PaidMilliSec      int64 `json:"-"`
 	AllocatedMilliSec int64 `json:"-"`
 	LostMilliSec      int64 `json:"-"`
+	// BusyMilliSec is the allocated GPU-time weighted by the jobs'
+	// utilization series (Config.Util; util.go); zero without series.
+	// UtilMissingJobs counts jobs that ran without a series (counted
+	// busy); IdleAlerts the idle ladder's alerts by kind.
+	BusyMilliSec    int64          `json:"-"`
+	UtilMissingJobs int            `json:"-"`
+	IdleAlerts      map[string]int `json:"-"`
 	Waits             Waits
 	WaitsByTier       map[core.Tier]Waits
 	Jobs              int
@@ -75,6 +83,12 @@ type Result struct {
 	leaseUse map[string]int64
 	// err is the first lease that could not be priced.
 	err error
+	// util is Config.Util and first the run's units' first starts, which
+	// the series' relative times count from; utilMissing the jobs seen
+	// without a series.
+	util        *gpuutil.Set
+	first       map[string]time.Time
+	utilMissing map[string]bool
 }
 
 func newResult(p policy.Policy, onLease func(LeaseRecord)) *Result {
@@ -99,6 +113,7 @@ func (r *Result) addAllocated(u *engine.Unit, from, to time.Time) {
 	}
 	secs := int64(to.Sub(from) / time.Second)
 	r.AllocatedMilliSec += int64(u.Milli()) * secs
+	r.addBusy(u, from, to)
 	if r.leaseUse != nil {
 		for _, p := range u.Parts {
 			r.leaseUse[p.LeaseID] += int64(u.Job.Request.MilliPerGPU) * int64(len(p.GPUs)) * secs

@@ -13,6 +13,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/engine"
+	"github.com/gpufleet/gpufleet/internal/gpuutil"
 	"github.com/gpufleet/gpufleet/internal/ledger"
 	"github.com/gpufleet/gpufleet/internal/policy"
 	"github.com/gpufleet/gpufleet/internal/provider"
@@ -44,6 +45,9 @@ type Config struct {
 	// Source and Clock are filled in by Run.
 	Provider provsim.Config
 	Seed     uint64
+	// Util, if set, is the jobs' GPU utilization series: busy GPU-time
+	// and the idle ladder's readings come from it (util.go).
+	Util *gpuutil.Set
 	// Recheck is how often waiting work is looked at again when nothing
 	// else happens (5 minutes).
 	Recheck time.Duration
@@ -106,6 +110,9 @@ func Run(ctx context.Context, cfg Config, p policy.Policy) (*Result, error) {
 		st.TimeOfUse = cfg.TimeOfUse
 	}
 	r := &run{cfg: cfg, p: p, ecfg: ecfg, st: st, cloud: cloud, clk: clk, res: newResult(p, cfg.Leases), waking: map[int64]bool{}, providerID: map[string]string{}, leaseOf: map[string]string{}, first: map[string]time.Time{}}
+	if cfg.Util != nil {
+		r.res.util, r.res.first, r.res.utilMissing = cfg.Util, r.first, map[string]bool{}
+	}
 	for _, t := range cfg.Teams {
 		if t.MonthlyBudget > 0 {
 			r.book = &ledger.Book{}
@@ -338,8 +345,11 @@ func (r *run) event(e core.Event) {
 }
 
 func (r *run) step(ctx context.Context, now time.Time) error {
+	r.readings(now)
+	r.uniformProgress(now)
 	d := engine.Step(r.st, now, r.ecfg)
 	r.res.Steps++
+	r.res.countAlerts(d.Alerts)
 	// The units decided on are the ones Step carries with its decisions
 	// (the replay applies nothing but Step's decisions;
 	// TestPropertyDecidedUnits checks Step carries every one).

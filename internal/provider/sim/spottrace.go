@@ -97,8 +97,8 @@ func ParseSpotTrace(name string, r io.Reader) (*SpotTrace, error) {
 		Metadata map[string]json.RawMessage `json:"metadata"`
 		Data []json.RawMessage `json:"data"`
 	}
+	// Other keys are left alone: some published files carry "prices".
 	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	if err := dec.Decode(&doc); err != nil {
 		return nil, &SeriesError{File: name, Problem: "not a spot trace", Allowed: `JSON {"metadata": {"gap_seconds": N}, "data": [counts]}`, Err: err}
 	}
@@ -201,30 +201,43 @@ type SpotCoverage struct {
 func SpotAvailability(traces []*SpotTrace, offers []core.Offer, horizon time.Duration) (a *Availability, cov []SpotCoverage, unused []string) {
 	by := map[string][]*SpotTrace{}
 	other := map[string]bool{}
-	for _, t := range traces {
-		var same, any []string
+	var far []*SpotTrace // traces of a region without a matching offer
+	match := func(t *SpotTrace, sameRegion bool) []string {
+		var ids []string
 		for i := range offers {
 			o := &offers[i]
 			if _, ok := o.Plan(core.Spot); !ok || !modelIs(o.GPUModel, t.GPU) || t.GPUs > 0 && o.GPUs != t.GPUs {
 				continue
 			}
-			any = append(any, o.ID)
-			if o.Region == t.Region() {
-				same = append(same, o.ID)
+			if !sameRegion || o.Region == t.Region() {
+				ids = append(ids, o.ID)
 			}
 		}
-		ids := same
+		return ids
+	}
+	for _, t := range traces {
+		ids := match(t, true)
 		if len(ids) == 0 {
-			ids = any
-			for _, id := range ids {
-				other[id] = true
-			}
-		}
-		if len(ids) == 0 {
-			unused = append(unused, t.File)
+			far = append(far, t)
 		}
 		for _, id := range ids {
 			by[id] = append(by[id], t)
+		}
+	}
+	// A trace of another region stands in only for offers no trace of
+	// their own region covers.
+	for _, t := range far {
+		n := 0
+		for _, id := range match(t, false) {
+			if len(by[id]) > 0 && !other[id] {
+				continue
+			}
+			by[id] = append(by[id], t)
+			other[id] = true
+			n++
+		}
+		if n == 0 {
+			unused = append(unused, t.File)
 		}
 	}
 	a = &Availability{File: "spot traces"}

@@ -25,8 +25,8 @@ func TestParseSpotTrace(t *testing.T) {
 		{"preemption, 1-node, spaces", "preemption/1-node/x/us-east-1c_v100_1.json",
 			" {\"data\":[1,1,0] ,\n \"metadata\":{\"gap_seconds\":32}}\n",
 			SpotTrace{Zone: "us-east-1c", GPU: "v100", GPUs: 1, Nodes: 1, Gap: 32 * time.Second, Counts: []int{1, 1, 0}}},
-		{"no folder, no count, extra metadata", "us-central1-a_c3-88.json",
-			`{"metadata": {"gap_seconds": 30, "collected_by": "probe"}, "data": [1]}`,
+		{"no folder, no count, extra keys", "us-central1-a_c3-88.json",
+			`{"metadata": {"gap_seconds": 30, "collected_by": "probe"}, "data": [1], "prices": [0.9]}`,
 			SpotTrace{Zone: "us-central1-a", GPU: "c3-88", Gap: 30 * time.Second, Counts: []int{1}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -51,7 +51,7 @@ func TestParseSpotTraceErrors(t *testing.T) {
 		{"count in name", "a/us-east-1a_v100_01.json", `{}`, `a/us-east-1a_v100_01.json: unexpected GPU count in the file name "us-east-1a_v100_01.json": want ZONE_GPU_COUNT.json with COUNT 1..1024 GPUs per instance`},
 		{"folder", "a/x-node/us-east-1a_v100_1.json", `{}`, `a/x-node/us-east-1a_v100_1.json: unexpected probe folder "x-node": want K-node with K 1..1000000`},
 		{"not JSON", f, `[0,1]`, f + `: not a spot trace: want JSON {"metadata": {"gap_seconds": N}, "data": [counts]}`},
-		{"unknown key", f, `{"metadata": {"gap_seconds": 1}, "data": [1], "zone": "a"}`, f + `: not a spot trace: want JSON`},
+		{"data not a list", f, `{"metadata": {"gap_seconds": 1}, "data": 3}`, f + `: not a spot trace: want JSON`},
 		{"no gap", f, `{"data": [1]}`, f + `: metadata.gap_seconds: missing: want the seconds between two data points, 1..86400`},
 		{"fractional gap", f, `{"metadata": {"gap_seconds": 1.5}, "data": [1]}`, f + `: metadata.gap_seconds: invalid value "1.5": want whole seconds 1..86400`},
 		{"zero gap", f, `{"metadata": {"gap_seconds": 0}, "data": [1]}`, f + `: metadata.gap_seconds: invalid value "0": want whole seconds 1..86400`},

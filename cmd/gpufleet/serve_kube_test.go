@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpufleet/gpufleet/internal/kube"
+	"github.com/gpufleet/gpufleet/internal/kubetest"
+)
+
+func TestServeKubeFlags(t *testing.T) {
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	for _, tc := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"serve", "--kube-team", "a=b"}, "--kube-team needs --kubernetes"},
+		{[]string{"serve", "--kubernetes", "--kube-team", "a"}, `--kube-team: invalid value "a": want NAMESPACE=TEAM`},
+		{[]string{"serve", "--kubernetes"}, "no --kubeconfig, no KUBECONFIG, and not in a cluster"},
+	} {
+		code, _, stderr := runCLI(t, tc.args...)
+		if code != 2 || !strings.Contains(stderr, tc.err) {
+			t.Errorf("gpufleet %v: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr, tc.err)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the command's logger and the
+// test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestServeKubernetes runs `gpufleet serve --kubernetes` with KUBECONFIG
+// pointing at a real test cluster: a GPU pod that names gpufleet is bound
+// to the KWOK node, and runs.
+func TestServeKubernetes(t *testing.T) {
+	c := kubetest.Start(t)
+	c.AddNodes(t, "gpu", 1, map[string]string{kube.LabelGPUProduct: "NVIDIA-L4"},
+		corev1.ResourceList{kube.ResourceGPU: resource.MustParse("1")})
+	t.Setenv("KUBECONFIG", c.Kubeconfig)
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb syncBuffer
+	done := make(chan int)
+	go func() { done <- run(ctx, []string{"serve", "--kubernetes", "--addr", "127.0.0.1:0", "--tick", "250ms"}, &out, &errb) }()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("serve --kubernetes exited %d: %s", code, errb.String())
+		}
+	})
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "infer"},
+		Spec: corev1.PodSpec{SchedulerName: kube.SchedulerName, Containers: []corev1.Container{{Name: "main", Image: "busybox",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{kube.ResourceGPU: resource.MustParse("1")}}}}}}
+	if _, err := c.Client.CoreV1().Pods("default").Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		got, err := c.Client.CoreV1().Pods("default").Get(context.Background(), "infer", metav1.GetOptions{})
+		if err == nil && got.Spec.NodeName == "gpu-0" && got.Status.Phase == corev1.PodRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod not running on gpu-0 within 90 s; serve's log:\n%s", errb.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if log := errb.String(); !strings.Contains(log, "kubeconfig=KUBECONFIG") {
+		t.Errorf("serve's log does not say the kubeconfig came from KUBECONFIG:\n%s", log)
+	}
+}
