@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
@@ -51,7 +52,7 @@ type Alert struct {
 // GPUKey names one unit's use of one GPU in ladder state: several units
 // sharing a GPU each have their own ladder.
 func GPUKey(lease string, gpu int, unit string) string {
-	return fmt.Sprintf("%s/%d|%s", lease, gpu, unit)
+	return lease + "/" + strconv.Itoa(gpu) + "|" + unit
 }
 
 // Ladder advances the idle ladder on the latest readings. Each GPU keeps
@@ -97,17 +98,25 @@ func Ladder(now time.Time, readings []GPUReading, prev map[string]LadderState, c
 		}
 		if !s.LowSince.IsZero() && !s.Zombie { // a zombie is being stopped: no idle rungs on top
 			low := now.Sub(s.LowSince)
-			fire := func(rung Rung, after time.Duration, kind, text string, act IdleAction) {
+			// The reasons are formatted only for a rung that fires: the
+			// ladder sees every GPU at every step.
+			fire := func(rung Rung, after time.Duration, kind string, text func() string, act IdleAction) {
 				if s.Rung < rung && low >= after {
 					a := base
-					a.Kind, a.Action, a.Reason = kind, act, text
+					a.Kind, a.Action, a.Reason = kind, act, text()
 					alerts = append(alerts, a)
 					s.Rung = rung
 				}
 			}
-			fire(RungAlert, cfg.IdleFor, "idle-alert", fmt.Sprintf("GPU %d of %s under %d%% utilization for %s (unit %s; mean over %s, busiest %s left out)", r.GPU, r.LeaseID, cfg.IdleUtilPct, low.Round(time.Minute), r.Unit, cfg.IdleWindow, burstTime(cfg.IdleWindow, cfg.IdleBurstBP)), "")
-			fire(RungNotify, cfg.IdleFor+cfg.NotifyAfter, "idle-notify", fmt.Sprintf("team %s notified: %s idle on GPU %d of %s for %s", r.Team, r.Unit, r.GPU, r.LeaseID, low.Round(time.Minute)), "")
-			fire(RungAct, cfg.IdleFor+cfg.NotifyAfter+cfg.ActAfter, "idle-action", fmt.Sprintf("%s still idle after %s: policy %q", r.Unit, low.Round(time.Minute), cfg.IdleAction), cfg.IdleAction)
+			fire(RungAlert, cfg.IdleFor, "idle-alert", func() string {
+				return fmt.Sprintf("GPU %d of %s under %d%% utilization for %s (unit %s; mean over %s, busiest %s left out)", r.GPU, r.LeaseID, cfg.IdleUtilPct, low.Round(time.Minute), r.Unit, cfg.IdleWindow, burstTime(cfg.IdleWindow, cfg.IdleBurstBP))
+			}, "")
+			fire(RungNotify, cfg.IdleFor+cfg.NotifyAfter, "idle-notify", func() string {
+				return fmt.Sprintf("team %s notified: %s idle on GPU %d of %s for %s", r.Team, r.Unit, r.GPU, r.LeaseID, low.Round(time.Minute))
+			}, "")
+			fire(RungAct, cfg.IdleFor+cfg.NotifyAfter+cfg.ActAfter, "idle-action", func() string {
+				return fmt.Sprintf("%s still idle after %s: policy %q", r.Unit, low.Round(time.Minute), cfg.IdleAction)
+			}, cfg.IdleAction)
 		}
 		next[k] = s
 	}

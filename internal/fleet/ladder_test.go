@@ -49,7 +49,7 @@ func TestIdleLow(t *testing.T) {
 		{"not yet full", pts(now.Add(time.Minute), repeat(9, 0)...), 0, false},
 		{"one old point holds", pts(now.Add(-time.Hour), 3), 0, true},
 		{"busy", pts(now, repeat(10, 90)...), 1000, false},
-		{"mean just under", pts(now, cat(repeat(9, 0), []int{199})...), 0, true},   // 19.9%
+		{"mean just under", pts(now, cat(repeat(9, 0), []int{199})...), 0, true},    // 19.9%
 		{"mean at threshold", pts(now, cat(repeat(9, 0), []int{200})...), 0, false}, // 20%: not under
 		{"burst of 3 min at 100, no tolerance", pts(now, cat(repeat(7, 0), repeat(3, 100))...), 0, false},
 		{"burst of 3 min at 100, 30% tolerance", pts(now, cat(repeat(7, 0), repeat(3, 100))...), 3000, true},

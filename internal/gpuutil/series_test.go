@@ -145,7 +145,6 @@ func TestPropertyBusy(t *testing.T) {
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-
 // FuzzParse: any input either parses into readings whose utilization is
 // within 0..10000 basis points and whose times never go back within an
 // id, or fails with a *ParseError.

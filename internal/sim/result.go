@@ -61,22 +61,22 @@ type Result struct {
 	BusyMilliSec    int64          `json:"-"`
 	UtilMissingJobs int            `json:"-"`
 	IdleAlerts      map[string]int `json:"-"`
-	Waits             Waits
-	WaitsByTier       map[core.Tier]Waits
-	Jobs              int
-	Units             int
-	Unfinished        int
-	DeadlineMisses    int
-	Preemptions       int
-	Moves             int
-	Reclaims          int
-	AcquireFailures   int
-	Leases            int
-	Events            int
-	Steps             int
-	Series            []Sample
-	waits             map[core.Tier][]int64
-	lastSample        time.Time
+	Waits           Waits
+	WaitsByTier     map[core.Tier]Waits
+	Jobs            int
+	Units           int
+	Unfinished      int
+	DeadlineMisses  int
+	Preemptions     int
+	Moves           int
+	Reclaims        int
+	AcquireFailures int
+	Leases          int
+	Events          int
+	Steps           int
+	Series          []Sample
+	waits           map[core.Tier][]int64
+	lastSample      time.Time
 	// onLease is Config.Leases; leaseUse, kept only then, is the GPU
 	// share allocated on each live lease so far, in milli-GPU-seconds.
 	onLease  func(LeaseRecord)

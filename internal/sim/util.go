@@ -77,5 +77,3 @@ func (r *Result) countAlerts(alerts []fleet.Alert) {
 		}
 	}
 }
-
-

@@ -70,10 +70,10 @@ func TestBehindUniform(t *testing.T) {
 		done, at time.Duration
 		want     bool
 	}{
-		{0, 0, false},                       // nothing expected yet
-		{0, time.Hour, true},                // 0 done, 0.5 h expected
-		{time.Hour, 2 * time.Hour, false},   // on the line
-		{time.Hour, 3 * time.Hour, true},    // 1.5 h expected
+		{0, 0, false},                     // nothing expected yet
+		{0, time.Hour, true},              // 0 done, 0.5 h expected
+		{time.Hour, 2 * time.Hour, false}, // on the line
+		{time.Hour, 3 * time.Hour, true},  // 1.5 h expected
 		{5 * time.Hour, 9 * time.Hour, false},
 		{5 * time.Hour, 10 * time.Hour, true}, // at the deadline: on demand
 	} {

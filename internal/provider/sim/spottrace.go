@@ -95,7 +95,7 @@ func ParseSpotTrace(name string, r io.Reader) (*SpotTrace, error) {
 	var doc struct {
 		// Metadata may carry more than the gap; only the gap is read.
 		Metadata map[string]json.RawMessage `json:"metadata"`
-		Data []json.RawMessage `json:"data"`
+		Data     []json.RawMessage          `json:"data"`
 	}
 	// Other keys are left alone: some published files carry "prices".
 	dec := json.NewDecoder(bytes.NewReader(data))
