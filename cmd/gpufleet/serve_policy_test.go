@@ -110,6 +110,9 @@ func TestServePolicyRefused(t *testing.T) {
 	if err := os.WriteFile("peak.yaml", []byte("base: static-peak\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile("up.yaml", []byte("spot:\n  rule: uniform-progress\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile("weekly.yaml", []byte("billing_modes: [weekly]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -124,6 +127,7 @@ func TestServePolicyRefused(t *testing.T) {
 		{[]string{"--policy", "fastest"}, `--policy: invalid value "fastest": want a preset (gpufleet, static-peak, reactive, autostop) or a policy file (.yaml)`},
 		{[]string{"--policy", "static-peak"}, `reserved.peak_sized: invalid value "true": want false for serve`},
 		{[]string{"--policy", "peak.yaml"}, `reserved.peak_sized: invalid value "true": want false for serve`},
+		{[]string{"--policy", "up.yaml"}, `--policy up.yaml: spot.rule: invalid value "uniform-progress": want fallback for serve (uniform-progress is a simulator baseline`},
 		{[]string{"--policy", filepath.Join("no", "such.yaml")}, `load policy: open no/such.yaml`},
 		{[]string{"--policy", "weekly.yaml", "--catalog", v100}, `--policy weekly.yaml: billing_modes: invalid value "[weekly]": want modes some offer of the catalog is sold in`},
 		{[]string{"--policy", "tpu.yaml"}, `reserved.gpus.TPU9: invalid value "4": want a GPU model with a monthly plan in the catalog (`},
