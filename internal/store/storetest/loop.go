@@ -24,7 +24,7 @@ func testLoop(t *testing.T, open Opener) {
 		HistoryAt:     at(5),
 		Refused:       []core.Refusal{{Offer: "aws/us-east-1/p4d", Mode: core.OnDemand, Until: at(3), Wait: 30 * time.Second}, {Offer: "aws/us-east-1/p4d", Mode: core.Spot, Until: at(4), Wait: 10 * time.Minute}},
 		Demand:        []core.DemandPoint{{At: at(1), Milli: 0}, {At: at(2).Add(1500 * time.Microsecond), Milli: 2500}, {At: at(2).Add(1500 * time.Microsecond), Milli: 3000}, {At: at(6), Milli: 1000}},
-		Ladder:        map[string]core.LadderState{"L1/0": {LowSince: at(3), Rung: 2, Unit: "j1"}, "L1/1": {NoProcSince: at(4), Zombie: true, Unit: "j1#2"}},
+		Ladder:        map[string]core.LadderState{"L1/0": {LowSince: at(3), Rung: 2, Unit: "j1", Window: []core.UtilPoint{{At: at(1).Add(1500 * time.Microsecond), Pct: 35}, {At: at(2), Pct: 0}}}, "L1/1": {NoProcSince: at(4), Zombie: true, Unit: "j1#2"}},
 		BudgetAlerted: map[string]bool{"ml": true},
 	}
 	v, err := s.Loop().SaveLoop(c, st)
