@@ -322,16 +322,14 @@ func (l *Loop) agentsBefore(ctx context.Context, st *engine.State, now time.Time
 		u := units[key]
 		switch rep.Kind {
 		case "job-checkpoint":
-			if rep.At.After(u.Start) && rep.At.After(u.LastCheckpoint) && !rep.At.After(now) {
-				u.LastCheckpoint = rep.At
-			}
+			engine.OnCheckpoint(st, u, rep.At, now)
 		case "job-exited":
 			t.ended[rep.Run] = true
 			l.tracker.exited[rep.Run] = true
 			events = append(events, l.exited(st, u, rep, now)...)
 		case "run-refused":
 			t.ended[rep.Run] = true
-			u.State, u.Parts, u.End = core.JobFailed, nil, now
+			engine.FailUnit(st, u, now)
 			events = append(events, core.Event{At: now, Kind: "unit.failed", Subject: u.Key(), Attrs: map[string]string{"agent": rep.Agent, "run": rep.Run},
 				Reason: fmt.Sprintf("agent %s could not start run %s: %s", rep.Agent, rep.Run, rep.Reason)})
 		}
@@ -403,15 +401,14 @@ func (l *Loop) exited(st *engine.State, u *engine.Unit, rep store.AgentReport, n
 		"user_cpu_ms": rep.Attrs["user_cpu_ms"], "sys_cpu_ms": rep.Attrs["sys_cpu_ms"], "max_rss_kib": rep.Attrs["max_rss_kib"]}
 	switch {
 	case rep.Attrs["stopped"] == "true":
-		ev := requeueUnit(u, now, fmt.Sprintf("agent %s stopped run %s itself (%s, %s): back to the queue from its last checkpoint", rep.Agent, rep.Run, rep.Reason, use))
+		ev := requeueUnit(st, u, now, fmt.Sprintf("agent %s stopped run %s itself (%s, %s): back to the queue from its last checkpoint", rep.Agent, rep.Run, rep.Reason, use))
 		return []core.Event{ev}
 	case rep.Attrs["exit_code"] == "0" && rep.Attrs["signal"] == "":
 		engine.Finish(st, u.Key(), at)
 		return []core.Event{{At: at, Kind: "unit.succeeded", Subject: u.Key(), Attrs: attrs,
 			Reason: fmt.Sprintf("agent %s reports run %s exited 0 (%s)", rep.Agent, rep.Run, use)}}
 	default:
-		u.Done += at.Sub(u.Start)
-		u.State, u.Parts, u.End = core.JobFailed, nil, at
+		engine.FailUnit(st, u, at)
 		return []core.Event{{At: at, Kind: "unit.failed", Subject: u.Key(), Attrs: attrs,
 			Reason: fmt.Sprintf("agent %s reports run %s ended with %s (%s)", rep.Agent, rep.Run, rep.Reason, use)}}
 	}
@@ -424,24 +421,11 @@ func orDash(s string) string {
 	return s
 }
 
-// requeueUnit sends a running unit back to the queue: the work up to
-// its last checkpoint is kept, the rest counted as lost.
-func requeueUnit(u *engine.Unit, now time.Time, reason string) core.Event {
-	ck := u.LastCheckpoint
-	if ci := u.Job.CheckpointInterval; ci > 0 && now.After(u.Start) {
-		if c := u.Start.Add(now.Sub(u.Start) / ci * ci); c.After(ck) {
-			ck = c
-		}
-	}
-	if ck.Before(u.Start) {
-		ck = u.Start
-	}
-	if ck.After(now) {
-		ck = now
-	}
-	u.Done += ck.Sub(u.Start)
-	u.LostMilliSeconds += int64(u.Milli()) * int64(now.Sub(ck)/time.Second)
-	u.State, u.Parts, u.Since = core.JobPending, nil, now
+// requeueUnit sends a running unit back to the queue (engine.RequeueUnit:
+// the work up to its last checkpoint is kept, the rest counted as lost)
+// and says so.
+func requeueUnit(st *engine.State, u *engine.Unit, now time.Time, reason string) core.Event {
+	ck, _ := engine.RequeueUnit(st, u, now)
 	return core.Event{At: now, Kind: "unit.requeued", Subject: u.Key(), Reason: reason + fmt.Sprintf(" (checkpoint at %s)", ck.UTC().Format(time.RFC3339Nano))}
 }
 
@@ -450,7 +434,7 @@ func requeueLease(st *engine.State, lease string, now time.Time, why string) []c
 	var out []core.Event
 	for _, u := range st.Units {
 		if (u.State == core.JobRunning || u.State == core.JobCheckpointing) && u.RunsOn(lease) {
-			out = append(out, requeueUnit(u, now, why+": back to the queue from its last checkpoint"))
+			out = append(out, requeueUnit(st, u, now, why+": back to the queue from its last checkpoint"))
 		}
 	}
 	return out

@@ -59,10 +59,6 @@ func (l *Loop) spotNotice(st *engine.State, t *agentTick, rep store.AgentReport,
 	}
 	// As for a provider's notice: the agents checkpoint the runs (the
 	// commands after the step), which run on until the machine goes.
-	for _, u := range st.Units {
-		if u.State == core.JobCheckpointing && u.RunsOn(le.ID) {
-			u.State = core.JobRunning
-		}
-	}
+	engine.ResumeCheckpointed(st, le.ID)
 	return events
 }

@@ -81,11 +81,7 @@ func (l *Loop) tick(ctx context.Context) error {
 			}
 			// Without agents a checkpoint is instant: the units run on
 			// from it until the machine goes.
-			for _, u := range st.Units {
-				if u.State == core.JobCheckpointing && u.RunsOn(id) {
-					u.State = core.JobRunning
-				}
-			}
+			engine.ResumeCheckpointed(st, id)
 		case provider.Reclaimed:
 			engine.OnReclaimed(st, id, e.At)
 			ack = append(ack, e.Machine.ProviderID)
@@ -120,7 +116,7 @@ func (l *Loop) tick(ctx context.Context) error {
 		}
 		for _, p := range u.Parts {
 			if !live[p.LeaseID] {
-				u.State, u.Parts, u.Since = core.JobPending, nil, now
+				engine.RequeueUnit(st, u, now)
 				events = append(events, core.Event{At: now, Kind: "unit.requeued", Subject: u.Key(),
 					Reason: fmt.Sprintf("its lease %s ended while the loop was not running: back to the queue from its last checkpoint", p.LeaseID)})
 				break
@@ -132,10 +128,7 @@ func (l *Loop) tick(ctx context.Context) error {
 	for _, u := range st.Units {
 		switch {
 		case u.Job.State == core.JobCancelled && !u.State.Final():
-			if u.State == core.JobRunning || u.State == core.JobCheckpointing {
-				u.Done += now.Sub(u.Start)
-			}
-			u.State, u.Parts, u.End = core.JobCancelled, nil, now
+			engine.CancelUnit(st, u, now)
 			events = append(events, core.Event{At: now, Kind: "unit.cancelled", Subject: u.Key(), Reason: "its job was cancelled"})
 		case u.State == core.JobRunning && l.cfg.Executor != nil && !ag.agentDriven(u):
 			ex, ended := l.cfg.Executor.Ended(u, now)
@@ -148,15 +141,13 @@ func (l *Loop) tick(ctx context.Context) error {
 				events = append(events, core.Event{At: ex.At, Kind: "unit.succeeded", Subject: u.Key(), Attrs: attrs, Reason: ex.Reason})
 				continue
 			}
-			u.Done += ex.At.Sub(u.Start)
-			u.State, u.Parts, u.End = core.JobFailed, nil, ex.At
+			engine.FailUnit(st, u, ex.At)
 			events = append(events, core.Event{At: ex.At, Kind: "unit.failed", Subject: u.Key(), Attrs: attrs, Reason: ex.Reason})
 		}
 	}
 
 	// The demand history the fleet prices committed terms on is loaded
 	// and saved with the loop state: a restart carries on from it.
-	st.Changed() // units were changed directly above
 	d := engine.Step(st, now, l.cfg.Engine)
 	events = append(events, d.Events...)
 	events = append(events, l.unrunnableEvents(ctx, d, now)...)

@@ -323,13 +323,9 @@ func (r *run) providerEvents(ctx context.Context, now time.Time) error {
 // notice: their run restarted from the checkpoint, on the same machine
 // until it goes.
 func (r *run) resumeFinishes(lease string) {
-	for _, u := range r.st.Units {
-		if u.State == core.JobCheckpointing && u.RunsOn(lease) {
-			u.State = core.JobRunning
-			r.queueFinish(u)
-		}
+	for _, u := range engine.ResumeCheckpointed(r.st, lease) {
+		r.queueFinish(u)
 	}
-	r.st.Changed() // units changed here, not by the engine
 }
 
 func (r *run) queueFinish(u *engine.Unit) {
