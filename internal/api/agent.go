@@ -360,6 +360,9 @@ func (s *Server) agentJoin(w http.ResponseWriter, r *http.Request, a store.Agent
 		}
 		if old, err := tx.Agents().GetAgent(ctx, a.ID); err == nil && old.TokenID != "" {
 			t, err := tx.Tokens().GetToken(ctx, old.TokenID)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err // a serialization failure must abort and retry the transaction
+			}
 			if err == nil && t.Active(now) && t.Lease != p.Lease {
 				return &agentDenied{fmt.Sprintf("agent %s joined with another token: a join token of lease %s may not take it over", a.ID, p.Lease)}
 			}
@@ -543,7 +546,11 @@ func (s *Server) agentEvents(w http.ResponseWriter, r *http.Request) {
 				attrs["run"] = e.Subject
 				reports = append(reports, store.AgentReport{Agent: a.ID, Kind: e.Kind, Run: e.Subject, At: e.At, Reason: e.Reason, Attrs: e.Attrs})
 				// The trail names the unit, so that its team sees it.
-				if cmd, err := tx.Agents().GetCommand(r.Context(), "run:"+e.Subject); err == nil {
+				cmd, ok, err := commandOf(r.Context(), tx, "run:"+e.Subject)
+				if err != nil {
+					return err
+				}
+				if ok {
 					subject = cmd.Unit
 					attrs[store.EventTeam] = cmd.Team
 				}
@@ -560,7 +567,11 @@ func (s *Server) agentEvents(w http.ResponseWriter, r *http.Request) {
 					}
 					// A run the agent could not start is the loop's to
 					// decide (the unit fails with the reason).
-					if cmd, err := tx.Agents().GetCommand(r.Context(), id); err == nil && cmd.Kind == store.CommandRun && result != "ok" {
+					cmd, ok, err := commandOf(r.Context(), tx, id)
+					if err != nil {
+						return err
+					}
+					if ok && cmd.Kind == store.CommandRun && result != "ok" {
 						reports = append(reports, store.AgentReport{Agent: a.ID, Kind: agentRunRefused, Run: cmd.Run, At: e.At, Reason: e.Reason, Attrs: e.Attrs})
 						subject, attrs[store.EventTeam] = cmd.Unit, cmd.Team
 					}
@@ -576,6 +587,21 @@ func (s *Server) agentEvents(w http.ResponseWriter, r *http.Request) {
 		_, err := tx.Events().AppendEvents(r.Context(), events...)
 		return err
 	})
+}
+
+// commandOf reads command id in tx; ok is false when there is none (or
+// id cannot name one). Every other error is the caller's to return: on
+// PostgreSQL a swallowed serialization failure leaves the transaction
+// aborted, and its retry would never come.
+func commandOf(ctx context.Context, tx store.Tx, id string) (store.AgentCommand, bool, error) {
+	if store.CheckID("command", id) != nil {
+		return store.AgentCommand{}, false, nil
+	}
+	c, err := tx.Agents().GetCommand(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.AgentCommand{}, false, nil
+	}
+	return c, err == nil, err
 }
 
 func (s *Server) agentCommands(w http.ResponseWriter, r *http.Request) {

@@ -13,6 +13,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/agent/link"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/store"
+	"github.com/gpufleet/gpufleet/internal/store/sqlite"
 )
 
 // uplink returns the agent's HTTP client for agent id on f's server.
@@ -322,4 +323,73 @@ func (m *memLogs) ReadLog(_ context.Context, _ string, offset int64, limit int) 
 
 func (m *memLogs) TailLog(ctx context.Context, id string, n int) (store.LogRead, error) {
 	return m.ReadLog(ctx, id, max(int64(len(m.data)-n), 0), n)
+}
+
+// failingCommands is a store whose transactions' GetCommand fails while
+// fail is set: a read failure such as PostgreSQL's serialization error.
+type failingCommands struct {
+	store.Store
+	fail *bool
+}
+
+func (s failingCommands) Tx(ctx context.Context, fn func(tx store.Tx) error) error {
+	return s.Store.Tx(ctx, func(tx store.Tx) error { return fn(failingTx{tx, s.fail}) })
+}
+
+type failingTx struct {
+	store.Tx
+	fail *bool
+}
+
+func (t failingTx) Agents() store.Agents { return failingAgents{t.Tx.Agents(), t.fail} }
+
+type failingAgents struct {
+	store.Agents
+	fail *bool
+}
+
+func (a failingAgents) GetCommand(ctx context.Context, id string) (store.AgentCommand, error) {
+	if *a.fail {
+		return store.AgentCommand{}, errors.New("could not serialize access (injected)")
+	}
+	return a.Agents.GetCommand(ctx, id)
+}
+
+// TestAgentEventsSurfaceReadErrors: a failed command read inside the
+// events batch fails the batch (nothing applied, the agent resends), so
+// that a backend's retry can happen; it is not taken for "no such
+// command", which would store the event under the wrong subject and
+// leave a PostgreSQL transaction aborted.
+func TestAgentEventsSurfaceReadErrors(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), t.TempDir()+"/api.db", sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fail := false
+	f := newFixtureOn(t, failingCommands{st, &fail})
+	ctx := context.Background()
+	up := f.uplink("node-1")
+	if err := up.Heartbeat(ctx, link.Heartbeat{Offer: "idc/cd/v100x8", Source: "fake", Version: "v1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Agents().EnqueueCommands(ctx, store.AgentCommand{ID: "run:ja-r1", Agent: "node-1", Kind: store.CommandRun, Unit: "ja", Job: "ja", Team: "a", Run: "ja-r1", Spec: "{}", Created: t0}); err != nil {
+		t.Fatal(err)
+	}
+	evs := []link.Record{eventRec(1, "job-started", "ja-r1", map[string]string{"pid": "42"})}
+	fail = true
+	var he *link.Error
+	if err := up.SendEvents(ctx, evs); !errors.As(err, &he) || he.Status != 500 {
+		t.Fatalf("events while the read fails: %v, want a 500", err)
+	}
+	if a, _ := st.Agents().GetAgent(ctx, "node-1"); a.AppliedSeq != 0 {
+		t.Errorf("applied seq %d after a failed batch, want 0", a.AppliedSeq)
+	}
+	fail = false
+	if err := up.SendEvents(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	page, err := st.Events().ListEvents(ctx, store.EventFilter{Kind: "agent.job-started"})
+	if err != nil || len(page.Items) != 1 || page.Items[0].Subject != "ja" {
+		t.Errorf("job-started events = %+v, %v, want one on unit ja", page.Items, err)
+	}
 }
