@@ -363,6 +363,12 @@ func TestServeFailover(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			sort.Strings(left)
+			for _, l := range left {
+				id, _, _ := strings.Cut(l, " ")
+				_, job, _ := call(b.base, "GET", "/api/v1/jobs/"+id, "", "")
+				_, evs, _ := call(b.base, "GET", "/api/v1/events?limit=50&subject="+id, "", "")
+				t.Logf("--- stuck job %s: %s\nevents: %s\nlog lines:\n%s", id, job, evs, grepLogs(dir, id+"-"))
+			}
 			t.Fatalf("%d acknowledged jobs not succeeded %s after the load stopped: %v", len(left), settle, left)
 		}
 		time.Sleep(250 * time.Millisecond)
@@ -587,4 +593,18 @@ func incarnation(providerID string) string {
 		return ""
 	}
 	return f[1]
+}
+
+// grepLogs returns the lines of a.log and b.log in dir that hold s.
+func grepLogs(dir, s string) string {
+	var out []string
+	for _, f := range []string{"a.log", "b.log"} {
+		b, _ := os.ReadFile(filepath.Join(dir, f))
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, s) {
+				out = append(out, f+": "+line)
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }
