@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -181,20 +182,27 @@ type OverviewAlert struct {
 	Raised time.Time `json:"raised"`
 }
 
-// IdleGPUView is a GPU whose samples have all been under the idle
-// threshold (the server's policy's idle.util_pct, 20% by default) for at
-// least idle.for (30 minutes): the first rung of the idle ladder, read
-// from the samples.
+// IdleGPUView is a GPU the control loop holds idle: its open idle-alert,
+// the idle ladder's first rung, raised once the GPU's windowed mean
+// stayed under the policy's idle.util_pct for idle.for and resolved when
+// it works again or its unit or lease ends. The page shows the loop's
+// decision; it does not judge idleness by a rule of its own.
 type IdleGPUView struct {
 	Lease string `json:"lease"`
 	GPU   int    `json:"gpu"`
 	// Unit and Team are who holds the GPU now; empty if nobody.
 	Unit string `json:"unit,omitempty"`
 	Team string `json:"team,omitempty"`
-	// MaxUtilPct is the highest reading since LowSince.
-	MaxUtilPct int       `json:"max_util_pct"`
-	LowSince   time.Time `json:"low_since"`
-	Reason     string    `json:"reason"`
+	// MaxUtilPct is the highest reading since LowSince that the
+	// overview reads (bursts the ladder tolerates included).
+	MaxUtilPct int `json:"max_util_pct"`
+	// LowSince is when the GPU's idle period began: the alert's raise
+	// time less idle.for.
+	LowSince time.Time `json:"low_since"`
+	// Alert is the open idle-alert's id (GET /api/v1/alerts), Reason its
+	// reason.
+	Alert  int64  `json:"alert"`
+	Reason string `json:"reason"`
 }
 
 // SampleWindow is how recent a sample must be to count in the overview's
@@ -242,8 +250,8 @@ func pct(num, den int64) json.Number {
 // longer, this month's leases and runs), never the queue: the waiting
 // units and the jobs are counted in the store.
 //
-// idle is the idle ladder of the policy the control loop runs, so the
-// GPUs the page calls idle are the ones the loop alerts on.
+// The idle GPUs are the control loop's open idle alerts; idle is the
+// idle ladder of the policy it runs, which dates their idle periods.
 func BuildOverview(ctx context.Context, st store.Store, cat *pricing.Catalog, now time.Time, team string, idle policy.Idle) (Overview, error) {
 	now = now.UTC()
 	monthStart, monthEnd := billing.MonthBounds(now, time.UTC)
@@ -404,13 +412,6 @@ func BuildOverview(ctx context.Context, st store.Store, cat *pricing.Catalog, no
 		}
 		byGPU[k] = append(byGPU[k], sm)
 	}
-	slices.SortFunc(keys, func(a, b gpuKey) int {
-		if a.lease != b.lease {
-			return strings.Compare(a.lease, b.lease)
-		}
-		return a.gpu - b.gpu
-	})
-	idleFor := time.Duration(idle.For)
 	var busy int64 // Σ milli × utilization percent
 	for _, k := range keys {
 		all := byGPU[k]
@@ -425,26 +426,24 @@ func BuildOverview(ctx context.Context, st store.Store, cat *pricing.Catalog, no
 			u.SampledAllocatedMilli += int64(run.MilliPerGPU)
 			busy += int64(run.MilliPerGPU) * int64(last.UtilPct)
 		}
-		// The ladder's first rung: every reading under the threshold
-		// since LowSince, and LowSince at least IdleFor ago.
-		lowSince, maxUtil := time.Time{}, 0
-		for i := len(all) - 1; i >= 0 && all[i].UtilPct < idle.UtilPct; i-- {
-			lowSince, maxUtil = all[i].At, max(maxUtil, all[i].UtilPct)
-		}
-		if lowSince.IsZero() || now.Sub(lowSince) < idleFor {
+	}
+	// Idle GPUs: the loop's open first-rung alerts (the team's, with a
+	// team), with the highest reading since the idle period began.
+	for _, a := range alerts {
+		if a.Kind != "idle-alert" {
 			continue
 		}
-		iv := IdleGPUView{Lease: k.lease, GPU: k.gpu, MaxUtilPct: maxUtil, LowSince: lowSince.UTC()}
-		if run != nil {
-			iv.Unit, iv.Team = run.Key(), run.Team
+		iv := IdleGPUView{Lease: a.LeaseID, GPU: a.GPU, Unit: a.Unit, Team: a.Team, LowSince: a.Raised.Add(-time.Duration(idle.For)).UTC(), Alert: a.ID, Reason: a.Reason}
+		for _, sm := range byGPU[gpuKey{a.LeaseID, a.GPU}] {
+			if !sm.At.Before(iv.LowSince) {
+				iv.MaxUtilPct = max(iv.MaxUtilPct, sm.UtilPct)
+			}
 		}
-		if team != "" && iv.Team != team {
-			continue
-		}
-		iv.Reason = fmt.Sprintf("GPU %d of lease %s has been under %d%% utilization (at most %d%%) since %s, %s: at least the idle ladder's %s",
-			k.gpu, k.lease, idle.UtilPct, maxUtil, lowSince.UTC().Format(time.RFC3339), now.Sub(lowSince).Round(time.Second), idleFor)
 		ov.IdleGPUs = append(ov.IdleGPUs, iv)
 	}
+	slices.SortFunc(ov.IdleGPUs, func(a, b IdleGPUView) int {
+		return cmp.Or(strings.Compare(a.Lease, b.Lease), cmp.Compare(a.GPU, b.GPU), strings.Compare(a.Unit, b.Unit))
+	})
 	u.BusyMilli = scaled(busy, 100)
 	if u.SampledAllocatedMilli > 0 {
 		u.AllocatedUtilPct = pct(busy, u.SampledAllocatedMilli*100)

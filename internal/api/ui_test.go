@@ -114,6 +114,14 @@ func fillUIStore(t testing.TB, st store.Store) {
 		_, _, err := st.Alerts().RaiseAlert(ctx, store.Alert{Kind: "budget", Team: team, Reason: "test", Raised: uiNow.Add(-time.Hour)})
 		must(err)
 	}
+	// The loop's first idle rung on L1's GPU 0, raised 10 minutes ago
+	// (low for idle.for, 30 minutes, by then), and one on GPU 1 that it
+	// resolved: GPU 1 works again.
+	_, _, err = st.Alerts().RaiseAlert(ctx, store.Alert{Kind: "idle-alert", LeaseID: "L1", GPU: 0, Reason: "GPU 0 of L1 under 20% utilization for 30m", Raised: uiNow.Add(-10 * time.Minute)})
+	must(err)
+	gone, _, err := st.Alerts().RaiseAlert(ctx, store.Alert{Kind: "idle-alert", LeaseID: "L1", GPU: 1, Reason: "GPU 1 of L1 under 20% utilization for 30m", Raised: uiNow.Add(-20 * time.Minute)})
+	must(err)
+	must(st.Alerts().ResolveAlert(ctx, gone.ID, uiNow.Add(-5*time.Minute)))
 }
 
 func TestBuildOverviewFigures(t *testing.T) {
@@ -160,7 +168,7 @@ func TestBuildOverviewFigures(t *testing.T) {
 		t.Errorf("idle GPUs: %+v", ov.IdleGPUs)
 	}
 	wantJobs := map[string]int{"pending": 3, "admitted": 0, "running": 0, "checkpointing": 0, "preempted": 0, "succeeded": 0, "failed": 0, "cancelled": 0}
-	if d := cmp.Diff(wantJobs, ov.Jobs); len(ov.Alerts) != 2 || d != "" {
+	if d := cmp.Diff(wantJobs, ov.Jobs); len(ov.Alerts) != 3 || d != "" {
 		t.Errorf("alerts %d, jobs (-want +got):\n%s", len(ov.Alerts), d)
 	}
 	// Team a: 0.325 of 100 spent over 34 hours of March (744 hours).
@@ -454,45 +462,37 @@ func testOverviewEqualsUsageReport(t *testing.T, st store.Store) {
 	t.Logf("overview = report: %v", got)
 }
 
-// TestOverviewIdleLadderFollowsPolicy: the overview's idle GPUs are the
-// first rung of the server's policy, not the defaults. L1's GPU 0 has
-// been at 10% and GPU 1 at 50% for 40 minutes.
-func TestOverviewIdleLadderFollowsPolicy(t *testing.T) {
+// TestOverviewIdleGPUsAreTheLoopsAlerts: the overview's idle GPUs are
+// the loop's open idle-alerts (L1's GPU 0; GPU 1's alert was resolved),
+// dated by the server's policy's idle.for, not by a rule of the page's.
+func TestOverviewIdleGPUsAreTheLoopsAlerts(t *testing.T) {
 	st := uiStore(t)
-	type idleGPU struct {
-		Lease string
-		GPU   int
-	}
 	for _, tc := range []struct {
-		name string
-		idle func(*policy.Idle)
-		want []idleGPU
+		name     string
+		idleFor  time.Duration
+		lowSince time.Time
 	}{
-		{"defaults: under 20% for 30m", func(*policy.Idle) {}, []idleGPU{{"L1", 0}}},
-		{"under 60%", func(i *policy.Idle) { i.UtilPct = 60 }, []idleGPU{{"L1", 0}, {"L1", 1}}},
-		{"under 5%", func(i *policy.Idle) { i.UtilPct = 5 }, nil},
-		{"for an hour", func(i *policy.Idle) { i.For = policy.Duration(time.Hour) }, nil},
+		{"defaults: idle for 30m", 0, uiNow.Add(-40 * time.Minute)},
+		{"idle for 20m", 20 * time.Minute, uiNow.Add(-30 * time.Minute)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := policy.Default()
-			tc.idle(&p.Idle)
+			if tc.idleFor > 0 {
+				p.Idle.For = policy.Duration(tc.idleFor)
+			}
 			ts := httptest.NewServer(New(uiCatalog(), clock.NewManual(uiNow), slog.New(slog.NewTextHandler(io.Discard, nil)),
 				WithStore(st), WithRateLimit(RateLimit{}), WithPolicy(p)))
 			defer ts.Close()
-			secret := uiAdmin(t, st)
 			var ov Overview
-			if code := uiGet(t, ts, secret, "/api/v1/overview", &ov); code != 200 {
+			if code := uiGet(t, ts, uiAdmin(t, st), "/api/v1/overview", &ov); code != 200 {
 				t.Fatal(code)
 			}
-			var got []idleGPU
-			for _, g := range ov.IdleGPUs {
-				got = append(got, idleGPU{g.Lease, g.GPU})
-				if !strings.Contains(g.Reason, fmt.Sprintf("under %d%%", p.Idle.UtilPct)) {
-					t.Errorf("reason %q does not name the policy's threshold %d%%", g.Reason, p.Idle.UtilPct)
-				}
+			if len(ov.IdleGPUs) != 1 {
+				t.Fatalf("idle GPUs: %+v, want L1's GPU 0 alone", ov.IdleGPUs)
 			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("idle GPUs (-want +got):\n%s", diff)
+			g := ov.IdleGPUs[0]
+			if g.Lease != "L1" || g.GPU != 0 || g.Alert == 0 || !g.LowSince.Equal(tc.lowSince) || g.MaxUtilPct != 10 || !strings.Contains(g.Reason, "under 20%") {
+				t.Errorf("idle GPU %+v: want L1/0 low since %s at most 10%%, with its alert's id and reason", g, tc.lowSince)
 			}
 		})
 	}

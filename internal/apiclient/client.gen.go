@@ -4043,6 +4043,7 @@ type GetOverviewResponse struct {
 			Starting *int    `json:"starting,omitempty"`
 		} `json:"fleet,omitempty"`
 		IdleGpus *[]struct {
+			Alert      *int       `json:"alert,omitempty"`
 			Gpu        *int       `json:"gpu,omitempty"`
 			Lease      *string    `json:"lease,omitempty"`
 			LowSince   *time.Time `json:"low_since,omitempty"`
@@ -4211,6 +4212,12 @@ type GetPolicyResponse struct {
 				MoveOverhead *string `json:"move_overhead,omitempty"`
 				ScaleInBp    *int    `json:"scale_in_bp,omitempty"`
 			} `json:"consolidation,omitempty"`
+			Deadlines *struct {
+				Aware *bool `json:"aware,omitempty"`
+
+				// Margin a duration as Go writes one: 90s, 5m0s, 1h30m0s
+				Margin *string `json:"margin,omitempty"`
+			} `json:"deadlines,omitempty"`
 			Doc       *string `json:"doc,omitempty"`
 			FairShare *struct {
 				// HalfLife a duration as Go writes one: 90s, 5m0s, 1h30m0s
@@ -4218,8 +4225,9 @@ type GetPolicyResponse struct {
 			} `json:"fair_share,omitempty"`
 			Idle *struct {
 				// ActAfter a duration as Go writes one: 90s, 5m0s, 1h30m0s
-				ActAfter *string `json:"act_after,omitempty"`
-				Action   *string `json:"action,omitempty"`
+				ActAfter         *string `json:"act_after,omitempty"`
+				Action           *string `json:"action,omitempty"`
+				BurstToleranceBp *int    `json:"burst_tolerance_bp,omitempty"`
 
 				// For a duration as Go writes one: 90s, 5m0s, 1h30m0s
 				For    *string `json:"for,omitempty"`
@@ -4231,6 +4239,9 @@ type GetPolicyResponse struct {
 				// NotifyAfter a duration as Go writes one: 90s, 5m0s, 1h30m0s
 				NotifyAfter *string `json:"notify_after,omitempty"`
 				UtilPct     *int    `json:"util_pct,omitempty"`
+
+				// Window a duration as Go writes one: 90s, 5m0s, 1h30m0s
+				Window *string `json:"window,omitempty"`
 
 				// ZombieAfter a duration as Go writes one: 90s, 5m0s, 1h30m0s
 				ZombieAfter *string `json:"zombie_after,omitempty"`
@@ -4277,7 +4288,8 @@ type GetPolicyResponse struct {
 			} `json:"reserved,omitempty"`
 			Source *string `json:"source,omitempty"`
 			Spot   *struct {
-				MaxReclaims *int `json:"max_reclaims,omitempty"`
+				MaxReclaims *int    `json:"max_reclaims,omitempty"`
+				Rule        *string `json:"rule,omitempty"`
 			} `json:"spot,omitempty"`
 			TimeOfUse *struct {
 				// Horizon a duration as Go writes one: 90s, 5m0s, 1h30m0s
@@ -4285,6 +4297,7 @@ type GetPolicyResponse struct {
 				MinSavingBp *int    `json:"min_saving_bp,omitempty"`
 				Shift       *bool   `json:"shift,omitempty"`
 			} `json:"time_of_use,omitempty"`
+			WaitP99     *map[string]string `json:"wait_p99,omitempty"`
 			WaitTargets *map[string]string `json:"wait_targets,omitempty"`
 		} `json:"policy,omitempty"`
 	}
@@ -6946,6 +6959,7 @@ func ParseGetOverviewResponse(rsp *http.Response) (*GetOverviewResponse, error) 
 				Starting *int    `json:"starting,omitempty"`
 			} `json:"fleet,omitempty"`
 			IdleGpus *[]struct {
+				Alert      *int       `json:"alert,omitempty"`
 				Gpu        *int       `json:"gpu,omitempty"`
 				Lease      *string    `json:"lease,omitempty"`
 				LowSince   *time.Time `json:"low_since,omitempty"`
@@ -7204,6 +7218,12 @@ func ParseGetPolicyResponse(rsp *http.Response) (*GetPolicyResponse, error) {
 					MoveOverhead *string `json:"move_overhead,omitempty"`
 					ScaleInBp    *int    `json:"scale_in_bp,omitempty"`
 				} `json:"consolidation,omitempty"`
+				Deadlines *struct {
+					Aware *bool `json:"aware,omitempty"`
+
+					// Margin a duration as Go writes one: 90s, 5m0s, 1h30m0s
+					Margin *string `json:"margin,omitempty"`
+				} `json:"deadlines,omitempty"`
 				Doc       *string `json:"doc,omitempty"`
 				FairShare *struct {
 					// HalfLife a duration as Go writes one: 90s, 5m0s, 1h30m0s
@@ -7211,8 +7231,9 @@ func ParseGetPolicyResponse(rsp *http.Response) (*GetPolicyResponse, error) {
 				} `json:"fair_share,omitempty"`
 				Idle *struct {
 					// ActAfter a duration as Go writes one: 90s, 5m0s, 1h30m0s
-					ActAfter *string `json:"act_after,omitempty"`
-					Action   *string `json:"action,omitempty"`
+					ActAfter         *string `json:"act_after,omitempty"`
+					Action           *string `json:"action,omitempty"`
+					BurstToleranceBp *int    `json:"burst_tolerance_bp,omitempty"`
 
 					// For a duration as Go writes one: 90s, 5m0s, 1h30m0s
 					For    *string `json:"for,omitempty"`
@@ -7224,6 +7245,9 @@ func ParseGetPolicyResponse(rsp *http.Response) (*GetPolicyResponse, error) {
 					// NotifyAfter a duration as Go writes one: 90s, 5m0s, 1h30m0s
 					NotifyAfter *string `json:"notify_after,omitempty"`
 					UtilPct     *int    `json:"util_pct,omitempty"`
+
+					// Window a duration as Go writes one: 90s, 5m0s, 1h30m0s
+					Window *string `json:"window,omitempty"`
 
 					// ZombieAfter a duration as Go writes one: 90s, 5m0s, 1h30m0s
 					ZombieAfter *string `json:"zombie_after,omitempty"`
@@ -7270,7 +7294,8 @@ func ParseGetPolicyResponse(rsp *http.Response) (*GetPolicyResponse, error) {
 				} `json:"reserved,omitempty"`
 				Source *string `json:"source,omitempty"`
 				Spot   *struct {
-					MaxReclaims *int `json:"max_reclaims,omitempty"`
+					MaxReclaims *int    `json:"max_reclaims,omitempty"`
+					Rule        *string `json:"rule,omitempty"`
 				} `json:"spot,omitempty"`
 				TimeOfUse *struct {
 					// Horizon a duration as Go writes one: 90s, 5m0s, 1h30m0s
@@ -7278,6 +7303,7 @@ func ParseGetPolicyResponse(rsp *http.Response) (*GetPolicyResponse, error) {
 					MinSavingBp *int    `json:"min_saving_bp,omitempty"`
 					Shift       *bool   `json:"shift,omitempty"`
 				} `json:"time_of_use,omitempty"`
+				WaitP99     *map[string]string `json:"wait_p99,omitempty"`
 				WaitTargets *map[string]string `json:"wait_targets,omitempty"`
 			} `json:"policy,omitempty"`
 		}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
@@ -223,13 +224,22 @@ func Apply(st *State, d Decisions) []*Lease {
 		st.Leases = append(st.Leases, l)
 		created = append(created, l)
 	}
+	for _, c := range d.Cleared {
+		if c.Kind == "budget" {
+			for k := range st.BudgetAlerted {
+				if team, m, _ := strings.Cut(k, "@"); team == c.Team && m != BudgetMonth(now) {
+					delete(st.BudgetAlerted, k)
+				}
+			}
+		}
+	}
 	for _, a := range d.Alerts {
 		switch {
 		case a.Kind == "budget":
 			if st.BudgetAlerted == nil {
 				st.BudgetAlerted = map[string]bool{}
 			}
-			st.BudgetAlerted[a.Team] = true
+			st.BudgetAlerted[a.Team+"@"+BudgetMonth(now)] = true
 		case a.Action == fleet.IdleStop:
 			if u := ix.units[a.Unit]; u != nil && (u.State == core.JobRunning || u.State == core.JobCheckpointing) {
 				state := core.JobCancelled

@@ -2,12 +2,13 @@ package engine
 
 import (
 	"fmt"
-	"github.com/gpufleet/gpufleet/internal/capacity"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/billing"
+	"github.com/gpufleet/gpufleet/internal/capacity"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/fleet"
 	"github.com/gpufleet/gpufleet/internal/sched"
@@ -55,8 +56,12 @@ type Decisions struct {
 	Kept     []fleet.Release
 	Reclaims []fleet.Reclaim
 	Alerts   []fleet.Alert
-	Ladder   map[string]fleet.LadderState
-	Events   []core.Event
+	// Cleared are the alerts whose condition ended this step (an idle
+	// GPU at work again or gone, a zombie gone, a budget warning of a
+	// month that ended): who keeps alerts open closes these.
+	Cleared []fleet.Alert
+	Ladder  map[string]fleet.LadderState
+	Events  []core.Event
 	// placeUnits, preemptUnits, moveUnits and deferUnits are the state's
 	// units Place, Preempt, Move and Defer concern, by position, as Step
 	// found them: Apply (after checking them) and the simulator take them
@@ -535,7 +540,10 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 		}
 	}
 	d.Ladder, d.Alerts = fleet.Ladder(now, st.Readings, st.Ladder, cfg.Fleet)
-	d.Alerts = append(d.Alerts, budgetAlerts(st, now)...)
+	d.Cleared = fleet.Cleared(st.Ladder, d.Ladder)
+	budget, ended := budgetAlerts(st, now)
+	d.Alerts = append(d.Alerts, budget...)
+	d.Cleared = append(d.Cleared, ended...)
 	for _, a := range d.Alerts {
 		event(a.Kind, a.Unit, a.Reason)
 	}
@@ -658,11 +666,18 @@ func budgets(st *State) map[string]fleet.Budget {
 	return out
 }
 
-// budgetAlerts warns, once, each team past 80% of its monthly budget.
-func budgetAlerts(st *State, now time.Time) []fleet.Alert {
-	var out []fleet.Alert
+// budgetAlerts warns, once a month, each team past 80% of its monthly
+// budget, and ends the warnings of the months before now's.
+func budgetAlerts(st *State, now time.Time) (out, ended []fleet.Alert) {
+	month := BudgetMonth(now)
+	for k := range st.BudgetAlerted {
+		if team, m, ok := strings.Cut(k, "@"); !ok || m != month {
+			ended = append(ended, fleet.Alert{Kind: "budget", Team: team})
+		}
+	}
+	slices.SortFunc(ended, func(a, b fleet.Alert) int { return strings.Compare(a.Team, b.Team) })
 	for _, t := range st.Teams {
-		if t.MonthlyBudget <= 0 || st.BudgetAlerted[t.ID] {
+		if t.MonthlyBudget <= 0 || st.BudgetAlerted[t.ID+"@"+month] {
 			continue
 		}
 		start, end := billing.MonthBounds(now, time.UTC)
@@ -672,8 +687,12 @@ func budgetAlerts(st *State, now time.Time) []fleet.Alert {
 				t.ID, b.Spent, b.Budget, b.SpentBP/100, b.SpentBP%100, b.BurnPerHour, b.Projected)})
 		}
 	}
-	return out
+	return out, ended
 }
+
+// BudgetMonth names now's budget month (UTC), as State.BudgetAlerted's
+// keys carry it: "team@2026-03".
+func BudgetMonth(now time.Time) string { return now.UTC().Format("2006-01") }
 
 // PlaceUnit, PreemptUnit and MoveUnit return the state's unit that
 // d.Place[i], d.Preempt[i] and d.Move[i] concern, as Step found it, or nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
@@ -121,6 +122,62 @@ func Ladder(now time.Time, readings []GPUReading, prev map[string]LadderState, c
 		next[k] = s
 	}
 	return next, alerts
+}
+
+// Cleared lists the alerts whose condition ended between the ladder's
+// states prev and next: a GPU that fired an idle rung and is no longer
+// low (or no longer watched: its unit ended or its lease went), and a
+// zombie that ended. Each is one per kind the GPU had fired, with the
+// GPU's lease, index and unit (not its team), so that whoever keeps
+// alerts open can close exactly those.
+func Cleared(prev, next map[string]LadderState) []Alert {
+	var out []Alert
+	for k, p := range prev {
+		if p.Rung == RungNone && !p.Zombie {
+			continue
+		}
+		n, ok := next[k]
+		lease, gpu, unit, parsed := parseGPUKey(k)
+		if !parsed {
+			continue
+		}
+		base := Alert{LeaseID: lease, GPU: gpu, Unit: unit}
+		if p.Rung != RungNone && (!ok || n.Rung == RungNone) {
+			for r, kind := range []string{RungAlert: "idle-alert", RungNotify: "idle-notify", RungAct: "idle-action"} {
+				if kind != "" && Rung(r) <= p.Rung {
+					a := base
+					a.Kind = kind
+					out = append(out, a)
+				}
+			}
+		}
+		if p.Zombie && (!ok || !n.Zombie) {
+			a := base
+			a.Kind = "zombie"
+			out = append(out, a)
+		}
+	}
+	slices.SortFunc(out, func(a, b Alert) int {
+		return cmp.Or(cmp.Compare(a.LeaseID, b.LeaseID), cmp.Compare(a.GPU, b.GPU), cmp.Compare(a.Unit, b.Unit), cmp.Compare(a.Kind, b.Kind))
+	})
+	return out
+}
+
+// parseGPUKey splits a GPUKey back into its lease, GPU and unit.
+func parseGPUKey(k string) (lease string, gpu int, unit string, ok bool) {
+	lg, unit, ok := strings.Cut(k, "|")
+	if !ok {
+		return "", 0, "", false
+	}
+	i := strings.LastIndexByte(lg, '/')
+	if i < 0 {
+		return "", 0, "", false
+	}
+	gpu, err := strconv.Atoi(lg[i+1:])
+	if err != nil {
+		return "", 0, "", false
+	}
+	return lg[:i], gpu, unit, true
 }
 
 // maxWindowPoints bounds the readings a GPU's window keeps: past it the

@@ -165,3 +165,50 @@ func TestPropertyIdleLow(t *testing.T) {
 		}
 	})
 }
+
+// An idle GPU's alerts clear when it works again (every rung it fired,
+// once), a zombie's when its unit is gone, and a GPU whose lease ended
+// clears what it had fired; a GPU that fired nothing clears nothing.
+func TestLadderClearsEndedAlerts(t *testing.T) {
+	var state map[string]LadderState
+	var cleared []string
+	step := func(m int, rs ...GPUReading) {
+		at := now.Add(time.Duration(m) * time.Minute)
+		for i := range rs {
+			rs[i].At = at
+		}
+		next, _ := Ladder(at, rs, state, Config{})
+		for _, c := range Cleared(state, next) {
+			cleared = append(cleared, fmt.Sprintf("%d:%s/%d|%s:%s", m, c.LeaseID, c.GPU, c.Unit, c.Kind))
+		}
+		state = next
+	}
+	idle := GPUReading{LeaseID: "L1", GPU: 2, Unit: "job/0", UtilPct: 0}
+	busy := GPUReading{LeaseID: "L2", GPU: 0, Unit: "b", UtilPct: 90}
+	for m := 0; m <= 50; m++ { // idle-alert at 30, idle-notify at 45
+		step(m, idle, busy)
+	}
+	working := idle
+	working.UtilPct = 100
+	for m := 51; m <= 60; m++ {
+		step(m, working, busy)
+	}
+	// Busy from minute 51: at minute m the window holds m-51 busy
+	// minutes, 3 of them tolerated as a burst, so its mean reaches 20% at
+	// minute 60.
+	if got, want := fmt.Sprint(cleared), "[60:L1/2|job/0:idle-alert 60:L1/2|job/0:idle-notify]"; got != want {
+		t.Errorf("cleared after the GPU went back to work: %s, want %s", got, want)
+	}
+	cleared = nil
+	zombie := GPUReading{LeaseID: "L3", GPU: 1, Unit: "z", UtilPct: 100, NoProcess: true}
+	for m := 61; m <= 100; m++ {
+		step(m, zombie, busy)
+	}
+	if len(cleared) != 0 {
+		t.Fatalf("cleared while the zombie lasts: %v", cleared)
+	}
+	step(101, busy) // the zombie's unit was stopped: its GPU is no longer watched
+	if got, want := fmt.Sprint(cleared), "[101:L3/1|z:zombie]"; got != want {
+		t.Errorf("cleared after the zombie went: %s, want %s", got, want)
+	}
+}

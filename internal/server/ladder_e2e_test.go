@@ -175,6 +175,22 @@ func TestFleetIdleLadderEveryRung(t *testing.T) {
 		}
 		return false
 	})
+	// Each rung is an alert in the store (the alerts API and the
+	// dashboard read them), resolved once the cancelled unit leaves its
+	// GPU.
+	f.waitFor("lazy's three alerts stored, then resolved", func() bool {
+		p, err := f.st.Alerts().ListAlerts(context.Background(), store.AlertFilter{Limit: store.MaxLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds := map[string]bool{}
+		for _, a := range p.Items {
+			if a.Unit == "lazy" && !a.Resolved.IsZero() && a.Team == "ml" && a.LeaseID != "" {
+				kinds[a.Kind] = true
+			}
+		}
+		return kinds["idle-alert"] && kinds["idle-notify"] && kinds["idle-action"]
+	})
 	f.waitFor("both notices at the webhook", func() bool { got, _ := hook.notices(); return len(got) >= 2 })
 	got, bad := hook.notices()
 	if bad != 0 {

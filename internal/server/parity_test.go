@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -227,6 +228,10 @@ func TestBudgetAlertOnceAcrossRestart(t *testing.T) {
 	w.run(30 * time.Minute)
 	if n := len(w.events("budget")); n != 1 {
 		t.Errorf("%d budget alerts after a restart, want still 1", n)
+	}
+	open, err := w.st.Alerts().ListAlerts(ctx, store.AlertFilter{Kind: "budget", OpenOnly: true})
+	if err != nil || len(open.Items) != 1 || open.Items[0].Team != "a" || !strings.Contains(open.Items[0].Reason, "budget") {
+		t.Errorf("open budget alerts in the store: %+v, %v; want team a's", open.Items, err)
 	}
 	leases := len(w.leases())
 	w.submit("a2", core.TierCore, 10*time.Minute)

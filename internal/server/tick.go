@@ -173,6 +173,9 @@ func (l *Loop) tick(ctx context.Context) error {
 				return err
 			}
 		}
+		if err := keepAlerts(ctx, tx, d.Alerts, d.Cleared, now); err != nil {
+			return err
+		}
 		for _, le := range st.Leases {
 			sl := leaseFromEngine(le)
 			if isNew[le.ID] {

@@ -216,7 +216,7 @@ async function renderOverview(root) {
     section("ov-budgets", "Budget burn per team", budgetTable(o.budgets)),
     section("ov-alerts", "Alerts",
       h("p", {}, h("a", { href: "#/alerts" }, h("span", { "data-field": "alerts.length" }, String(o.alerts.length)), " open alerts"), ", ",
-        h("span", { "data-field": "idle_gpus.length" }, String(o.idle_gpus.length)), " idle GPUs from samples")),
+        h("span", { "data-field": "idle_gpus.length" }, String(o.idle_gpus.length)), " idle GPUs (the loop's idle alerts)")),
     section("ov-jobs", "Jobs by state",
       h("dl", { class: "cards" }, Object.keys(o.jobs).filter(s => o.jobs[s] > 0).map(s => card(s, "jobs." + s, num(o.jobs[s]))))),
   );
