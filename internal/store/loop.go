@@ -44,6 +44,12 @@ type Loop interface {
 	// SaveLoop stores s if the stored version is still s.Version and
 	// returns the new version; otherwise ErrConflict.
 	SaveLoop(ctx context.Context, s LoopState) (version int64, err error)
+	// TakeInbox returns the ids of the jobs submitted or cancelled since
+	// the last take, each once, in the order they arrived, and removes
+	// them. Call it in the Tx that reads what they name: a rollback keeps
+	// them for the next take, and one committed after the Tx began is
+	// left for the next.
+	TakeInbox(ctx context.Context) ([]string, error)
 	// Leaders: who took the leadership lock last.
 	Leaders
 }

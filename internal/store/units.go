@@ -64,6 +64,10 @@ type Units interface {
 	// ListLiveUnits returns every unit not in a final state, in submission
 	// order, for the loop to restart from.
 	ListLiveUnits(ctx context.Context) ([]Unit, error)
+	// ListUnitsOf returns every unit of the jobs ids, in any state,
+	// grouped by job in the order of ids (a job named twice comes once,
+	// first), each job's by shard; an unknown id has none.
+	ListUnitsOf(ctx context.Context, ids []string) ([]Unit, error)
 	// ListRunning returns the runs in progress: every running or
 	// checkpointing unit as a Run with a zero End, in submission order.
 	// Their number is bounded by the fleet's GPUs, not by the queue, so

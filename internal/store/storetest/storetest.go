@@ -43,6 +43,7 @@ func Run(t *testing.T, open Opener) {
 		{"Samples", testSamples},
 		{"Alerts", testAlerts},
 		{"Loop", testLoop},
+		{"Inbox", testInbox},
 		{"Leaders", testLeaders},
 		{"Agents", testAgents},
 		{"AgentCommands", testAgentCommands},

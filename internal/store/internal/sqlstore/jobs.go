@@ -124,6 +124,9 @@ func (o *ops) SubmitJob(ctx context.Context, j core.Job, key string) (store.Job,
 		if err := o.insertUnits(ctx, q, &j); err != nil {
 			return err
 		}
+		if err := o.tellLoop(ctx, q, j.ID); err != nil {
+			return err
+		}
 		return o.reserveUnits(ctx, q, &j, false)
 	})
 	if err != nil {
@@ -353,7 +356,17 @@ func (o *ops) CountJobs(ctx context.Context, team string) (map[core.JobState]int
 
 // CancelJob implements store.Jobs.
 func (o *ops) CancelJob(ctx context.Context, id string, at time.Time) (store.Job, error) {
-	return o.moveJob(ctx, "cancel job", id, core.JobCancelled, at)
+	return o.moveJob(ctx, "cancel job", id, core.JobCancelled, at, true)
+}
+
+// tellLoop puts job id in the loop's inbox (Loop.TakeInbox): the loop
+// keeps its state across ticks and learns of jobs submitted or cancelled
+// through the API only from there.
+func (o *ops) tellLoop(ctx context.Context, q Querier, id string) error {
+	if _, err := q.Exec(ctx, `INSERT INTO loop_inbox (job_id) VALUES ($1)`, id); err != nil {
+		return o.fail(err, "job %q: the loop's inbox", id)
+	}
+	return nil
 }
 
 // TransitionJob implements store.Jobs.
@@ -361,10 +374,12 @@ func (o *ops) TransitionJob(ctx context.Context, id string, state core.JobState,
 	if _, err := store.ParseJobState("state", string(state)); err != nil {
 		return store.Job{}, fmt.Errorf("transition job %q: %w", id, err)
 	}
-	return o.moveJob(ctx, "transition job", id, state, at)
+	return o.moveJob(ctx, "transition job", id, state, at, false)
 }
 
-func (o *ops) moveJob(ctx context.Context, what, id string, state core.JobState, at time.Time) (store.Job, error) {
+// moveJob moves job id to state; tell puts a move in the loop's inbox (a
+// cancel through the API; the loop's own moves it knows).
+func (o *ops) moveJob(ctx context.Context, what, id string, state core.JobState, at time.Time, tell bool) (store.Job, error) {
 	if err := store.CheckID("id", id); err != nil {
 		return store.Job{}, fmt.Errorf("%s: %w", what, err)
 	}
@@ -386,6 +401,11 @@ func (o *ops) moveJob(ctx context.Context, what, id string, state core.JobState,
 		}
 		if j.State != state {
 			return fmt.Errorf("%s: %w", what, store.CheckJobTransition(fmt.Sprintf("job %q", id), j.State, state))
+		}
+		if moved > 0 && tell {
+			if err := o.tellLoop(ctx, q, id); err != nil {
+				return err
+			}
 		}
 		if moved > 0 && state.Final() {
 			// Finished: its units leave the team's queued units.

@@ -1,9 +1,11 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
@@ -176,6 +178,50 @@ func (o *ops) LoadLoop(ctx context.Context) (store.LoopState, error) {
 	}
 	s.Version = version
 	return s, nil
+}
+
+// TakeInbox implements store.Loop.
+func (o *ops) TakeInbox(ctx context.Context) ([]string, error) {
+	var ids []string
+	err := o.atomic(ctx, func(q Querier) error {
+		ids = ids[:0]
+		rows, err := q.Query(ctx, `DELETE FROM loop_inbox RETURNING seq, job_id`)
+		if err != nil {
+			return o.fail(err, "take the loop's inbox")
+		}
+		type entry struct {
+			seq int64
+			job string
+		}
+		var es []entry
+		for rows.Next() {
+			var e entry
+			if err := rows.Scan(&e.seq, &e.job); err != nil {
+				rows.Close()
+				return o.fail(err, "take the loop's inbox")
+			}
+			es = append(es, e)
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return o.fail(err, "take the loop's inbox")
+		}
+		// RETURNING promises no order.
+		slices.SortFunc(es, func(a, b entry) int { return cmp.Compare(a.seq, b.seq) })
+		seen := make(map[string]bool, len(es))
+		for _, e := range es {
+			if !seen[e.job] {
+				seen[e.job] = true
+				ids = append(ids, e.job)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
 }
 
 // SaveLoop implements store.Loop.

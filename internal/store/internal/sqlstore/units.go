@@ -124,6 +124,36 @@ func (o *ops) ListUnits(ctx context.Context, jobID string) ([]store.Unit, error)
 	return us, nil
 }
 
+// ListUnitsOf implements store.Units.
+func (o *ops) ListUnitsOf(ctx context.Context, ids []string) ([]store.Unit, error) {
+	for _, id := range ids {
+		if err := store.CheckID("ids", id); err != nil {
+			return nil, fmt.Errorf("list units of jobs: %w", err)
+		}
+	}
+	of := map[string][]store.Unit{}
+	for lo := 0; lo < len(ids); lo += jobsPerQuery {
+		var a args
+		vs := make([]any, 0, jobsPerQuery)
+		for _, id := range ids[lo:min(lo+jobsPerQuery, len(ids))] {
+			vs = append(vs, id)
+		}
+		us, err := o.units(ctx, `SELECT `+unitCols+` FROM job_units u WHERE u.job_id IN `+a.list(vs...)+` ORDER BY u.job_id, u.shard`, a.vals...)
+		if err != nil {
+			return nil, fmt.Errorf("list units of jobs: %w", err)
+		}
+		for _, u := range us {
+			of[u.JobID] = append(of[u.JobID], u)
+		}
+	}
+	var out []store.Unit
+	for _, id := range ids {
+		out = append(out, of[id]...)
+		delete(of, id) // an id given twice gives its units once
+	}
+	return out, nil
+}
+
 // ListLiveUnits implements store.Units.
 func (o *ops) ListLiveUnits(ctx context.Context) ([]store.Unit, error) {
 	us, err := o.units(ctx, `SELECT `+unitCols+` FROM job_units u JOIN jobs j ON j.id = u.job_id
