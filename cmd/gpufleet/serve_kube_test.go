@@ -77,14 +77,14 @@ func TestServeKubernetes(t *testing.T) {
 	if _, err := c.Client.CoreV1().Pods("default").Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		got, err := c.Client.CoreV1().Pods("default").Get(context.Background(), "infer", metav1.GetOptions{})
 		if err == nil && got.Spec.NodeName == "gpu-0" && got.Status.Phase == corev1.PodRunning {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("pod not running on gpu-0 within 90 s; serve's log:\n%s", errb.String())
+			t.Fatalf("pod not running on gpu-0 within 30 s; serve's log:\n%s", errb.String())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

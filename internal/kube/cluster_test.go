@@ -205,7 +205,7 @@ func TestClusterHeliosJobs(t *testing.T) {
 	// Every gang's pods are bound together: seen bound, they are all
 	// bound (checked while they run).
 	for g, names := range gangs {
-		eventually(t, 120*time.Second, "gang "+g+" bound", func() (bool, string) {
+		eventually(t, 30*time.Second, "gang "+g+" bound", func() (bool, string) {
 			ns := strings.Split(g, "/")[0]
 			var on []string
 			for _, n := range names {
@@ -219,7 +219,7 @@ func TestClusterHeliosJobs(t *testing.T) {
 			return len(on) == len(names), fmt.Sprint(on)
 		})
 	}
-	eventually(t, 180*time.Second, "every Helios pod succeeded", func() (bool, string) {
+	eventually(t, 60*time.Second, "every Helios pod succeeded", func() (bool, string) {
 		var left []string
 		for _, w := range pods {
 			p := getPod(t, c, w.ns, w.name)
@@ -289,18 +289,18 @@ func TestClusterPreemption(t *testing.T) {
 	batch := gpuPod("ml", "batch", 8).label(KeyTier, "offline").ann(KeyInterruptible, "true")
 	batch.Spec.TerminationGracePeriodSeconds = &grace
 	create(t, c, batch.Pod)
-	eventually(t, 90*time.Second, "batch running", func() (bool, string) {
+	eventually(t, 30*time.Second, "batch running", func() (bool, string) {
 		p := getPod(t, c, "ml", "batch")
 		return p != nil && p.Status.Phase == corev1.PodRunning, fmt.Sprint(p != nil && p.Spec.NodeName != "")
 	})
 	first := getPod(t, c, "ml", "batch").UID
 
 	create(t, c, gpuPod("ml", "serve", 8).label(KeyTier, "core").Pod)
-	eventually(t, 90*time.Second, "serve bound to gpu-0", func() (bool, string) {
+	eventually(t, 30*time.Second, "serve bound to gpu-0", func() (bool, string) {
 		p := getPod(t, c, "ml", "serve")
 		return p != nil && p.Spec.NodeName == "gpu-0", condOf(p)
 	})
-	eventually(t, 90*time.Second, "batch recreated and waiting", func() (bool, string) {
+	eventually(t, 30*time.Second, "batch recreated and waiting", func() (bool, string) {
 		p := getPod(t, c, "ml", "batch")
 		if p == nil || p.UID == first {
 			return false, "not yet recreated"
@@ -323,7 +323,7 @@ func TestClusterPreemption(t *testing.T) {
 
 	// A failed pod: its exit code comes from its container status.
 	create(t, c, gpuPod("ml", "crash", 1).label(KeyTier, "core").ann(kubetest.PodFailDelay, "1s").Pod)
-	eventually(t, 90*time.Second, "crash reported failed", func() (bool, string) {
+	eventually(t, 30*time.Second, "crash reported failed", func() (bool, string) {
 		code, ok := fin.get("ml/crash")
 		p := getPod(t, c, "ml", "crash")
 		return ok && code != 0, fmt.Sprintf("reported %v, exit %d; pod phase %s on %q", ok, code, p.Status.Phase, p.Spec.NodeName)
