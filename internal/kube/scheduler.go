@@ -25,6 +25,7 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/engine"
+	"github.com/gpufleet/gpufleet/internal/provider/kubenodes"
 )
 
 // Config is a Scheduler's settings.
@@ -35,6 +36,9 @@ type Config struct {
 	// the fleet: nothing is rented or released (NoAcquire and NoRelease
 	// are set), and consolidation moves are not acted on.
 	Engine engine.Config
+	// NodePool, when set, rents and releases nodes for the engine
+	// (nodepool.go): NoAcquire and NoRelease are then unset.
+	NodePool *kubenodes.Pool
 	// Tick is the longest time between steps (default 2 s); a change of
 	// a pod or a node brings the next step forward.
 	Tick  time.Duration
@@ -69,6 +73,7 @@ type Scheduler struct {
 	// history carries the fair-share history from step to step.
 	history engine.State
 	steps   int
+	pool    *nodePool // nil without Config.NodePool
 }
 
 // New makes a Scheduler; Run starts it.
@@ -85,10 +90,11 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	cfg.Engine.NoAcquire, cfg.Engine.NoRelease = true, true
+	cfg.Engine.NoAcquire, cfg.Engine.NoRelease = cfg.NodePool == nil, cfg.NodePool == nil
+	cfg.Engine.Fleet.NoConsolidation = cfg.Engine.Fleet.NoConsolidation || cfg.NodePool != nil // moves are not acted on
 	f := informers.NewSharedInformerFactory(cfg.Client, 0)
 	s := &Scheduler{cfg: cfg, factory: f, kick: make(chan struct{}, 1),
-		assumed: map[types.UID]string{}, evicted: map[types.UID]time.Time{}, recreate: map[string]*corev1.Pod{}}
+		assumed: map[types.UID]string{}, evicted: map[types.UID]time.Time{}, recreate: map[string]*corev1.Pod{}, pool: newNodePool(cfg.NodePool)}
 	pi := f.Core().V1().Pods()
 	ni := f.Core().V1().Nodes()
 	s.pods, s.nodes = pi.Lister(), ni.Lister()
@@ -190,10 +196,11 @@ func (s *Scheduler) Step(ctx context.Context) (err error) {
 	s.recreateGone(ctx, cached)
 
 	w := Build(nodes, pods, s.cfg.Options)
+	s.poolBefore(w, nodes, now)
 	w.State.History, w.State.HistoryAt = s.history.History, s.history.HistoryAt
 	d := engine.Step(w.State, now, s.cfg.Engine)
 	a := w.Actions(d)
-	engine.Apply(w.State, d)
+	created := engine.Apply(w.State, d)
 	s.history.History, s.history.HistoryAt = w.State.History, w.State.HistoryAt
 	s.steps++
 
@@ -214,6 +221,7 @@ func (s *Scheduler) Step(ctx context.Context) (err error) {
 	for _, wt := range a.Wait {
 		s.wait(ctx, wt)
 	}
+	s.poolAfter(ctx, w, d, created, nodes, pods, now)
 	return nil
 }
 

@@ -341,7 +341,7 @@ func (p *Pool) Acquire(ctx context.Context, req provider.AcquireRequest) (provid
 		}
 		return provider.Machine{}, fmt.Errorf("kubenodes: acquire %s: start machine: %w", name, err)
 	}
-	p.cfg.Log.Info("node acquired", "node", name, "lease", req.ClientToken, "offer", o.ID, "mode", req.Mode)
+	p.cfg.Log.Debug("node acquired", "node", name, "lease", req.ClientToken, "offer", o.ID, "mode", req.Mode)
 	return p.machine(n), nil
 }
 
@@ -519,7 +519,7 @@ func (p *Pool) Cordon(ctx context.Context, name string) (time.Time, error) {
 	if _, err := p.cfg.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return time.Time{}, fmt.Errorf("kubenodes: cordon %s: %w", name, err)
 	}
-	p.cfg.Log.Info("node cordoned for release", "node", name, "lease", n.Labels[LabelLease])
+	p.cfg.Log.Debug("node cordoned for release", "node", name, "lease", n.Labels[LabelLease])
 	return now, nil
 }
 
