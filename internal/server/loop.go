@@ -96,6 +96,9 @@ type Loop struct {
 	// joins are the join tokens of the leases waiting for their
 	// provider, by lease (bootstrap.go).
 	joins map[string]joinSecret
+	// live is the engine state kept between ticks (live.go); nil: the
+	// next tick loads it whole.
+	live *liveState
 }
 
 // NewLoop returns a loop on cfg.
@@ -182,6 +185,7 @@ func (l *Loop) lead(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("lead: %w", err)
 	}
+	l.live = nil // another leader may have ticked since this one last did
 	l.cfg.Log.Info("control loop leading", "tick", l.cfg.Tick, "replica", rec.Replica, "term", rec.Term)
 	l.health.led(rec)
 	l.metrics.leader.Set(1)
@@ -210,6 +214,7 @@ func (l *Loop) lead(ctx context.Context) error {
 // released whose machine is still there is released again, and a
 // requested lease whose machine exists takes its provider id and state.
 func (l *Loop) Reconcile(ctx context.Context) error {
+	l.live = nil // it writes leases itself: the next tick loads them
 	now := l.cfg.Clock.Now()
 	machines, err := l.cfg.Provider.List(ctx)
 	if err != nil {

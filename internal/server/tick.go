@@ -31,6 +31,9 @@ func (l *Loop) Tick(ctx context.Context) (err error) {
 			l.cfg.Log.Error("control loop: tick panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			err = fmt.Errorf("tick: panic: %v", p)
 		}
+		if err != nil {
+			l.live = nil // it may hold what the store does not: load afresh
+		}
 	}()
 	return l.tick(ctx)
 }
@@ -38,16 +41,10 @@ func (l *Loop) Tick(ctx context.Context) (err error) {
 func (l *Loop) tick(ctx context.Context) error {
 	now := l.cfg.Clock.Now()
 	began := time.Now() // latency is wall time, whatever the loop's clock
-	var st *engine.State
-	var ls store.LoopState
 	var version int64 // the loop state's, once saved
-	err := l.cfg.Store.Tx(ctx, func(tx store.Tx) error {
-		var err error
-		st, ls, err = loadEngineState(ctx, tx, l.offer)
-		return err
-	})
+	st, ls, err := l.loadState(ctx)
 	if err != nil {
-		return fmt.Errorf("tick: %w", err)
+		return err
 	}
 	base := newBaseline(st)
 	st.Offers, st.TimeOfUse = l.cfg.RentOffers, l.cfg.TimeOfUse
@@ -239,15 +236,20 @@ func (l *Loop) tick(ctx context.Context) error {
 			l.cfg.Log.Warn("release failed; reconcile on restart retries it", "provider_id", pid, "err", err)
 		}
 	}
-	err = l.acquire(ctx, st, now, version)
+	version, err = l.acquire(ctx, st, now, version)
 	l.metrics.observe(st, ag.agents, now, time.Since(began))
-	return err
+	if err != nil {
+		return err
+	}
+	l.keepState(st, version)
+	return nil
 }
 
 // acquire calls the provider for every requested lease and saves what it
 // answered, with the loop state (saved last as version) when the
-// refusals for capacity changed (engine.OnRefused, OnLaunched).
-func (l *Loop) acquire(ctx context.Context, st *engine.State, now time.Time, version int64) error {
+// refusals for capacity changed (engine.OnRefused, OnLaunched). It
+// returns the loop state's version after it.
+func (l *Loop) acquire(ctx context.Context, st *engine.State, now time.Time, version int64) (int64, error) {
 	refused := slices.Clone(st.Refused)
 	var changed []*engine.Lease
 	var events []core.Event
@@ -298,9 +300,11 @@ func (l *Loop) acquire(ctx context.Context, st *engine.State, now time.Time, ver
 		changed = append(changed, le)
 	}
 	if len(changed) == 0 {
-		return nil
+		return version, nil
 	}
+	saved := version
 	err := l.cfg.Store.Tx(ctx, func(tx store.Tx) error {
+		saved = version
 		for _, le := range changed {
 			if err := tx.Leases().UpdateLease(ctx, leaseFromEngine(le)); err != nil {
 				return err
@@ -312,17 +316,19 @@ func (l *Loop) acquire(ctx context.Context, st *engine.State, now time.Time, ver
 		if !sameRefusals(refused, st.Refused) {
 			// A refusal for capacity holds across restarts, as the
 			// simulator keeps it across steps.
-			if _, err := tx.Loop().SaveLoop(ctx, loopFromEngine(st, version)); err != nil {
+			v, err := tx.Loop().SaveLoop(ctx, loopFromEngine(st, version))
+			if err != nil {
 				return err
 			}
+			saved = v
 		}
 		_, err := tx.Events().AppendEvents(ctx, events...)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("tick: save acquisitions: %w", err)
+		return version, fmt.Errorf("tick: save acquisitions: %w", err)
 	}
-	return nil
+	return saved, nil
 }
 
 // sameRefusals reports whether a and b hold the same refusals.

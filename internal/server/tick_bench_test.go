@@ -22,7 +22,9 @@ import (
 // BenchmarkTickPending measures one Tick of the loop with n units
 // pending: one job of n shards, the queue a member's big request makes.
 // The first tick (which rents for the queue) runs before the timer; each
-// timed tick is 5 s of the loop's clock after the last, as in service.
+// timed tick is 5 s of the loop's clock after the last, as in service,
+// with the state the loop kept ("kept") and, for comparison, loaded whole
+// ("whole").
 //
 //	go test ./internal/server -run '^$' -bench TickPending -benchtime 3x -cpuprofile cpu.out
 func BenchmarkTickPending(b *testing.B) { benchStores(b, false, false) }
@@ -66,12 +68,17 @@ func benchStores(b *testing.B, cancel, jobs bool) {
 			if jobs && n > 10_000 {
 				break // submitting 100,000 jobs one by one takes minutes
 			}
-			b.Run(fmt.Sprintf("%s/%d", s.name, n), func(b *testing.B) { benchTick(b, s.open(b), n, cancel, jobs) })
+			// kept: the loop keeps its state between ticks, as it runs;
+			// whole: it loads its state whole every tick (as after a
+			// restart or a failed tick), the peer measured in the same run.
+			for _, mode := range []string{"kept", "whole"} {
+				b.Run(fmt.Sprintf("%s/%d/%s", s.name, n, mode), func(b *testing.B) { benchTick(b, s.open(b), n, cancel, jobs, mode == "whole") })
+			}
 		}
 	}
 }
 
-func benchTick(b *testing.B, st store.Store, n int, cancel, jobs bool) {
+func benchTick(b *testing.B, st store.Store, n int, cancel, jobs, whole bool) {
 	b.Cleanup(func() { st.Close() })
 	ctx := context.Background()
 	clk := clock.NewManual(t0)
@@ -125,6 +132,9 @@ func benchTick(b *testing.B, st store.Store, n int, cancel, jobs bool) {
 				b.Fatal(err)
 			}
 			b.StartTimer()
+		}
+		if whole {
+			loop.live = nil
 		}
 		cpu0 := cpuTime(b)
 		if err := loop.Tick(ctx); err != nil {
