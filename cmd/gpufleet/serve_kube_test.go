@@ -3,22 +3,30 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpufleet/gpufleet/internal/kube"
 	"github.com/gpufleet/gpufleet/internal/kubetest"
+	"github.com/gpufleet/gpufleet/internal/policy"
 )
 
 func TestServeKubeFlags(t *testing.T) {
 	t.Setenv("KUBECONFIG", "")
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	badTeams := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(badTeams, []byte("kubernetes:\n  teams:\n    speech: \"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		err  string
@@ -26,11 +34,17 @@ func TestServeKubeFlags(t *testing.T) {
 		{[]string{"serve", "--kube-team", "a=b"}, "--kube-team needs --kubernetes"},
 		{[]string{"serve", "--kubernetes", "--kube-team", "a"}, `--kube-team: invalid value "a": want NAMESPACE=TEAM`},
 		{[]string{"serve", "--kubernetes"}, "no --kubeconfig, no KUBECONFIG, and not in a cluster"},
+		{[]string{"serve", "--kubernetes", "--kube-team", "Speech_Lab=nlp"}, `--kube-team: kubernetes.teams.Speech_Lab: invalid value "Speech_Lab": want a namespace name`},
 	} {
 		code, _, stderr := runCLI(t, tc.args...)
 		if code != 2 || !strings.Contains(stderr, tc.err) {
 			t.Errorf("gpufleet %v: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr, tc.err)
 		}
+	}
+	// A bad map in the policy file is the file's error, with its line.
+	code, _, stderr := runCLI(t, "serve", "--kubernetes", "--policy", badTeams)
+	if want := `bad.yaml:3: kubernetes.teams.speech: invalid value "": want a team name`; code != 1 || !strings.Contains(stderr, want) {
+		t.Errorf("serve --kubernetes --policy bad.yaml: exit %d, stderr %q; want 1 and %q", code, stderr, want)
 	}
 }
 
@@ -61,10 +75,18 @@ func TestServeKubernetes(t *testing.T) {
 	c.AddNodes(t, "gpu", 1, map[string]string{kube.LabelGPUProduct: "NVIDIA-L4"},
 		corev1.ResourceList{kube.ResourceGPU: resource.MustParse("1")})
 	t.Setenv("KUBECONFIG", c.Kubeconfig)
+	// The namespace-to-team map from the policy file, a flag over it.
+	pol := filepath.Join(t.TempDir(), "kube.yaml")
+	if err := os.WriteFile(pol, []byte("kubernetes:\n  teams:\n    default: infra\n    speech: nlp\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errb syncBuffer
 	done := make(chan int)
-	go func() { done <- run(ctx, []string{"serve", "--kubernetes", "--addr", "127.0.0.1:0", "--tick", "250ms"}, &out, &errb) }()
+	go func() {
+		done <- run(ctx, []string{"serve", "--kubernetes", "--addr", "127.0.0.1:0", "--tick", "250ms",
+			"--policy", pol, "--kube-team", "speech=speech-lab"}, &out, &errb)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		if code := <-done; code != 0 {
@@ -88,7 +110,26 @@ func TestServeKubernetes(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if log := errb.String(); !strings.Contains(log, "kubeconfig=KUBECONFIG") {
-		t.Errorf("serve's log does not say the kubeconfig came from KUBECONFIG:\n%s", log)
+	if log := errb.String(); !strings.Contains(log, "kubeconfig=KUBECONFIG") || !strings.Contains(log, `teams="default=infra,speech=speech-lab"`) {
+		t.Errorf("serve's log does not say the kubeconfig came from KUBECONFIG and the teams are the file's under the flag's:\n%s", log)
+	}
+}
+
+// The file's map, then the flags over it key by key.
+func TestKubeTeams(t *testing.T) {
+	pol := policy.Default()
+	pol.Kubernetes.Teams = map[string]string{"vision": "cv", "speech": "nlp"}
+	got, err := kubeTeams(pol, []string{"speech=audio", "robotics=rl"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"vision": "cv", "speech": "audio", "robotics": "rl"}, got); diff != "" {
+		t.Errorf("teams (-want +got):\n%s", diff)
+	}
+	if pol.Kubernetes.Teams["speech"] != "nlp" {
+		t.Error("the flags changed the policy's own map")
+	}
+	if got, err := kubeTeams(policy.Default(), nil); err != nil || len(got) != 0 {
+		t.Errorf("no file section, no flag: %v, %v; want an empty map", got, err)
 	}
 }

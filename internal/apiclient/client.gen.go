@@ -4246,6 +4246,9 @@ type GetPolicyResponse struct {
 				// ZombieAfter a duration as Go writes one: 90s, 5m0s, 1h30m0s
 				ZombieAfter *string `json:"zombie_after,omitempty"`
 			} `json:"idle,omitempty"`
+			Kubernetes *struct {
+				Teams *map[string]string `json:"teams,omitempty"`
+			} `json:"kubernetes,omitempty"`
 			Name       *string `json:"name,omitempty"`
 			Preemption *struct {
 				Enabled *bool `json:"enabled,omitempty"`
@@ -7252,6 +7255,9 @@ func ParseGetPolicyResponse(rsp *http.Response) (*GetPolicyResponse, error) {
 					// ZombieAfter a duration as Go writes one: 90s, 5m0s, 1h30m0s
 					ZombieAfter *string `json:"zombie_after,omitempty"`
 				} `json:"idle,omitempty"`
+				Kubernetes *struct {
+					Teams *map[string]string `json:"teams,omitempty"`
+				} `json:"kubernetes,omitempty"`
 				Name       *string `json:"name,omitempty"`
 				Preemption *struct {
 					Enabled *bool `json:"enabled,omitempty"`

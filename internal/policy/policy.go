@@ -53,6 +53,9 @@ type Policy struct {
 	Preemption    Preemption    `json:"preemption" yaml:"preemption"`
 	Backfill      Backfill      `json:"backfill" yaml:"backfill"`
 	FairShare     FairShare     `json:"fair_share" yaml:"fair_share"`
+	// Kubernetes is what serve --kubernetes reads besides the engine's
+	// knobs (docs/kubernetes.md); empty elsewhere.
+	Kubernetes Kubernetes `json:"kubernetes,omitzero" yaml:"kubernetes,omitempty"`
 	// Source is where the policy came from: "preset NAME" or the file's
 	// path. Not part of the file.
 	Source string `json:"source" yaml:"-"`
@@ -200,6 +203,44 @@ type Backfill struct {
 // FairShare is the fair-share history's half-life.
 type FairShare struct {
 	HalfLife Duration `json:"half_life" yaml:"half_life"`
+}
+
+// Kubernetes is the cluster side of the policy. Teams maps a namespace
+// to the team its pods are (fair share, quotas, budgets); a namespace
+// not named is its own team. serve's --kube-team flags override it key
+// by key.
+type Kubernetes struct {
+	Teams map[string]string `json:"teams,omitempty" yaml:"teams,omitempty"`
+}
+
+// Validate checks each namespace is a namespace name (a DNS label, as
+// the apiserver allows) and each team a name on one line.
+func (k Kubernetes) Validate() error {
+	for _, ns := range slices.Sorted(maps.Keys(k.Teams)) {
+		f := "kubernetes.teams." + ns
+		if !dnsLabel(ns) {
+			return &core.FieldError{Field: f, Value: ns, Allowed: "a namespace name: 1 to 63 lowercase letters, digits or '-', starting and ending with a letter or digit"}
+		}
+		if t := k.Teams[ns]; strings.TrimSpace(t) == "" || len(t) > 100 || strings.ContainsAny(t, "\n\r\t") || strings.TrimSpace(t) != t {
+			return &core.FieldError{Field: f, Value: t, Allowed: "a team name of 1 to 100 characters on one line, no leading or trailing space"}
+		}
+	}
+	return nil
+}
+
+// dnsLabel reports whether s is an RFC 1123 label, a namespace's name.
+func dnsLabel(s string) bool {
+	if len(s) < 1 || len(s) > 63 {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		alnum := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
+		if !alnum && (c != '-' || i == 0 || i == len(s)-1) {
+			return false
+		}
+	}
+	return true
 }
 
 // Duration is a time.Duration written as Go writes one ("90s", "1h30m")
@@ -431,6 +472,9 @@ func (p Policy) Validate() error {
 	if r := p.Spot.Rule; r != SpotFallback && r != SpotUniformProgress {
 		return bad("spot.rule", r, "fallback or uniform-progress")
 	}
+	if err := p.Kubernetes.Validate(); err != nil {
+		return err
+	}
 	return bp("consolidation.scale_in_bp", p.Consolidation.ScaleInBP)
 }
 
@@ -445,6 +489,9 @@ func (p Policy) Hash() string {
 	}
 	if p.Reserved.GPUs == nil {
 		p.Reserved.GPUs = map[string]int{}
+	}
+	if len(p.Kubernetes.Teams) == 0 {
+		p.Kubernetes.Teams = nil // no section, as in every preset
 	}
 	b, _ := json.Marshal(p) // maps marshal in key order
 	s := sha256.Sum256(b)
