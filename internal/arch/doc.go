@@ -7,5 +7,9 @@
 //     share them and every decision can be replayed;
 //   - store persists core types only: it depends on core and itself;
 //   - the agent depends on no decision package and none of the server's:
-//     it reaches the server only through its wire protocol.
+//     it reaches the server only through its wire protocol;
+//   - kube (the Kubernetes scheduler) imports only the engine, core,
+//     clock, sched, policy, pricing, the Kubernetes node pool and
+//     client-go (k8s.io/...), and depends on no store, server or API:
+//     the cluster is its state.
 package arch

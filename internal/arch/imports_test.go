@@ -72,6 +72,7 @@ func TestImportRules(t *testing.T) {
 			}
 		}
 		checkLayers(t, p, rel, top)
+		checkDirect(t, p, rel, top)
 		if !contains(decision, top) {
 			continue
 		}
@@ -87,7 +88,7 @@ func TestImportRules(t *testing.T) {
 		}
 		checkNoWallClock(t, p)
 	}
-	for _, want := range []string{"core", "billing", "plan", "store", "agent"} {
+	for _, want := range []string{"core", "billing", "plan", "store", "agent", "kube"} {
 		if !seen[want] {
 			t.Errorf("package internal/%s not found: the rule would check nothing", want)
 		}
@@ -114,11 +115,56 @@ var layers = map[string]struct{ allowed, banned []string }{
 	// the store, below everything that serves or runs.
 	"ledger": {allowed: append([]string{"core", "billing", "pricing", "store", "ledger", "capacity"}, decision...)},
 	// Decision packages are pure: they reach no layer that does I/O.
+	// The Kubernetes scheduler keeps no store and serves nothing (see
+	// direct, below, for what it may import).
+	"kube":    {banned: []string{"store", "server", "api", "apiclient", "client", "agent", "sim", "dashboard", "ledger"}},
 	"sched":   {banned: ioLayers},
 	"fleet":   {banned: ioLayers},
 	"billing": {banned: ioLayers},
 	"plan":    {banned: ioLayers},
 	"engine":  {banned: ioLayers},
+}
+
+// direct are rules on a package's own imports (not its dependencies'):
+// under top, a package may import of ours only the packages in ours (by
+// path under internal/), and of outside the standard library only paths
+// with a prefix in outside.
+var direct = map[string]struct{ ours, outside []string }{
+	// The Kubernetes scheduler translates pods and nodes into the
+	// engine's state and its decisions into API calls: the engine and the
+	// domain, the policy and prices they take, client-go for I/O, and the
+	// Kubernetes node pool (provider/kubenodes) for nodes as leases. No
+	// store, no server, no API: the cluster is the state.
+	"kube": {
+		ours:    []string{"core", "clock", "engine", "sched", "policy", "pricing", "provider", "provider/kubenodes"},
+		outside: []string{"k8s.io/"},
+	},
+}
+
+// checkDirect applies direct[top] to p's own imports.
+func checkDirect(t *testing.T, p pkg, rel, top string) {
+	rule, ok := direct[top]
+	if !ok || rel != top {
+		return
+	}
+	for _, d := range p.Imports {
+		if in, ok := strings.CutPrefix(d, module+"/internal/"); ok {
+			if !contains(rule.ours, in) {
+				t.Errorf("internal/%s imports internal/%s: %s may import only %v of ours", rel, in, top, rule.ours)
+			}
+			continue
+		}
+		if !strings.Contains(strings.Split(d, "/")[0], ".") {
+			continue // the standard library
+		}
+		allowed := false
+		for _, prefix := range rule.outside {
+			allowed = allowed || strings.HasPrefix(d, prefix)
+		}
+		if !allowed {
+			t.Errorf("internal/%s imports %s: of outside the standard library %s may import only %v", rel, d, top, rule.outside)
+		}
+	}
 }
 
 // ioLayers are our packages that do I/O or speak to the outside.
