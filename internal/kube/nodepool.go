@@ -80,7 +80,14 @@ func (s *Scheduler) poolBefore(w *World, nodes []*corev1.Node, now time.Time) {
 		return
 	}
 	st := w.State
-	st.Offers = np.p.Offers()
+	// The engine matches a pod's models (its nodeSelector's label
+	// values) against an offer's: the offers it rents from carry the
+	// model as the pool's nodes are labelled.
+	for _, o := range np.p.Offers() {
+		o = cloneOffer(o)
+		o.GPUModel = kubenodes.LabelValue(o.GPUModel)
+		st.Offers = append(st.Offers, o)
+	}
 	byID := map[string]*engine.Lease{}
 	for _, l := range st.Leases {
 		byID[l.ID] = l
@@ -139,6 +146,7 @@ func poolOffer(l *engine.Lease, o *core.Offer, mode core.BillingMode) {
 // provisioning is the lease of a pool node not Ready yet.
 func provisioning(name, token string, o *core.Offer, mode core.BillingMode, started time.Time) *engine.Lease {
 	off := cloneOffer(*o)
+	off.GPUModel = kubenodes.LabelValue(off.GPUModel) // as the node will be labelled
 	i := slices.IndexFunc(off.Plans, func(p core.PricePlan) bool { return p.Mode == mode })
 	if i < 0 {
 		return nil

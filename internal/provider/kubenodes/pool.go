@@ -240,14 +240,18 @@ func Ready(n *corev1.Node) bool {
 	return false
 }
 
-// LabelValue makes s a label value: characters a value cannot hold
-// become '.', and one longer than 63 characters is cut with a hash of
-// the whole.
+// LabelValue makes s a label value: a space becomes '-' (as GPU feature
+// discovery writes "NVIDIA A100-SXM4-80GB"), other characters a value
+// cannot hold become '.', and one longer than 63 characters is cut with
+// a hash of the whole.
 func LabelValue(s string) string {
 	b := []byte(s)
 	for i, c := range b {
 		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
-		if !ok {
+		switch {
+		case c == ' ':
+			b[i] = '-'
+		case !ok:
 			b[i] = '.'
 		}
 	}

@@ -86,6 +86,7 @@ func TestLabelValue(t *testing.T) {
 	for in, want := range map[string]string{
 		"aws/us-east-1/p4d.24xlarge": "aws.us-east-1.p4d.24xlarge",
 		"NVIDIA-A100-SXM4-80GB":      "NVIDIA-A100-SXM4-80GB",
+		"NVIDIA A10G":                "NVIDIA-A10G",
 		"/x/":                        "x",
 	} {
 		if got := LabelValue(in); got != want {
