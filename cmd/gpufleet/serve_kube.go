@@ -3,10 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/kube"
+	"github.com/gpufleet/gpufleet/internal/policy"
 )
 
 // attachKube adds the Kubernetes mode to serve: with --kubernetes the
@@ -30,7 +33,7 @@ func attachKube(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&on, "kubernetes", false, "schedule the GPU pods of a Kubernetes cluster (schedulerName gpufleet) on its GPU nodes, as a secondary scheduler (docs/kubernetes.md)")
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "with --kubernetes: the kubeconfig file (default: $KUBECONFIG, else the in-cluster service account)")
 	cmd.Flags().StringVar(&schedulerName, "scheduler-name", kube.SchedulerName, "with --kubernetes: the spec.schedulerName of the pods gpufleet schedules")
-	cmd.Flags().StringSliceVar(&teams, "kube-team", nil, "with --kubernetes: NAMESPACE=TEAM, the team of a namespace's pods (repeatable; a namespace not named is its own team)")
+	cmd.Flags().StringSliceVar(&teams, "kube-team", nil, "with --kubernetes: NAMESPACE=TEAM, the team of a namespace's pods (repeatable; over the policy file's kubernetes.teams; a namespace named in neither is its own team)")
 	var pool nodePoolFlags // serve_nodepool.go
 	pool.add(cmd)
 	run := cmd.RunE
@@ -53,19 +56,15 @@ func attachKube(cmd *cobra.Command) {
 func serveKube(cmd *cobra.Command, kubeconfig, schedulerName string, teamFlags []string, pool *nodePoolFlags) error {
 	fl := cmd.Flags()
 	str := func(name string) string { v, _ := fl.GetString(name); return v }
-	teams := map[string]string{}
-	for _, t := range teamFlags {
-		ns, team, ok := strings.Cut(t, "=")
-		if !ok || ns == "" || team == "" {
-			return usageError{&core.FieldError{Field: "--kube-team", Value: t, Allowed: "NAMESPACE=TEAM"}}
-		}
-		teams[ns] = team
-	}
 	c, err := loadCatalog(str("catalog"))
 	if err != nil {
 		return err
 	}
 	pol, err := servePolicy(str("policy"), str("wait-target"))
+	if err != nil {
+		return err
+	}
+	teams, err := kubeTeams(pol, teamFlags)
 	if err != nil {
 		return err
 	}
@@ -122,8 +121,42 @@ func serveKube(cmd *cobra.Command, kubeconfig, schedulerName string, teamFlags [
 	}()
 	defer srv.Close()
 	log.Info("gpufleet scheduling on kubernetes", "kubeconfig", from, "host", cfg.Host, "scheduler_name", schedulerName,
-		"policy", pol.Name, "policy_source", pol.Source, "health", "http://"+ln.Addr().String()+"/healthz")
+		"policy", pol.Name, "policy_source", pol.Source, "teams", teamList(teams), "health", "http://"+ln.Addr().String()+"/healthz")
 	return s.Run(ctx)
+}
+
+// kubeTeams is the namespace-to-team map: the policy file's
+// kubernetes.teams, then each --kube-team NAMESPACE=TEAM over it.
+func kubeTeams(pol policy.Policy, flags []string) (map[string]string, error) {
+	teams := maps.Clone(pol.Kubernetes.Teams)
+	if teams == nil {
+		teams = map[string]string{}
+	}
+	for _, t := range flags {
+		ns, team, ok := strings.Cut(t, "=")
+		if !ok || ns == "" || team == "" {
+			return nil, usageError{&core.FieldError{Field: "--kube-team", Value: t, Allowed: "NAMESPACE=TEAM"}}
+		}
+		teams[ns] = team
+	}
+	// The flags are held to the file's rules, so that a map is valid
+	// wherever it came from.
+	if err := (policy.Kubernetes{Teams: teams}).Validate(); err != nil {
+		return nil, usageError{fmt.Errorf("--kube-team: %w", err)}
+	}
+	return teams, nil
+}
+
+// teamList is the map as NS=TEAM pairs in namespace order, for the log.
+func teamList(teams map[string]string) string {
+	var b strings.Builder
+	for _, ns := range slices.Sorted(maps.Keys(teams)) {
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(ns + "=" + teams[ns])
+	}
+	return b.String()
 }
 
 // kubeConfig is the client configuration from --kubeconfig, else
