@@ -278,7 +278,68 @@ func TestPoolOnCluster(t *testing.T) {
 		t.Errorf("test-l2 after the timeout: %v, unschedulable %v, annotations %v; want uncordoned", err, n.Spec.Unschedulable, n.Annotations)
 	}
 	mark("timeout")
+
+	// With Force, past the timeout the pods left are deleted, budget or
+	// not, and the node goes.
+	p4 := newPool(t, c, Config{Pool: "test", Clock: clk, DrainTimeout: time.Minute, Force: true})
+	if _, err := p4.Cordon(ctx, "test-l2"); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Minute)
+	if d, err := p4.Drain(ctx, "test-l2"); err != nil || !d.TimedOut || len(d.Evicted) != 1 {
+		t.Fatalf("forced drain pass: %+v, %v; want keeper deleted", d, err)
+	}
+	waitFor(t, 10*time.Second, "forced drain deletes test-l2", func() bool {
+		d, err := p4.Drain(ctx, "test-l2")
+		return errors.Is(err, ErrUnknown) || err == nil && d.Deleted
+	})
+
+	// A node deleted by someone else: Failed at the next Poll, listed
+	// until released. To p2, test-l1 (which p released) is such a node.
+	evs, err = p2.Poll(ctx, time.Now())
+	if err != nil || len(evs) != 1 || evs[0].Machine.ProviderID != "test-l1" || evs[0].Machine.State != provider.Failed {
+		t.Fatalf("p2's poll after p released test-l1: %+v, %v; want test-l1 failed", evs, err)
+	}
+	if err := p2.Release(ctx, "test-l1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p2.Acquire(ctx, provider.AcquireRequest{ClientToken: "L3", OfferID: offer.ID, Mode: core.OnDemand}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p2.Poll(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Client.CoreV1().Nodes().Delete(ctx, "test-l3", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	evs, err = p2.Poll(ctx, time.Now())
+	if err != nil || len(evs) != 1 || evs[0].Machine.ProviderID != "test-l3" || evs[0].Machine.State != provider.Failed {
+		t.Fatalf("poll after test-l3 was deleted by hand: %+v, %v; want it failed", evs, err)
+	}
+	if ms, _ := p2.List(ctx); len(ms) != 1 || ms[0].ProviderID != "test-l3" {
+		t.Errorf("list before the release acknowledges test-l3: %+v", ms)
+	}
+	if err := p2.Release(ctx, "test-l3"); err != nil {
+		t.Fatal(err)
+	}
+	if ms, _ := p2.List(ctx); len(ms) != 0 {
+		t.Errorf("list after the release: %+v; want none", ms)
+	}
+
+	// A machine that does not start: no node stays behind.
+	p5 := newPool(t, c, Config{Pool: "test", Machines: failing{}})
+	if _, err := p5.Acquire(ctx, provider.AcquireRequest{ClientToken: "L4", OfferID: offer.ID, Mode: core.OnDemand}); err == nil || !strings.Contains(err.Error(), "no quota") {
+		t.Fatalf("acquire with a failing start: %v", err)
+	}
+	if _, err := c.Client.CoreV1().Nodes().Get(ctx, "test-l4", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("test-l4 after its machine failed to start: %v; want not found", err)
+	}
+	mark("force, failed, failing start")
 }
+
+type failing struct{ KWOK }
+
+func (failing) Start(context.Context, *corev1.Node, *core.Offer) error { return errors.New("no quota") }
 
 // TestExecMachines: the commands run with the node's description and
 // their stderr names a failure.
