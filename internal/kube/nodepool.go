@@ -2,6 +2,8 @@ package kube
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strconv"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gpufleet/gpufleet/internal/core"
@@ -200,6 +203,9 @@ func (s *Scheduler) poolAfter(ctx context.Context, w *World, d engine.Decisions,
 			o, _ := np.p.Offer(l.OfferID)
 			np.made[m.ProviderID] = made{token: l.ID, offer: o, mode: l.Mode, started: m.LaunchedAt}
 		}
+		if n, err := s.cfg.Client.CoreV1().Nodes().Get(ctx, m.ProviderID, metav1.GetOptions{}); err == nil {
+			s.nodeEvent(ctx, n, "Acquired", fmt.Sprintf("gpufleet: lease %s, offer %s %s: %s", l.ID, l.OfferID, l.Mode, why))
+		}
 		s.cfg.Log.Info("node acquired", "node", m.ProviderID, "lease", l.ID, "offer", l.OfferID, "mode", l.Mode, "for", strings.Join(l.For, ","), "reason", why)
 	}
 
@@ -227,6 +233,7 @@ func (s *Scheduler) poolAfter(ctx context.Context, w *World, d engine.Decisions,
 			continue
 		}
 		s.cfg.Log.Info("releasing node: cordoned, draining", "node", n.Name, "lease", n.Labels[kubenodes.LabelLease], "reason", r.Why())
+		s.nodeEvent(ctx, n, "Releasing", "gpufleet: cordoned and draining: "+r.Why())
 		draining[n.Name] = true
 		delete(np.passed, n.Name)
 	}
@@ -281,4 +288,23 @@ func (s *Scheduler) drained(ctx context.Context, p *corev1.Pod, node string, now
 	}
 	s.cfg.Log.Info("evicted for node release", "pod", refOf(p).String(), "node", node, "recreate", bare(p))
 	s.event(ctx, refOf(p), corev1.EventTypeWarning, "Evicted", fmt.Sprintf("gpufleet: evicted (SIGTERM, then its grace period): node %s is released at its billing boundary; %s", node, what))
+}
+
+// nodeEvent records an Event about a pool node (in namespace default,
+// where the kubelet records a node's), from gpufleet.
+func (s *Scheduler) nodeEvent(ctx context.Context, n *corev1.Node, reason, msg string) {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	now := metav1.NewTime(s.cfg.Clock.Now())
+	ev := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: n.Name + "." + hex.EncodeToString(b[:]), Namespace: metav1.NamespaceDefault},
+		InvolvedObject: corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: n.Name, UID: n.UID},
+		Reason:         reason, Message: msg, Type: corev1.EventTypeNormal, Count: 1,
+		FirstTimestamp: now, LastTimestamp: now,
+		Source:              corev1.EventSource{Component: s.cfg.schedulerName()},
+		ReportingController: "gpufleet.io/scheduler", ReportingInstance: s.cfg.schedulerName(),
+	}
+	if _, err := s.cfg.Client.CoreV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		s.cfg.Log.Warn("recording a node event failed", "node", n.Name, "reason", reason, "err", err)
+	}
 }

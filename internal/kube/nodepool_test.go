@@ -206,6 +206,14 @@ func TestClusterNodePool(t *testing.T) {
 		return draining, n.Annotations[kubenodes.AnnotationDraining]
 	})
 	mark("cordoned at the boundary")
+	var said []string
+	for _, e := range events(t, c, "default", "gf-l1") {
+		said = append(said, e.Reason+": "+e.Message)
+	}
+	if got := strings.Join(said, "\n"); !strings.Contains(got, "Acquired: gpufleet: lease L1, offer test/a100x2 on-demand") ||
+		!strings.Contains(got, "Releasing: gpufleet: cordoned and draining: released at its hour boundary") {
+		t.Errorf("gf-l1's events:\n%s\nwant Acquired and Releasing with the engine's reasons", got)
+	}
 	time.Sleep(time.Second)
 	if p := getPod(t, c, "default", "agent"); p == nil || p.DeletionTimestamp != nil {
 		t.Fatalf("agent evicted past its PodDisruptionBudget: %+v", p)
