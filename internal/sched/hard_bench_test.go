@@ -137,7 +137,20 @@ func checkOverQuota(d Decisions, cohorts int) error {
 // decisions (a placement with its victims) per second and victims per
 // decision.
 func BenchmarkPreemptionMixedVictims(b *testing.B) {
-	nodes := benchNodes(2000, 8)
+	for _, bound := range []bool{true, false} {
+		b.Run(map[bool]string{true: "need-bound", false: "no-need-bound"}[bound], func(b *testing.B) {
+			was := preemptNeedBound
+			preemptNeedBound = bound
+			defer func() { preemptNeedBound = was }()
+			benchPreemption(b, mixedVictims(2000, 1000))
+		})
+	}
+}
+
+// mixedVictims is BenchmarkPreemptionMixedVictims's state: nodes full
+// 8-GPU nodes and pending core units.
+func mixedVictims(nodeCount, pendingCount int) *State {
+	nodes := benchNodes(nodeCount, 8)
 	var running []Allocation
 	add := func(n int, id string, r core.Request, gpus []int, age time.Duration) {
 		u := Unit{Job: &core.Job{ID: id, Team: "batch", Tier: core.TierOffline, Interruptible: true, Request: r, CheckpointInterval: 20 * time.Minute}}
@@ -157,14 +170,17 @@ func BenchmarkPreemptionMixedVictims(b *testing.B) {
 	}
 	var pending []Unit
 	models := []string{"", "H100", "", "A100"}
-	for i := range 1000 {
+	for i := range pendingCount {
 		j := &core.Job{ID: fmt.Sprintf("core-%d", i), Team: "ml", Tier: core.TierCore, Request: whole([]int{1, 2, 4, 8}[i%4]), Submit: benchNow}
 		if m := models[i%len(models)]; m != "" {
 			j.Request.Models = []string{m}
 		}
 		pending = append(pending, Unit{Job: j})
 	}
-	st := &State{Now: benchNow, Nodes: nodes, Running: running, Pending: pending}
+	return &State{Now: benchNow, Nodes: nodes, Running: running, Pending: pending}
+}
+
+func benchPreemption(b *testing.B, st *State) {
 	var decided, victims int
 	start := time.Now()
 	for b.Loop() {

@@ -1,8 +1,10 @@
 package sched
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -109,6 +111,50 @@ func (p *pass) tierBound(n, rank int) (bound, free int64, ok bool) {
 		}
 	}
 	return bound, free, bound >= 0
+}
+
+// preemptNeedBound turns needBound's pruning on; a test turns it off to
+// check that it changes no decision.
+var preemptNeedBound = true
+
+// victimAge is a victim's share and the seconds since its checkpoint:
+// its loss is the product.
+type victimAge struct{ milli, age int64 }
+
+// needBound is a lower bound on the work lost by any set of node n's
+// victims (for a preemptor of tier rank) that frees room for need
+// milli-GPUs: they must free at least need less the node's free share,
+// and a victim's loss is its share times its age, so taking the youngest
+// shares first, the last in part, loses least (the fractional knapsack's
+// answer). It is exact for whole victims of equal shares and never above
+// the true least loss, so a node whose bound passes the best loss found
+// cannot win and need not be tried (tryNode is the costly part).
+func (p *pass) needBound(n, rank int, need int64) int64 {
+	deficit := need - int64(p.pl.nodes[n].FreeMilli())
+	if deficit <= 0 {
+		return 0
+	}
+	ages := p.ages[:0]
+	for _, i := range p.victims(n) {
+		if p.gone[i] || !p.tierVictim(&p.running[i], rank) {
+			continue
+		}
+		m := int64(p.running[i].Milli())
+		if m > 0 {
+			ages = append(ages, victimAge{milli: m, age: p.lost[i] / m})
+		}
+	}
+	slices.SortFunc(ages, func(a, b victimAge) int { return cmp.Compare(a.age, b.age) })
+	p.ages = ages
+	var bound int64
+	for _, v := range ages {
+		take := min(v.milli, deficit)
+		bound += take * v.age
+		if deficit -= take; deficit == 0 {
+			break
+		}
+	}
+	return bound
 }
 
 // heaps returns, building it on first use, the preemption heap per GPU
@@ -241,6 +287,9 @@ func (p *pass) searchTierVictims(u Unit) *victimSet {
 			keep = append(keep, top)
 			if _, free, _ := p.tierBound(top.node, rank); free < need || !p.preemptableNode(u, top.node) {
 				continue
+			}
+			if best != nil && preemptNeedBound && p.needBound(top.node, rank, need) > best.lost {
+				continue // every victim set here loses more than the best found
 			}
 			if vs, ok := p.tryNode(u, top.node, func(a *Allocation) int {
 				if p.tierVictim(a, rank) {

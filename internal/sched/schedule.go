@@ -91,15 +91,15 @@ func (c Config) Defaults() Config { return c.withDefaults() }
 
 // pass is one scheduling pass's working state.
 type pass struct {
-	st   *State
-	cfg  Config
-	pl   *Placer
-	q    *quotas
-	q0   *quotas // quotas as the pass found them
+	st  *State
+	cfg Config
+	pl  *Placer
+	q   *quotas
+	q0  *quotas // quotas as the pass found them
 	// quotaMemo is schedule's reusable answers of q per GPU class.
 	quotaMemo []quotaAnswer
-	dec  Decisions
-	caps map[Class]int64 // milli-GPU capacity per class
+	dec       Decisions
+	caps      map[Class]int64 // milli-GPU capacity per class
 	// alloc is each team's current allocation per class, for fair share.
 	alloc map[string]map[Class]int64
 	spent map[string]core.Micros
@@ -120,6 +120,8 @@ type pass struct {
 	modelSums     []int64
 	modelSeen     []bool
 	ends, removed []int
+	// ages is needBound's working space.
+	ages []victimAge
 	// deferCache memoises deferral answers by estimated duration.
 	deferCache map[time.Duration]deferAnswer
 }
