@@ -83,11 +83,15 @@ type parityLease struct {
 	Cost       core.Micros
 }
 
-// decisionKind reports whether an event kind is one of the engine's
-// decisions (Step's events, the reclaim notice), as opposed to what the
-// server records around them (lease.*, unit.*, job.*: the provider's and
-// the executor's reports, which the simulator keeps no trail of).
-func decisionKind(kind string) bool { return !strings.Contains(kind, ".") }
+// decisionKind reports whether an event kind is compared: the engine's
+// decisions (Step's events, the reclaim notice) and what the provider
+// reported of the leases (lease.*, recorded by the loop steps both share,
+// internal/loop), as opposed to what only the server records around them
+// (unit.*, job.*, agent.*: the executor's reports, which the simulator
+// keeps no trail of).
+func decisionKind(kind string) bool {
+	return !strings.Contains(kind, ".") || strings.HasPrefix(kind, "lease.")
+}
 
 // TestServerEqualsSimulator replays one trace of 2,000 jobs through the
 // simulator (sim.Run, what "gpufleet sim" runs) and through the live
@@ -296,7 +300,9 @@ func (fx *parityFixture) simulate(t *testing.T) (parityRun, []time.Time) {
 	cfg := sim.Config{Workload: fx.w, Offers: fx.offers, Teams: fx.teams, TimeOfUse: policy.SiteTariff(fx.offers), Seed: parityCloudSeed,
 		Provider: fx.provider(),
 		Transcript: func(e core.Event) {
-			out.Decisions = append(out.Decisions, parityEvent{At: e.At.UTC(), Kind: e.Kind, Subject: e.Subject, Reason: e.Reason})
+			if decisionKind(e.Kind) {
+				out.Decisions = append(out.Decisions, parityEvent{At: e.At.UTC(), Kind: e.Kind, Subject: e.Subject, Reason: e.Reason})
+			}
 		},
 		Leases: func(l sim.LeaseRecord) {
 			out.Leases[l.ID] = parityLease{Offer: l.Offer, Mode: l.Mode, Start: l.Start.UTC(), End: l.End.UTC(), Reclaimed: l.Reclaimed, Cost: l.Cost}

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime/debug"
 	"slices"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/engine"
+	"github.com/gpufleet/gpufleet/internal/loop"
 	fleetpolicy "github.com/gpufleet/gpufleet/internal/fleet"
 	"github.com/gpufleet/gpufleet/internal/provider"
 	"github.com/gpufleet/gpufleet/internal/store"
@@ -52,45 +52,12 @@ func (l *Loop) tick(ctx context.Context) error {
 	l.setJoined(ctx, st)     // machines joined by hand, leased before renting (joined.go)
 	var events []core.Event
 
-	// Provider events.
-	evs, err := l.cfg.Provider.Poll(ctx, now)
+	// Provider events (internal/loop, shared with the simulator).
+	evs, ack, err := loop.Observe(ctx, st, l.cfg.Provider, now, l.cfg.Engine, loop.Hooks{})
 	if err != nil {
-		return fmt.Errorf("tick: poll provider: %w", err)
+		return fmt.Errorf("tick: %w", err)
 	}
-	leaseOf := map[string]string{}
-	for _, le := range st.Leases {
-		if le.ProviderID != "" {
-			leaseOf[le.ProviderID] = le.ID
-		}
-	}
-	var ack []string
-	for _, e := range evs {
-		id, ok := leaseOf[e.Machine.ProviderID]
-		if !ok {
-			continue // not ours, or already ended; Reconcile deals with strays
-		}
-		switch e.Machine.State {
-		case provider.Ready:
-			engine.OnReady(st, id, e.At)
-		case provider.Reclaiming:
-			for _, rc := range engine.OnReclaimNotice(st, id, e.At, e.Machine.ReclaimAt, l.cfg.Engine) {
-				events = append(events, core.Event{At: e.At, Kind: "reclaim-notice", Subject: rc.Unit, Reason: rc.Reason})
-			}
-			// Without agents a checkpoint is instant: the units run on
-			// from it until the machine goes.
-			engine.ResumeCheckpointed(st, id)
-		case provider.Reclaimed:
-			engine.OnReclaimed(st, id, e.At)
-			ack = append(ack, e.Machine.ProviderID)
-		case provider.Failed:
-			engine.OnFailed(st, id, e.At)
-			ack = append(ack, e.Machine.ProviderID)
-		default:
-			continue
-		}
-		events = append(events, core.Event{At: e.At, Kind: "lease." + string(e.Machine.State), Subject: id,
-			Reason: fmt.Sprintf("the provider reports machine %s %s", e.Machine.ProviderID, e.Machine.State)})
-	}
+	events = append(events, evs...)
 
 	// Agents: their reports, their silence (agents.go).
 	ag, agEvents, err := l.agentsBefore(ctx, st, now)
@@ -231,10 +198,8 @@ func (l *Loop) tick(ctx context.Context) error {
 			ack = append(ack, le.ProviderID)
 		}
 	}
-	for _, pid := range ack {
-		if err := l.cfg.Provider.Release(ctx, pid); err != nil && !errors.Is(err, provider.ErrUnknownMachine) {
-			l.cfg.Log.Warn("release failed; reconcile on restart retries it", "provider_id", pid, "err", err)
-		}
+	for pid, err := range loop.Release(ctx, l.cfg.Provider, ack) {
+		l.cfg.Log.Warn("release failed; reconcile on restart retries it", "provider_id", pid, "err", err)
 	}
 	version, err = l.acquire(ctx, st, now, version)
 	l.metrics.observe(st, ag.agents, now, time.Since(began))
@@ -251,8 +216,6 @@ func (l *Loop) tick(ctx context.Context) error {
 // returns the loop state's version after it.
 func (l *Loop) acquire(ctx context.Context, st *engine.State, now time.Time, version int64) (int64, error) {
 	refused := slices.Clone(st.Refused)
-	var changed []*engine.Lease
-	var events []core.Event
 	var ended []string
 	if len(l.joins) > 0 {
 		waiting := map[string]bool{}
@@ -267,38 +230,19 @@ func (l *Loop) acquire(ctx context.Context, st *engine.State, now time.Time, ver
 			}
 		}
 	}
-	for _, le := range st.Leases {
-		if le.State != core.LeaseRequested {
-			continue
-		}
-		boot, err := l.bootstrap(ctx, le, now)
-		if err != nil {
-			l.cfg.Log.Warn("acquire postponed: no join token; retrying next tick", "lease", le.ID, "err", err)
-			continue
-		}
-		m, err := l.cfg.Provider.Acquire(ctx, provider.AcquireRequest{ClientToken: le.ClientToken, OfferID: le.OfferID, Mode: le.Mode, Bootstrap: boot})
-		if err == nil || errors.Is(err, provider.ErrCapacity) {
+	got := loop.Acquire(ctx, st, l.cfg.Provider, now, loop.Hooks{
+		Bootstrap: func(le *engine.Lease) (provider.Bootstrap, error) { return l.bootstrap(ctx, le, now) },
+		Answered: func(le *engine.Lease, _ provider.Machine, boot provider.Bootstrap, err error) {
 			delete(l.joins, le.ID) // asked and answered: no retry will need it
-		}
-		switch {
-		case errors.Is(err, provider.ErrCapacity):
-			if boot.JoinToken != "" {
-				ended = append(ended, le.ID)
+			if err != nil && boot.JoinToken != "" {
+				ended = append(ended, le.ID) // refused: its join token can never be used
 			}
-			engine.OnRefused(st, le.ID, now)
-			events = append(events, core.Event{At: now, Kind: "lease.failed", Subject: le.ID, Reason: fmt.Sprintf("the provider has no capacity for %s %s", le.OfferID, le.Mode)})
-		case err != nil:
-			l.cfg.Log.Warn("acquire failed; retrying next tick", "lease", le.ID, "offer", le.OfferID, "err", err)
-			continue
-		default:
-			engine.OnLaunched(st, le.ID, m.ProviderID, m.LaunchedAt)
-			if m.State == provider.Ready {
-				engine.OnReady(st, le.ID, m.ReadyAt)
-			}
-			events = append(events, core.Event{At: now, Kind: "lease.launched", Subject: le.ID, Reason: fmt.Sprintf("the provider launched machine %s for %s %s", m.ProviderID, le.OfferID, le.Mode)})
-		}
-		changed = append(changed, le)
+		},
+	})
+	for id, err := range got.Postponed {
+		l.cfg.Log.Warn("acquire postponed; retrying next tick", "lease", id, "err", err)
 	}
+	changed, events := got.Changed, got.Events
 	if len(changed) == 0 {
 		return version, nil
 	}

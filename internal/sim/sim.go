@@ -15,6 +15,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/engine"
 	"github.com/gpufleet/gpufleet/internal/gpuutil"
 	"github.com/gpufleet/gpufleet/internal/ledger"
+	"github.com/gpufleet/gpufleet/internal/loop"
 	"github.com/gpufleet/gpufleet/internal/policy"
 	"github.com/gpufleet/gpufleet/internal/provider"
 	provsim "github.com/gpufleet/gpufleet/internal/provider/sim"
@@ -109,7 +110,7 @@ func Run(ctx context.Context, cfg Config, p policy.Policy) (*Result, error) {
 	if p.TimeOfUse.Shift {
 		st.TimeOfUse = cfg.TimeOfUse
 	}
-	r := &run{cfg: cfg, p: p, ecfg: ecfg, st: st, cloud: cloud, clk: clk, res: newResult(p, cfg.Leases), waking: map[int64]bool{}, providerID: map[string]string{}, leaseOf: map[string]string{}, first: map[string]time.Time{}}
+	r := &run{cfg: cfg, p: p, ecfg: ecfg, st: st, cloud: cloud, clk: clk, res: newResult(p, cfg.Leases), waking: map[int64]bool{}, first: map[string]time.Time{}}
 	if cfg.Util != nil {
 		r.res.util, r.res.first, r.res.utilMissing = cfg.Util, r.first, map[string]bool{}
 	}
@@ -171,8 +172,6 @@ type run struct {
 	cloud      *provsim.Cloud
 	clk        *clock.Manual
 	res        *Result
-	providerID map[string]string // lease → provider's machine
-	leaseOf    map[string]string // provider's machine → lease
 	// first is each unit's first start, for waiting times.
 	first map[string]time.Time
 	wake  timeHeap
@@ -281,51 +280,49 @@ func (r *run) finish(now time.Time) {
 	}
 }
 
+// providerEvents applies the simulated cloud's events at now, as the
+// server's tick does (internal/loop), counting the work of the units a
+// reclaim stops and queueing the finish of those that run on from a
+// notice's checkpoint.
 func (r *run) providerEvents(ctx context.Context, now time.Time) error {
-	evs, err := r.cloud.Poll(ctx, now)
+	evs, ended, err := loop.Observe(ctx, r.st, r.cloud, now, r.ecfg, r.hooks())
 	if err != nil {
-		return fmt.Errorf("sim: provider events: %w", err)
+		return fmt.Errorf("sim: %w", err)
 	}
 	for _, e := range evs {
-		lease, ok := r.leaseOf[e.Machine.ProviderID]
-		if !ok {
-			continue
-		}
-		switch e.Machine.State {
-		case provider.Ready:
-			engine.OnReady(r.st, lease, e.At)
-		case provider.Reclaiming:
-			r.res.Reclaims++
-			for _, u := range r.st.Units {
-				if u.State == core.JobRunning && u.RunsOn(lease) {
-					r.res.addAllocated(u, u.Start, e.At)
-				}
-			}
-			for _, rc := range engine.OnReclaimNotice(r.st, lease, e.At, e.Machine.ReclaimAt, r.ecfg) {
-				r.event(core.Event{At: e.At, Kind: "reclaim-notice", Subject: rc.Unit, Reason: rc.Reason})
-			}
-			r.resumeFinishes(lease)
-		case provider.Reclaimed:
-			for _, u := range r.st.Units {
-				if (u.State == core.JobRunning || u.State == core.JobCheckpointing) && u.RunsOn(lease) {
-					r.res.addAllocated(u, u.Start, e.At)
-				}
-			}
-			engine.OnReclaimed(r.st, lease, e.At)
-		case provider.Failed:
-			engine.OnFailed(r.st, lease, e.At)
-		}
+		r.event(e)
 	}
-	return nil
+	return r.release(ctx, ended)
 }
 
-// resumeFinishes re-queues the finish of units that checkpointed at a
-// notice: their run restarted from the checkpoint, on the same machine
-// until it goes.
-func (r *run) resumeFinishes(lease string) {
-	for _, u := range engine.ResumeCheckpointed(r.st, lease) {
-		r.queueFinish(u)
+// hooks are the simulator's bookkeeping around the shared loop steps.
+func (r *run) hooks() loop.Hooks {
+	return loop.Hooks{
+		Losing: func(lease string, at time.Time, reclaimed bool) {
+			if !reclaimed {
+				r.res.Reclaims++
+			}
+			for _, u := range r.st.Units {
+				if (u.State == core.JobRunning || reclaimed && u.State == core.JobCheckpointing) && u.RunsOn(lease) {
+					r.res.addAllocated(u, u.Start, at)
+				}
+			}
+		},
+		Resumed: r.queueFinish,
+		Answered: func(_ *engine.Lease, _ provider.Machine, _ provider.Bootstrap, err error) {
+			if err != nil {
+				r.res.AcquireFailures++
+			}
+		},
 	}
+}
+
+// release gives back the machines with the given provider ids.
+func (r *run) release(ctx context.Context, ids []string) error {
+	for id, err := range loop.Release(ctx, r.cloud, ids) {
+		return fmt.Errorf("sim: release %s: %w", id, err)
+	}
+	return nil
 }
 
 func (r *run) queueFinish(u *engine.Unit) {
@@ -364,7 +361,7 @@ func (r *run) step(ctx context.Context, now time.Time) error {
 	}
 	r.res.Preemptions += len(d.Preempt)
 	r.res.Moves += len(d.Move)
-	created := engine.Apply(r.st, d)
+	engine.Apply(r.st, d)
 	for i, p := range d.Place {
 		u := d.PlaceUnit(i)
 		if _, seen := r.first[p.Unit]; !seen {
@@ -376,28 +373,30 @@ func (r *run) step(ctx context.Context, now time.Time) error {
 	for i := range d.Move {
 		r.queueFinish(d.MoveUnit(i))
 	}
-	// Release, then acquire, as the server's tick acts: capacity a
-	// released machine frees is there for this step's acquisitions.
-	for _, rel := range d.Release {
-		if pid, ok := r.providerID[rel.LeaseID]; ok {
-			if err := r.cloud.Release(ctx, pid); err != nil {
-				return fmt.Errorf("sim: release %s: %w", rel.LeaseID, err)
+	// Release, then acquire, as the server's tick acts (internal/loop):
+	// capacity a released machine frees is there for this step's
+	// acquisitions.
+	var release []string
+	if len(d.Release) > 0 {
+		machine := map[string]string{}
+		for _, le := range r.st.Leases {
+			machine[le.ID] = le.ProviderID
+		}
+		for _, rel := range d.Release {
+			if pid := machine[rel.LeaseID]; pid != "" {
+				release = append(release, pid)
 			}
 		}
 	}
-	for _, l := range created {
-		m, err := r.cloud.Acquire(ctx, provider.AcquireRequest{ClientToken: l.ClientToken, OfferID: l.OfferID, Mode: l.Mode})
-		if err != nil {
-			if errors.Is(err, provider.ErrCapacity) {
-				engine.OnRefused(r.st, l.ID, now)
-				r.res.AcquireFailures++
-				continue
-			}
-			return fmt.Errorf("sim: acquire %s: %w", l.OfferID, err)
-		}
-		r.providerID[l.ID] = m.ProviderID
-		r.leaseOf[m.ProviderID] = l.ID
-		engine.OnLaunched(r.st, l.ID, m.ProviderID, m.LaunchedAt)
+	if err := r.release(ctx, release); err != nil {
+		return err
+	}
+	got := loop.Acquire(ctx, r.st, r.cloud, now, r.hooks())
+	for id, err := range got.Postponed {
+		return fmt.Errorf("sim: acquire for lease %s: %w", id, err)
+	}
+	for _, e := range got.Events {
+		r.event(e)
 	}
 	for _, k := range d.Kept {
 		if k.Until.After(now) {
