@@ -312,9 +312,15 @@ func (s *Scheduler) evict(ctx context.Context, ev Evict, pods []*corev1.Pod) {
 			break
 		}
 	}
+	pre := &metav1.Preconditions{UID: &uid}
+	if pod != nil && pod.ResourceVersion != "" {
+		// The pod as the step saw it: one that has since finished (its
+		// success not yet in the informer) is not evicted and made again.
+		pre.ResourceVersion = &pod.ResourceVersion
+	}
 	err := s.cfg.Client.PolicyV1().Evictions(ev.Pod.Namespace).Evict(ctx, &policyv1.Eviction{
 		ObjectMeta:    metav1.ObjectMeta{Namespace: ev.Pod.Namespace, Name: ev.Pod.Name},
-		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}},
+		DeleteOptions: &metav1.DeleteOptions{Preconditions: pre},
 	})
 	if err != nil && !apierrors.IsNotFound(err) {
 		// 429: a PodDisruptionBudget forbids it now; the engine decides again.

@@ -26,6 +26,10 @@ type Options struct {
 	// Catalog is the offers a node's gpufleet.io/offer or instance-type
 	// label is looked up in, for its price plans.
 	Catalog []core.Offer
+	// Quotas are the teams (by the IDs Teams maps namespaces to) with
+	// their quotas per GPU model, cohorts and fair-share weights: the
+	// engine's State.Teams. None: no team is quota-managed.
+	Quotas []core.Team
 }
 
 func (o Options) schedulerName() string {
@@ -344,7 +348,7 @@ type World struct {
 // gpufleet's, a pending unit per unbound one. Lease ids are node names;
 // unit keys are namespace/pod or namespace/gang/name.
 func Build(nodes []*corev1.Node, pods []*corev1.Pod, o Options) *World {
-	w := &World{State: &engine.State{Spent: map[string]core.Micros{}}, groups: map[string]*group{}}
+	w := &World{State: &engine.State{Spent: map[string]core.Micros{}, Teams: slices.Clone(o.Quotas)}, groups: map[string]*group{}}
 	machines := map[string]*Machine{}
 	var names []string
 	for _, n := range nodes {
@@ -357,13 +361,23 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, o Options) *World {
 	name := o.schedulerName()
 	held := map[string]int{} // GPUs on each node held by no unit
 	var ours []*corev1.Pod
+	// ending are gpufleet's bound pods being deleted (a victim in its
+	// grace period): their GPUs stay their team's until they are gone,
+	// or a team whose pod was preempted could be given its quota twice.
+	var ending []endingPod
 	for _, p := range pods {
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		mine := p.Spec.SchedulerName == name
 		switch {
-		case p.Spec.NodeName != "" && (!mine || p.DeletionTimestamp != nil):
+		case p.Spec.NodeName != "" && mine && p.DeletionTimestamp != nil:
+			if s, err := PodSpec(p, o); err == nil {
+				ending = append(ending, endingPod{p, s})
+			} else {
+				held[p.Spec.NodeName] += PodGPUs(p)
+			}
+		case p.Spec.NodeName != "" && !mine:
 			held[p.Spec.NodeName] += PodGPUs(p)
 		case mine && p.DeletionTimestamp == nil:
 			ours = append(ours, p)
@@ -442,6 +456,9 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, o Options) *World {
 		free[n] = idx
 	}
 
+	for _, e := range ending {
+		w.ending(e.pod, e.spec, free)
+	}
 	for _, e := range good {
 		g, s := e.g, e.s
 		submit := g.pods[0].CreationTimestamp.Time
@@ -498,6 +515,35 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, o Options) *World {
 		w.State.Units = append(w.State.Units, u)
 	}
 	return w
+}
+
+type endingPod struct {
+	pod  *corev1.Pod
+	spec Spec
+}
+
+// ending adds a pod being deleted as a running unit of its team that
+// nothing may preempt or place (its key names it as ending): it holds its
+// GPUs on its node and in its team's quota until it is gone. A pod on a
+// node that is not capacity holds nothing gpufleet counts.
+func (w *World) ending(p *corev1.Pod, s Spec, free map[string][]int) {
+	gs := takeGPUs(free, p.Spec.NodeName, s.GPUs)
+	if gs == nil {
+		return
+	}
+	start := p.CreationTimestamp.Time
+	if p.Status.StartTime != nil {
+		start = p.Status.StartTime.Time
+	}
+	j := &core.Job{ID: p.Namespace + "/ending/" + p.Name + "/" + string(p.UID), Team: s.Team, Tier: s.Tier,
+		Request: core.Request{GPUs: s.GPUs, MilliPerGPU: core.WholeGPU, Models: s.Models},
+		Submit:  start, State: core.JobRunning}
+	if j.Validate() != nil {
+		free[p.Spec.NodeName] = append(free[p.Spec.NodeName], gs...)
+		return
+	}
+	w.State.Units = append(w.State.Units, &engine.Unit{Unit: sched.Unit{Job: j}, State: core.JobRunning, Since: start, Start: start,
+		Parts: []engine.Assigned{{LeaseID: p.Spec.NodeName, GPUs: gs}}})
 }
 
 // gangProblem says why the pods of a gang cannot be one unit yet, or "".
@@ -599,6 +645,11 @@ func (w *World) Actions(d engine.Decisions) Actions {
 	var a Actions
 	preempting := map[string]bool{}
 	evicting := map[string]bool{}
+	// The engine frees a victim's quota in the step that preempts it, but
+	// the victim holds its GPUs, and its team's quota, through its grace
+	// period: with quotas, a step that preempts binds nothing, and the
+	// next, which sees the victims ending, decides again.
+	holdBack := len(d.Preempt) > 0 && w.quotas()
 	for _, p := range d.Preempt {
 		preempting[p.LeaseID] = true
 		evicting[p.For] = true
@@ -620,6 +671,9 @@ func (w *World) Actions(d engine.Decisions) Actions {
 			if preempting[part.LeaseID] || evicting[pl.Unit] {
 				why = fmt.Sprintf("placed on %s once the pods preempted for it have exited (their grace period): %s", part.LeaseID, pl.Reason)
 			}
+		}
+		if why == "" && holdBack {
+			continue
 		}
 		var binds []Bind
 		if why == "" {
@@ -650,6 +704,16 @@ func (w *World) Actions(d engine.Decisions) Actions {
 	}
 	a.Wait = append(a.Wait, w.Waits...)
 	return a
+}
+
+// quotas reports whether any team has a quota.
+func (w *World) quotas() bool {
+	for _, t := range w.State.Teams {
+		if len(t.Quotas) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // podsOnParts gives each part of a placement its pods, in name order.

@@ -229,10 +229,14 @@ func TestBuild(t *testing.T) {
 	done.Status.Phase = corev1.PodSucceeded
 	deleting := gpuPod("r", "deleting", 1).on("n2")
 	deleting.DeletionTimestamp = &metav1.Time{Time: t0}
+	// A pod of gpufleet's being deleted whose spec cannot be read holds
+	// its GPUs as another scheduler's pod does.
+	badEnding := gpuPod("r", "bad-ending", 1).ann(KeyTier, "urgent").on("n2")
+	badEnding.DeletionTimestamp = &metav1.Time{Time: t0}
 	pods := []*corev1.Pod{
 		gpuPod("r", "other-scheduler", 2).scheduler("default-scheduler").on("n1").Pod,
 		gpuPod("r", "other-pending", 2).scheduler("default-scheduler").Pod,
-		done.Pod, deleting.Pod,
+		done.Pod, deleting.Pod, badEnding.Pod,
 		gpuPod("r", "run", 2).on("n1").Pod,
 		gpuPod("r", "wait", 1).Pod,
 		gpuPod("r", "bad", 1).ann(KeyTier, "urgent").Pod,
@@ -249,7 +253,8 @@ func TestBuild(t *testing.T) {
 	if d := cmp.Diff([]string{"n1 A100 6", "n2 V100 3"}, leases); d != "" {
 		t.Errorf("leases (-want +got):\n%s", d)
 	}
-	want := []string{"r/run running 2 n1:2", "r/gang/g running 4 n1:2 n2:2", "r/wait pending 1"}
+	// The pod being deleted is a running unit of its team until gone.
+	want := []string{"r/ending/deleting/uid-deleting running 1 n2:1", "r/run running 2 n1:2", "r/gang/g running 4 n1:2 n2:2", "r/wait pending 1"}
 	if d := cmp.Diff(want, units(w)); d != "" {
 		t.Errorf("units (-want +got):\n%s", d)
 	}
@@ -359,5 +364,105 @@ func TestPodsOnParts(t *testing.T) {
 func TestReasonText(t *testing.T) {
 	if got := ReasonText("no GPU free"); got != "gpufleet: no GPU free" {
 		t.Errorf("ReasonText = %q", got)
+	}
+}
+
+// A team's quota holds on the cluster: with 8 A100 GPUs guaranteed and
+// no cohort to borrow from, team ml (namespaces ml and ml-dev) gets one
+// 8-GPU pod placed of its three while 8 GPUs are free elsewhere and a
+// team without a quota takes them; the third waits with the quota as its
+// reason.
+func TestBuildQuotas(t *testing.T) {
+	nodes := []*corev1.Node{gpuNode("a", 8, "A100").Node, gpuNode("b", 8, "A100").Node, gpuNode("c", 8, "A100").Node}
+	pods := []*corev1.Pod{
+		gpuPod("ml", "first", 8).Pod,
+		gpuPod("ml-dev", "second", 8).Pod,
+		gpuPod("vision", "other", 8).Pod,
+	}
+	o := Options{Teams: map[string]string{"ml-dev": "ml"},
+		Quotas: []core.Team{{ID: "ml", Weight: 1, Quotas: []core.Quota{{GPUClass: "A100", Guaranteed: 8 * core.WholeGPU}}}}}
+	w := Build(nodes, pods, o)
+	if d := cmp.Diff(o.Quotas, w.State.Teams); d != "" {
+		t.Errorf("engine teams (-want +got):\n%s", d)
+	}
+	d := engine.Step(w.State, t0, engine.Config{NoAcquire: true, NoRelease: true})
+	a := w.Actions(d)
+	var placed []string
+	for _, b := range binds(a) {
+		placed = append(placed, b...)
+	}
+	ml := 0
+	for _, b := range placed {
+		if !strings.HasPrefix(b, "other@") {
+			ml++
+		}
+	}
+	if ml != 1 || len(placed) != 2 {
+		t.Errorf("placed %v; want other and one of team ml's two pods (quota 8 GPUs)", placed)
+	}
+	var why string
+	for _, wt := range a.Wait {
+		why += wt.Pod.Name + ": " + wt.Reason + "; "
+	}
+	if len(a.Wait) != 1 || !strings.Contains(why, "quota") {
+		t.Errorf("waits: %s; want one of team ml's pods waiting on its quota", why)
+	}
+	// Build leaves the caller's teams alone.
+	w.State.Teams[0].ID = "changed"
+	if o.Quotas[0].ID != "ml" {
+		t.Error("Build shares Options.Quotas with the engine's state")
+	}
+}
+
+// A victim in its grace period holds its team's quota: a step that
+// preempts binds nothing while a team has a quota (the engine frees the
+// victim's quota at once), and the next step, with the victim ending,
+// does not give its team the quota again.
+func TestQuotaHeldThroughGracePeriod(t *testing.T) {
+	nodes := []*corev1.Node{gpuNode("a", 8, "A100").Node, gpuNode("b", 8, "A100").Node}
+	victim := gpuPod("ml", "batch", 8).label(KeyTier, "offline").ann(KeyInterruptible, "true").on("a")
+	victim.Status.StartTime = &metav1.Time{Time: t0.Add(-time.Hour)}
+	filler := gpuPod("vision", "filler", 7).label(KeyTier, "core").on("b").Pod // b: 1 GPU free
+	urgent := gpuPod("vision", "urgent", 8).label(KeyTier, "core").Pod         // only a, once batch is gone
+	more := gpuPod("ml", "more", 1).label(KeyTier, "offline").Pod              // fits b, within ml's quota once batch is gone
+	o := Options{Quotas: []core.Team{{ID: "ml", Weight: 1, Quotas: []core.Quota{{GPUClass: "A100", Guaranteed: 8 * core.WholeGPU}}}}}
+	cfg := engine.Config{NoAcquire: true, NoRelease: true, Sched: sched.Config{MinRuntime: time.Millisecond}}
+
+	w := Build(nodes, []*corev1.Pod{victim.Pod, filler, urgent, more}, o)
+	d := engine.Step(w.State, t0, cfg)
+	a := w.Actions(d)
+	if got := evictions(a); len(got) != 1 || got[0] != "batch true" {
+		t.Fatalf("evictions %v; want batch", got)
+	}
+	if len(d.Place) == 0 {
+		t.Fatal("the engine placed nothing beside the preemption: the test would show nothing held back")
+	}
+	if len(a.Binds) != 0 {
+		t.Errorf("binds %v in the step that preempts, with quotas", binds(a))
+	}
+
+	// Next step: batch is ending on a and holds ml's 8 GPUs of quota.
+	ending := victim.DeepCopy()
+	ending.DeletionTimestamp = &metav1.Time{Time: t0}
+	w = Build(nodes, []*corev1.Pod{ending, filler, urgent, more}, o)
+	a = w.Actions(engine.Step(w.State, t0.Add(time.Second), cfg))
+	if len(a.Binds) != 0 || len(a.Evict) != 0 {
+		t.Errorf("while batch ends: binds %v, evictions %v; want none (ml's quota is batch's)", binds(a), evictions(a))
+	}
+	var why string
+	for _, wt := range a.Wait {
+		if wt.Pod.Name == "more" {
+			why = wt.Reason
+		}
+	}
+	if !strings.Contains(why, "quota") {
+		t.Errorf("ml/more waits with %q; want its quota named", why)
+	}
+
+	// Without quotas a preempting step still binds what it may.
+	w = Build(nodes, []*corev1.Pod{victim.Pod, filler, urgent, more}, Options{})
+	a = w.Actions(engine.Step(w.State, t0, cfg))
+	if d := cmp.Diff([][]string{{"more@b"}}, binds(a)); len(evictions(a)) != 1 || d != "" {
+		t.Errorf("without quotas: evictions %v, binds (-want +got):\n%s", evictions(a), d)
 	}
 }
