@@ -24,7 +24,6 @@ import (
 	"github.com/gpufleet/gpufleet/internal/engine"
 	"github.com/gpufleet/gpufleet/internal/kubetest"
 	"github.com/gpufleet/gpufleet/internal/sched"
-	"github.com/gpufleet/gpufleet/internal/trace"
 )
 
 // These tests run gpufleet against a real kube-apiserver, etcd and KWOK
@@ -61,8 +60,14 @@ func (f *finished) get(key string) (int, bool) {
 // run starts a Scheduler on the cluster until the test ends, as client.
 func run(t *testing.T, client kubernetes.Interface, teams map[string]string) *finished {
 	t.Helper()
+	return runWith(t, client, Options{Teams: teams})
+}
+
+// runWith is run with the translation's options.
+func runWith(t *testing.T, client kubernetes.Interface, o Options) *finished {
+	t.Helper()
 	f := &finished{code: map[string]int{}}
-	s, err := New(Config{Client: client, Options: Options{Teams: teams},
+	s, err := New(Config{Client: client, Options: o,
 		// The engine's default policy, less its guard against preempting
 		// work that has run under 10 minutes (the test runs in seconds).
 		Engine: engine.Config{Sched: sched.Config{MinRuntime: time.Millisecond}},
@@ -136,139 +141,6 @@ func events(t *testing.T, c *kubetest.Cluster, ns, pod string) []corev1.Event {
 		t.Fatal(err)
 	}
 	return l.Items
-}
-
-// TestClusterHeliosJobs places the pods of the first Helios jobs on KWOK
-// GPU nodes: every pod bound by gpufleet and run to its end, the jobs
-// larger than a node as gangs bound whole, a pod no node can run waiting
-// with gpufleet's reason, and the pods of another scheduler untouched.
-func TestClusterHeliosJobs(t *testing.T) {
-	heliosFile := filepath.Join("..", "..", "..", "shared", "data", "helios-venus-excerpt-dirlab", "helios_data_training.csv")
-	if _, err := os.Stat(heliosFile); err != nil {
-		t.Fatalf("Helios excerpt not available (the shared data is part of the test setup): %v", err)
-	}
-	tr, err := trace.LoadHelios(heliosFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := kubetest.Start(t)
-	c.AddNodes(t, "a100", 4, map[string]string{LabelGPUProduct: a100, LabelGPUMemory: "81920"}, gpus(8))
-	c.AddNodes(t, "v100", 2, map[string]string{LabelGPUProduct: v100, LabelGPUMemory: "32768"}, gpus(4))
-	for _, ns := range []string{"vision", "nlp", "speech"} {
-		namespace(t, c, ns)
-	}
-	fin := run(t, c.Client, map[string]string{"speech": "nlp"})
-
-	// The first 24 GPU jobs of the trace, at most 16 GPUs, and the first
-	// larger than a node; their durations compressed to 1..8 s.
-	type want struct{ ns, name string }
-	var pods []want
-	gangs := map[string][]string{}
-	jobs, big := 0, false
-	for _, j := range tr.Jobs {
-		if j.GPUs < 1 || j.GPUs > 16 || j.GPUs > 8 && j.GPUs%8 != 0 || jobs >= 24 && (big || j.GPUs <= 8) {
-			continue
-		}
-		jobs++
-		ns := []string{"vision", "nlp", "speech"}[jobs%3]
-		secs := min(max(j.Duration/600, 1), 8)
-		tier := []string{"core", "regular", "offline"}[jobs%3]
-		mk := func(name string, n int) *corev1.Pod {
-			p := gpuPod(ns, name, int64(n)).label(KeyTier, tier).ann(KeyDuration, fmt.Sprintf("%ds", j.Duration)).
-				ann(kubetest.PodCompleteDelay, fmt.Sprintf("%ds", secs))
-			return p.Pod
-		}
-		if j.GPUs <= 8 {
-			p := mk("helios-"+j.ID, j.GPUs)
-			create(t, c, p)
-			pods = append(pods, want{ns, p.Name})
-			continue
-		}
-		big = true
-		for i := range j.GPUs / 8 {
-			p := mk(fmt.Sprintf("helios-%s-%d", j.ID, i), 8)
-			p.Annotations[KeyGang], p.Annotations[KeyGangSize] = "helios-"+j.ID, fmt.Sprint(j.GPUs/8)
-			create(t, c, p)
-			pods = append(pods, want{ns, p.Name})
-			gangs[ns+"/helios-"+j.ID] = append(gangs[ns+"/helios-"+j.ID], p.Name)
-		}
-	}
-	if !big {
-		t.Fatal("no Helios job larger than a node among the first jobs: no gang to test")
-	}
-	// A pod no node can run, and a pod of another scheduler.
-	nowhere := gpuPod("vision", "needs-h100", 1).models("NVIDIA-H100-80GB-HBM3")
-	create(t, c, nowhere.Pod)
-	other := gpuPod("vision", "default-scheduled", 1).scheduler("default-scheduler")
-	create(t, c, other.Pod)
-
-	// Every gang's pods are bound together: seen bound, they are all
-	// bound (checked while they run).
-	for g, names := range gangs {
-		eventually(t, 30*time.Second, "gang "+g+" bound", func() (bool, string) {
-			ns := strings.Split(g, "/")[0]
-			var on []string
-			for _, n := range names {
-				if p := getPod(t, c, ns, n); p != nil && p.Spec.NodeName != "" {
-					on = append(on, n+"@"+p.Spec.NodeName)
-				}
-			}
-			if len(on) > 0 && len(on) < len(names) {
-				t.Fatalf("gang %s partly bound: %v of %d pods", g, on, len(names))
-			}
-			return len(on) == len(names), fmt.Sprint(on)
-		})
-	}
-	eventually(t, 60*time.Second, "every Helios pod succeeded", func() (bool, string) {
-		var left []string
-		for _, w := range pods {
-			p := getPod(t, c, w.ns, w.name)
-			if p == nil || p.Status.Phase != corev1.PodSucceeded {
-				phase := "gone"
-				if p != nil {
-					phase = string(p.Status.Phase) + "@" + p.Spec.NodeName
-				}
-				left = append(left, w.name+":"+phase)
-			}
-		}
-		return len(left) == 0, fmt.Sprint(len(left), " left: ", left)
-	})
-	for _, w := range pods {
-		if code, ok := fin.get(w.ns + "/" + w.name); !ok || code != 0 {
-			t.Errorf("pod %s/%s: finish reported %v (exit %d), want exit 0", w.ns, w.name, ok, code)
-		}
-		var scheduled bool
-		for _, e := range events(t, c, w.ns, w.name) {
-			scheduled = scheduled || e.Reason == "Scheduled" && e.Source.Component == SchedulerName
-		}
-		if !scheduled {
-			t.Errorf("pod %s/%s: no Scheduled event from gpufleet", w.ns, w.name)
-		}
-	}
-
-	// The pod no node can run waits, and says why where kubectl
-	// describe looks: its PodScheduled condition and an event.
-	p := getPod(t, c, "vision", "needs-h100")
-	if p.Spec.NodeName != "" {
-		t.Fatalf("needs-h100 bound to %s; no node has its model", p.Spec.NodeName)
-	}
-	cond := condOf(p)
-	if !strings.HasPrefix(cond, "gpufleet: ") || !strings.Contains(cond, "NVIDIA-H100-80GB-HBM3") {
-		t.Errorf("needs-h100 PodScheduled=False message = %q, want gpufleet's reason naming the model", cond)
-	}
-	var failed bool
-	for _, e := range events(t, c, "vision", "needs-h100") {
-		failed = failed || e.Reason == "FailedScheduling" && e.Message == cond
-	}
-	if !failed {
-		t.Errorf("needs-h100: no FailedScheduling event with %q", cond)
-	}
-	t.Logf("needs-h100 waits: %s", cond)
-	// Another scheduler's pod: neither bound nor written to.
-	p = getPod(t, c, "vision", "default-scheduled")
-	if p.Spec.NodeName != "" || len(p.Status.Conditions) != 0 || len(events(t, c, "vision", "default-scheduled")) != 0 {
-		t.Errorf("default-scheduled pod touched: node %q, conditions %v", p.Spec.NodeName, p.Status.Conditions)
-	}
 }
 
 // TestClusterPreemption: a core pod that finds the only node full of an
