@@ -141,7 +141,8 @@ var direct = map[string]struct{ ours, outside []string }{
 	// store, no server, no API: the cluster is the state.
 	"kube": {
 		ours:    []string{"core", "clock", "engine", "sched", "policy", "pricing", "provider", "provider/kubenodes"},
-		outside: []string{"k8s.io/"},
+		// and the Prometheus client for its metrics (metrics.go).
+		outside: []string{"k8s.io/", "github.com/prometheus/client_golang/"},
 	},
 }
 
