@@ -93,7 +93,8 @@ func serveKube(cmd *cobra.Command, kubeconfig, schedulerName string, teamFlags [
 	if err != nil {
 		return err
 	}
-	s, err := kube.New(kube.Config{Client: client, Options: kube.Options{SchedulerName: schedulerName, Teams: teams, Catalog: c.Offers},
+	s, err := kube.New(kube.Config{Client: client, Options: kube.Options{SchedulerName: schedulerName, Teams: teams, Catalog: c.Offers,
+		Quotas: pol.Kubernetes.QuotaTeams()},
 		Engine: ecfg, Tick: tick, Log: log, NodePool: np})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -121,7 +122,7 @@ func serveKube(cmd *cobra.Command, kubeconfig, schedulerName string, teamFlags [
 	}()
 	defer srv.Close()
 	log.Info("gpufleet scheduling on kubernetes", "kubeconfig", from, "host", cfg.Host, "scheduler_name", schedulerName,
-		"policy", pol.Name, "policy_source", pol.Source, "teams", teamList(teams), "health", "http://"+ln.Addr().String()+"/healthz")
+		"policy", pol.Name, "policy_source", pol.Source, "teams", teamList(teams), "quotas", quotaList(pol.Kubernetes.Quotas), "health", "http://"+ln.Addr().String()+"/healthz")
 	return s.Run(ctx)
 }
 
@@ -157,6 +158,17 @@ func teamList(teams map[string]string) string {
 		b.WriteString(ns + "=" + teams[ns])
 	}
 	return b.String()
+}
+
+// quotaList is the quotas as TEAM:MODEL=GPUS pairs in order, for the log.
+func quotaList(q map[string]map[string]int) string {
+	var parts []string
+	for _, team := range slices.Sorted(maps.Keys(q)) {
+		for _, model := range slices.Sorted(maps.Keys(q[team])) {
+			parts = append(parts, fmt.Sprintf("%s:%s=%d", team, model, q[team][model]))
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // kubeConfig is the client configuration from --kubeconfig, else

@@ -73,11 +73,11 @@ func (s *syncBuffer) String() string {
 func TestServeKubernetes(t *testing.T) {
 	c := kubetest.Start(t)
 	c.AddNodes(t, "gpu", 1, map[string]string{kube.LabelGPUProduct: "NVIDIA-L4"},
-		corev1.ResourceList{kube.ResourceGPU: resource.MustParse("1")})
+		corev1.ResourceList{kube.ResourceGPU: resource.MustParse("2")})
 	t.Setenv("KUBECONFIG", c.Kubeconfig)
 	// The namespace-to-team map from the policy file, a flag over it.
 	pol := filepath.Join(t.TempDir(), "kube.yaml")
-	if err := os.WriteFile(pol, []byte("kubernetes:\n  teams:\n    default: infra\n    speech: nlp\n"), 0o600); err != nil {
+	if err := os.WriteFile(pol, []byte("kubernetes:\n  teams:\n    default: infra\n    speech: nlp\n  quotas:\n    infra:\n      NVIDIA-L4: 1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -110,7 +110,35 @@ func TestServeKubernetes(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if log := errb.String(); !strings.Contains(log, "kubeconfig=KUBECONFIG") || !strings.Contains(log, `teams="default=infra,speech=speech-lab"`) {
+	// Team infra (namespace default) may hold 1 L4 GPU: a second pod
+	// waits on the quota though the node has room.
+	p2 := p.DeepCopy()
+	p2.Name, p2.ResourceVersion = "infer-2", ""
+	if _, err := c.Client.CoreV1().Pods("default").Create(context.Background(), p2, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		got, err := c.Client.CoreV1().Pods("default").Get(context.Background(), "infer-2", metav1.GetOptions{})
+		if err == nil && got.Spec.NodeName != "" {
+			t.Fatalf("infer-2 bound to %s over team infra's quota of 1 L4 GPU", got.Spec.NodeName)
+		}
+		var msg string
+		if err == nil {
+			for _, c := range got.Status.Conditions {
+				if c.Type == corev1.PodScheduled {
+					msg = c.Message
+				}
+			}
+		}
+		if strings.Contains(msg, "quota") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("infer-2 not waiting on its quota within 30 s (condition %q); serve's log:\n%s", msg, errb.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if log := errb.String(); !strings.Contains(log, "kubeconfig=KUBECONFIG") || !strings.Contains(log, `teams="default=infra,speech=speech-lab"`) || !strings.Contains(log, `quotas="infra:NVIDIA-L4=1"`) {
 		t.Errorf("serve's log does not say the kubeconfig came from KUBECONFIG and the teams are the file's under the flag's:\n%s", log)
 	}
 }

@@ -4247,7 +4247,8 @@ type GetPolicyResponse struct {
 				ZombieAfter *string `json:"zombie_after,omitempty"`
 			} `json:"idle,omitempty"`
 			Kubernetes *struct {
-				Teams *map[string]string `json:"teams,omitempty"`
+				Quotas *map[string]map[string]int `json:"quotas,omitempty"`
+				Teams  *map[string]string         `json:"teams,omitempty"`
 			} `json:"kubernetes,omitempty"`
 			Name       *string `json:"name,omitempty"`
 			Preemption *struct {
@@ -7256,7 +7257,8 @@ func ParseGetPolicyResponse(rsp *http.Response) (*GetPolicyResponse, error) {
 					ZombieAfter *string `json:"zombie_after,omitempty"`
 				} `json:"idle,omitempty"`
 				Kubernetes *struct {
-					Teams *map[string]string `json:"teams,omitempty"`
+					Quotas *map[string]map[string]int `json:"quotas,omitempty"`
+					Teams  *map[string]string         `json:"teams,omitempty"`
 				} `json:"kubernetes,omitempty"`
 				Name       *string `json:"name,omitempty"`
 				Preemption *struct {

@@ -93,3 +93,37 @@ func TestParseKubernetesErrors(t *testing.T) {
 		t.Errorf("Validate = %v; want kubernetes.teams.Bad named", err)
 	}
 }
+
+// Quotas: whole GPUs per model per team, read from the file, checked,
+// and turned into the engine's teams (each its own cohort).
+func TestParseKubernetesQuotas(t *testing.T) {
+	p, err := Parse("q.yaml", []byte("kubernetes:\n  quotas:\n    nlp:\n      NVIDIA-A100-SXM4-80GB: 32\n      Tesla-V100-SXM2-32GB: 8\n    vision:\n      NVIDIA-L4: 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []core.Team{
+		{ID: "nlp", Weight: 1, Quotas: []core.Quota{{GPUClass: "NVIDIA-A100-SXM4-80GB", Guaranteed: 32 * core.WholeGPU}, {GPUClass: "Tesla-V100-SXM2-32GB", Guaranteed: 8 * core.WholeGPU}}},
+		{ID: "vision", Weight: 1, Quotas: []core.Quota{{GPUClass: "NVIDIA-L4"}}},
+	}
+	if diff := cmp.Diff(want, p.Kubernetes.QuotaTeams()); diff != "" {
+		t.Errorf("QuotaTeams (-want +got):\n%s", diff)
+	}
+	if p.Hash() == Default().Hash() {
+		t.Error("quotas left the hash as the default's")
+	}
+	b, _ := Marshal(p)
+	if back, err := Parse("q.yaml", b); err != nil || !cmp.Equal(p.Kubernetes, back.Kubernetes) {
+		t.Errorf("round trip: %v, %+v", err, back.Kubernetes)
+	}
+	for _, tc := range []struct{ file, want string }{
+		{"kubernetes:\n  quotas:\n    nlp:\n      A100: -1\n", `q.yaml:4: kubernetes.quotas.nlp.A100: invalid value "-1": want a GPU model and a count of whole GPUs 0..1000000`},
+		{"kubernetes:\n  quotas:\n    nlp: {}\n", `q.yaml:3: kubernetes.quotas.nlp: invalid value "": want GPU models and the whole GPUs of each the team may hold`},
+		{"kubernetes:\n  quotas:\n    nlp:\n      A100: lots\n", `q.yaml:4: kubernetes.quotas.nlp.A100: invalid value "lots": want a whole number`},
+		{"kubernetes:\n  quotas:\n    \" nlp\":\n      A100: 1\n", `q.yaml:3: kubernetes.quotas. nlp: invalid value " nlp": want a team name`},
+	} {
+		_, err := Parse("q.yaml", []byte(tc.file))
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("Parse(%q) = %v; want %s", tc.file, err, tc.want)
+		}
+	}
+}

@@ -208,9 +208,26 @@ type FairShare struct {
 // Kubernetes is the cluster side of the policy. Teams maps a namespace
 // to the team its pods are (fair share, quotas, budgets); a namespace
 // not named is its own team. serve's --kube-team flags override it key
-// by key.
+// by key. Quotas caps what a team's pods hold at once: whole GPUs per
+// GPU model (the node's nvidia.com/gpu.product); a team or a model not
+// named is not capped. There is no borrowing between teams.
 type Kubernetes struct {
-	Teams map[string]string `json:"teams,omitempty" yaml:"teams,omitempty"`
+	Teams  map[string]string         `json:"teams,omitempty" yaml:"teams,omitempty"`
+	Quotas map[string]map[string]int `json:"quotas,omitempty" yaml:"quotas,omitempty"`
+}
+
+// QuotaTeams is the engine's teams for Quotas: each a team of its own cohort,
+// guaranteed its GPUs of each model and nothing more, in team order.
+func (k Kubernetes) QuotaTeams() []core.Team {
+	var out []core.Team
+	for _, id := range slices.Sorted(maps.Keys(k.Quotas)) {
+		t := core.Team{ID: id, Weight: 1}
+		for _, model := range slices.Sorted(maps.Keys(k.Quotas[id])) {
+			t.Quotas = append(t.Quotas, core.Quota{GPUClass: model, Guaranteed: core.Milli(k.Quotas[id][model]) * core.WholeGPU})
+		}
+		out = append(out, t)
+	}
+	return out
 }
 
 // Validate checks each namespace is a namespace name (a DNS label, as
@@ -221,11 +238,31 @@ func (k Kubernetes) Validate() error {
 		if !dnsLabel(ns) {
 			return &core.FieldError{Field: f, Value: ns, Allowed: "a namespace name: 1 to 63 lowercase letters, digits or '-', starting and ending with a letter or digit"}
 		}
-		if t := k.Teams[ns]; strings.TrimSpace(t) == "" || len(t) > 100 || strings.ContainsAny(t, "\n\r\t") || strings.TrimSpace(t) != t {
+		if t := k.Teams[ns]; !teamName(t) {
 			return &core.FieldError{Field: f, Value: t, Allowed: "a team name of 1 to 100 characters on one line, no leading or trailing space"}
 		}
 	}
+	for _, team := range slices.Sorted(maps.Keys(k.Quotas)) {
+		f := "kubernetes.quotas." + team
+		if !teamName(team) {
+			return &core.FieldError{Field: f, Value: team, Allowed: "a team name of 1 to 100 characters on one line, no leading or trailing space"}
+		}
+		if len(k.Quotas[team]) == 0 {
+			return &core.FieldError{Field: f, Value: "", Allowed: "GPU models and the whole GPUs of each the team may hold (NVIDIA-A100-SXM4-80GB: 32)"}
+		}
+		for _, model := range slices.Sorted(maps.Keys(k.Quotas[team])) {
+			if n := k.Quotas[team][model]; n < 0 || n > 1_000_000 || !teamName(model) {
+				return &core.FieldError{Field: f + "." + model, Value: fmt.Sprint(n), Allowed: "a GPU model and a count of whole GPUs 0..1000000"}
+			}
+		}
+	}
 	return nil
+}
+
+// teamName reports whether s names a team (or a GPU model): 1 to 100
+// characters on one line, no leading or trailing space.
+func teamName(s string) bool {
+	return strings.TrimSpace(s) != "" && len(s) <= 100 && !strings.ContainsAny(s, "\n\r\t") && strings.TrimSpace(s) == s
 }
 
 // dnsLabel reports whether s is an RFC 1123 label, a namespace's name.
@@ -492,6 +529,9 @@ func (p Policy) Hash() string {
 	}
 	if len(p.Kubernetes.Teams) == 0 {
 		p.Kubernetes.Teams = nil // no section, as in every preset
+	}
+	if len(p.Kubernetes.Quotas) == 0 {
+		p.Kubernetes.Quotas = nil
 	}
 	b, _ := json.Marshal(p) // maps marshal in key order
 	s := sha256.Sum256(b)
