@@ -15,10 +15,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpufleet/gpufleet/internal/api"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/plan"
 	"github.com/gpufleet/gpufleet/internal/progress"
+	"github.com/gpufleet/gpufleet/internal/readmodel"
 	"github.com/gpufleet/gpufleet/internal/trace"
 )
 
@@ -236,7 +236,7 @@ func periodsJSON(pcs []plan.PeriodCount) []periodJSON {
 }
 
 // amount writes micro-units as an exact JSON number: 900.00, 0.333333.
-func amount(m core.Micros) json.Number { return api.Amount(m) }
+func amount(m core.Micros) json.Number { return readmodel.Amount(m) }
 
 // hoursNumber writes seconds as a JSON number of hours: whole hours
 // exactly, otherwise to six decimals, half to even.

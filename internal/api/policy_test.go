@@ -12,17 +12,18 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/policy"
+	"github.com/gpufleet/gpufleet/internal/readmodel/readmodeltest"
 )
 
 // GET /api/v1/policy shows the policy the server was given, to any
 // reader, and nothing without a token.
 func TestGetPolicy(t *testing.T) {
-	st := uiStore(t)
+	st := readmodeltest.Store(t)
 	p, err := policy.Parse("night.yaml", []byte("name: night\nbase: reactive\nidle:\n  util_pct: 35\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(New(uiCatalog(), clock.NewManual(uiNow), slog.New(slog.NewTextHandler(io.Discard, nil)),
+	ts := httptest.NewServer(New(readmodeltest.Catalog(), clock.NewManual(readmodeltest.Now), slog.New(slog.NewTextHandler(io.Discard, nil)),
 		WithStore(st), WithRateLimit(RateLimit{}), WithPolicy(p)))
 	defer ts.Close()
 	_, member := uiServer(t, st) // a member token of team a in st

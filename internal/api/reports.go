@@ -11,6 +11,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/ledger"
 	"github.com/gpufleet/gpufleet/internal/pricing"
+	"github.com/gpufleet/gpufleet/internal/readmodel"
 	"github.com/gpufleet/gpufleet/internal/store"
 )
 
@@ -48,14 +49,10 @@ type UsageReportView struct {
 	Leases       int             `json:"leases,omitempty"`
 }
 
-// gpuHours renders milli-GPU-seconds as GPU-hours, exactly to the
-// millionth.
-func gpuHours(ms int64) json.Number { return scaled(ms, 3600*1000) }
-
 // NewUsageLineView renders l.
 func NewUsageLineView(l *billing.UsageLine) UsageLineView {
-	return UsageLineView{Team: l.Team, Cost: Amount(l.Cost), AllocatedGPUHours: gpuHours(l.AllocatedMilliSeconds),
-		SampledGPUHours: gpuHours(l.SampledMilliSeconds), BusyGPUHours: gpuHours(l.BusyMilliSeconds)}
+	return UsageLineView{Team: l.Team, Cost: readmodel.Amount(l.Cost), AllocatedGPUHours: readmodel.GPUHours(l.AllocatedMilliSeconds),
+		SampledGPUHours: readmodel.GPUHours(l.SampledMilliSeconds), BusyGPUHours: readmodel.GPUHours(l.BusyMilliSeconds)}
 }
 
 // maxReportRange bounds a report's range: the loader reads every lease,
@@ -130,7 +127,7 @@ func (s *Server) usageReport(w http.ResponseWriter, r *http.Request) {
 	}
 	if p.Role == store.RoleAdmin {
 		idle := NewUsageLineView(&u.Idle)
-		out.Bill, out.PaidGPUHours, out.Idle, out.Leases = Amount(u.Bill), gpuHours(u.PaidMilliSeconds), &idle, u.Leases
+		out.Bill, out.PaidGPUHours, out.Idle, out.Leases = readmodel.Amount(u.Bill), readmodel.GPUHours(u.PaidMilliSeconds), &idle, u.Leases
 	}
 	writeJSON(w, http.StatusOK, out)
 }

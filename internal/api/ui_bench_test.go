@@ -9,11 +9,13 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/policy"
+	"github.com/gpufleet/gpufleet/internal/readmodel"
+	"github.com/gpufleet/gpufleet/internal/readmodel/readmodeltest"
 	"github.com/gpufleet/gpufleet/internal/store"
 	"github.com/gpufleet/gpufleet/internal/store/sqlite"
 )
 
-// BenchmarkOverviewQueue builds the overview of uiStore's fleet (three
+// BenchmarkOverviewQueue builds the overview of readmodeltest.Store's fleet (three
 // leases, one unit running) with 1,000, 10,000 and 100,000 more units
 // pending (jobs of 100 shards) on SQLite: the request's cost must not
 // follow the queue.
@@ -42,7 +44,7 @@ func benchOverviewQueue(b *testing.B, open func(*testing.B) store.Store) {
 			fillQueue(b, st, units)
 			b.ResetTimer()
 			for b.Loop() {
-				ov, err := BuildOverview(context.Background(), st, uiCatalog(), uiNow, "", policy.Default().Idle)
+				ov, err := readmodel.BuildOverview(context.Background(), st, readmodeltest.Catalog(), readmodeltest.Now, "", policy.Default().Idle)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -54,11 +56,11 @@ func benchOverviewQueue(b *testing.B, open func(*testing.B) store.Store) {
 	}
 }
 
-// fillQueue writes uiStore's teams, leases, units and samples to st, and
+// fillQueue writes readmodeltest.Store's teams, leases, units and samples to st, and
 // units pending units of team a in jobs of 100 shards.
 func fillQueue(b *testing.B, st store.Store, units int) {
 	b.Helper()
-	fillUIStore(b, st)
+	readmodeltest.Fill(b, st)
 	t, err := st.Teams().GetTeam(context.Background(), "a")
 	if err != nil {
 		b.Fatal(err)
@@ -69,14 +71,14 @@ func fillQueue(b *testing.B, st store.Store, units int) {
 	}
 	for i := 0; i < units/100; i++ {
 		j := core.Job{ID: fmt.Sprintf("q%d", i), Team: "a", Tier: core.TierRegular, Shards: 100,
-			Request: core.Request{GPUs: 1, MilliPerGPU: core.WholeGPU}, Submit: uiNow.Add(-time.Hour)}
+			Request: core.Request{GPUs: 1, MilliPerGPU: core.WholeGPU}, Submit: readmodeltest.Now.Add(-time.Hour)}
 		if _, _, err := st.Jobs().SubmitJob(context.Background(), j, ""); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
-// BenchmarkOverviewHistory builds the overview of uiStore's fleet with
+// BenchmarkOverviewHistory builds the overview of readmodeltest.Store's fleet with
 // 1,000 and 5,000 leases released last month: this month's figures read
 // the leases held this month, selected by the store, not the history.
 //
@@ -90,8 +92,8 @@ func BenchmarkOverviewHistory(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { st.Close() })
-			fillUIStore(b, st)
-			start := uiNow.AddDate(0, -1, 0)
+			readmodeltest.Fill(b, st)
+			start := readmodeltest.Now.AddDate(0, -1, 0)
 			for i := range n {
 				id := fmt.Sprintf("old%d", i)
 				err := st.Tx(ctx, func(tx store.Tx) error {
@@ -116,7 +118,7 @@ func BenchmarkOverviewHistory(b *testing.B) {
 			}
 			b.ResetTimer()
 			for b.Loop() {
-				if _, err := BuildOverview(ctx, st, uiCatalog(), uiNow, "", policy.Default().Idle); err != nil {
+				if _, err := readmodel.BuildOverview(ctx, st, readmodeltest.Catalog(), readmodeltest.Now, "", policy.Default().Idle); err != nil {
 					b.Fatal(err)
 				}
 			}

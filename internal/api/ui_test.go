@@ -17,196 +17,13 @@ import (
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/policy"
-	"github.com/gpufleet/gpufleet/internal/pricing"
+	"github.com/gpufleet/gpufleet/internal/readmodel"
+	"github.com/gpufleet/gpufleet/internal/readmodel/readmodeltest"
 	"github.com/gpufleet/gpufleet/internal/store"
 	"github.com/gpufleet/gpufleet/internal/store/sqlite"
 )
 
-// uiNow is a Monday 10:00, the second day of March.
-var uiNow = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
-
-func uiCatalog() *pricing.Catalog {
-	off := func(id string, price core.Micros, gran int64) core.Offer {
-		return core.Offer{ID: id, Provider: "t", Region: "r", InstanceType: id, GPUModel: "A100", GPUs: 2, GPUMemMiB: 40960, VCPUs: 8, MemoryMiB: 65536, Currency: "USD",
-			Plans: []core.PricePlan{{Mode: core.OnDemand, Price: price, Per: core.Hour, Granularity: gran}}}
-	}
-	// s2: 3.6 an hour per second (0.001 a second); h2: 2 an hour per
-	// started hour.
-	return &pricing.Catalog{Currency: "USD", Offers: []core.Offer{off("t/r/s2", 3_600_000, 1), off("t/r/h2", 2_000_000, 3600)}}
-}
-
-// uiStore holds, as of uiNow:
-//
-//   - L1 (s2, ready) launched yesterday 22:00, idle since 09:30, never
-//     used: 10 h today (36), 12 h this month (43.2), all idle;
-//   - L2 (h2, released) from Feb 28 23:30 to Mar 1 00:10, billed to 00:30:
-//     its started hour was incurred in February, nothing this month;
-//   - L3 (h2, ready) launched today 09:20, running j1 (team a) at 500
-//     milli on GPU 0 since 09:21: its started hour (2) is incurred at
-//     launch, 20 min to its boundary; a holds 39 min × 0.5 GPU of its 2
-//     GPU-hours, 0.325 of the 2;
-//   - j2 (team b, core, 2 GPUs) and j3 (team a, offline, 1 GPU) queued;
-//   - samples: L1 GPU 0 at 10% for 40 min (idle), L1 GPU 1 at 50%, L3 GPU 0
-//     last heard 10 min ago (stale);
-//   - team a's budget 100; the loop's own record of its spend (25) is not
-//     what the dashboard shows; open alerts of teams a and b.
-func uiStore(t *testing.T) store.Store {
-	t.Helper()
-	st, err := sqlite.Open(context.Background(), t.TempDir()+"/ui.db", sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	fillUIStore(t, st)
-	return st
-}
-
-// fillUIStore writes uiStore's rows to st.
-func fillUIStore(t testing.TB, st store.Store) {
-	t.Helper()
-	ctx := context.Background()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(st.Teams().CreateTeam(ctx, core.Team{ID: "a", Name: "a", Weight: 1, MonthlyBudget: 100_000_000}))
-	must(st.Teams().CreateTeam(ctx, core.Team{ID: "b", Name: "b", Weight: 1}))
-	at := func(s string) time.Time {
-		v, err := time.Parse(time.RFC3339, s)
-		must(err)
-		return v
-	}
-	lease := func(id, offer string, state core.LeaseState, start, end, idle string) {
-		l := store.Lease{Lease: core.Lease{ID: id, OfferID: offer, Mode: core.OnDemand, State: core.LeaseRequested, ClientToken: id}, Requested: at(start)}
-		must(st.Leases().CreateLease(ctx, l))
-		l.State, l.ProviderID, l.Start, l.ReadyAt = state, "p-"+id, at(start), at(start)
-		if end != "" {
-			l.End = at(end)
-		}
-		if idle != "" {
-			l.IdleSince = at(idle)
-		}
-		must(st.Leases().UpdateLease(ctx, l))
-	}
-	lease("L1", "t/r/s2", core.LeaseReady, "2026-03-01T22:00:00Z", "", "2026-03-02T09:30:00Z")
-	lease("L2", "t/r/h2", core.LeaseReleased, "2026-02-28T23:30:00Z", "2026-03-01T00:10:00Z", "2026-03-01T00:00:00Z")
-	lease("L3", "t/r/h2", core.LeaseReady, "2026-03-02T09:20:00Z", "", "")
-	job := func(id, team string, tier core.Tier, gpus int, milli core.Milli) {
-		_, _, err := st.Jobs().SubmitJob(ctx, core.Job{ID: id, Team: team, Tier: tier, Request: core.Request{GPUs: gpus, MilliPerGPU: milli}, Submit: at("2026-03-02T09:00:00Z")}, "")
-		must(err)
-	}
-	job("j1", "a", core.TierRegular, 1, 500)
-	job("j2", "b", core.TierCore, 2, 1000)
-	job("j3", "a", core.TierOffline, 1, 1000)
-	must(st.Units().SaveUnits(ctx, store.Unit{JobID: "j1", State: core.JobRunning, Parts: []store.Part{{LeaseID: "L3", GPUs: []int{0}}}, Start: at("2026-03-02T09:21:00Z")}))
-	var samples []core.Sample
-	for m := 40; m >= 0; m -= 10 {
-		ts := uiNow.Add(-time.Duration(m) * time.Minute)
-		samples = append(samples, core.Sample{LeaseID: "L1", GPU: 0, At: ts, UtilPct: 10}, core.Sample{LeaseID: "L1", GPU: 1, At: ts, UtilPct: 50})
-	}
-	samples = append(samples, core.Sample{LeaseID: "L3", GPU: 0, At: uiNow.Add(-10 * time.Minute), UtilPct: 90})
-	must(st.Samples().InsertSamples(ctx, samples...))
-	_, err := st.Loop().SaveLoop(ctx, store.LoopState{Spent: map[string]core.Micros{"a": 25_000_000}})
-	must(err)
-	for _, team := range []string{"a", "b"} {
-		_, _, err := st.Alerts().RaiseAlert(ctx, store.Alert{Kind: "budget", Team: team, Reason: "test", Raised: uiNow.Add(-time.Hour)})
-		must(err)
-	}
-	// The loop's first idle rung on L1's GPU 0, raised 10 minutes ago
-	// (low for idle.for, 30 minutes, by then), and one on GPU 1 that it
-	// resolved: GPU 1 works again.
-	_, _, err = st.Alerts().RaiseAlert(ctx, store.Alert{Kind: "idle-alert", LeaseID: "L1", GPU: 0, Reason: "GPU 0 of L1 under 20% utilization for 30m", Raised: uiNow.Add(-10 * time.Minute)})
-	must(err)
-	gone, _, err := st.Alerts().RaiseAlert(ctx, store.Alert{Kind: "idle-alert", LeaseID: "L1", GPU: 1, Reason: "GPU 1 of L1 under 20% utilization for 30m", Raised: uiNow.Add(-20 * time.Minute)})
-	must(err)
-	must(st.Alerts().ResolveAlert(ctx, gone.ID, uiNow.Add(-5*time.Minute)))
-}
-
-func TestBuildOverviewFigures(t *testing.T) {
-	st := uiStore(t)
-	ov, err := BuildOverview(context.Background(), st, uiCatalog(), uiNow, "", policy.Default().Idle)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := ov.Utilization
-	for _, c := range []struct{ name, got, want string }{
-		{"spend_today", string(ov.SpendToday), "38"},
-		{"spend_month", string(ov.SpendMonth), "45.2"},
-		{"idle_spend_today", string(ov.IdleSpendToday), "37.675"},
-		{"idle_spend_month", string(ov.IdleSpendMonth), "44.875"},
-		{"allocated_pct", string(u.AllocatedPct), "12.5"},
-		// L3's GPU 0 is allocated but its reading is stale; L1's GPUs
-		// report but hold nothing: no measured utilization of allocated
-		// GPUs to show.
-		{"allocated_util_pct", string(u.AllocatedUtilPct), ""},
-		{"busy_milli", string(u.BusyMilli), "0"},
-		// Today: L1 20 GPU-hours, L3 its paid hour of 2 GPUs.
-		{"paid_gpu_hours_today", string(u.PaidGPUHoursToday), "22"},
-		{"allocated_gpu_hours_today", string(u.AllocatedGPUHoursToday), "0.325"},
-		{"idle_gpu_hours_today", string(u.IdleGPUHoursToday), "21.675"},
-		{"allocated_pct_today", string(u.AllocatedPctToday), "1.48"},
-	} {
-		if c.got != c.want {
-			t.Errorf("%s: %s, want %s", c.name, c.got, c.want)
-		}
-	}
-	if u.PaidGPUs != 4 || u.ReadyGPUs != 4 || u.AllocatedMilli != 500 || u.ReportingGPUs != 2 || u.SampledAllocatedGPUs != 0 || u.SampleWindowS != 300 {
-		t.Errorf("utilization: %+v", u)
-	}
-	if len(ov.Fleet) != 1 || ov.Fleet[0] != (FleetModeView{Mode: "on-demand", Leases: 2, GPUs: 4, Ready: 2}) {
-		t.Errorf("fleet: %+v", ov.Fleet)
-	}
-	if d := cmp.Diff([]QueueView{{Tier: "core", Team: "b", Units: 1, GPUMilli: 2000}, {Tier: "offline", Team: "a", Units: 1, GPUMilli: 1000}}, ov.Queue); d != "" {
-		t.Errorf("queue (-want +got):\n%s", d)
-	}
-	if d := cmp.Diff(map[string]int{"core": 1, "regular": 0, "offline": 1}, ov.QueueByTier); d != "" {
-		t.Errorf("queue by tier (-want +got):\n%s", d)
-	}
-	if len(ov.IdleGPUs) != 1 || ov.IdleGPUs[0].Lease != "L1" || ov.IdleGPUs[0].GPU != 0 || ov.IdleGPUs[0].MaxUtilPct != 10 || !ov.IdleGPUs[0].LowSince.Equal(uiNow.Add(-40*time.Minute)) {
-		t.Errorf("idle GPUs: %+v", ov.IdleGPUs)
-	}
-	wantJobs := map[string]int{"pending": 3, "admitted": 0, "running": 0, "checkpointing": 0, "preempted": 0, "succeeded": 0, "failed": 0, "cancelled": 0}
-	if d := cmp.Diff(wantJobs, ov.Jobs); len(ov.Alerts) != 3 || d != "" {
-		t.Errorf("alerts %d, jobs (-want +got):\n%s", len(ov.Alerts), d)
-	}
-	// Team a: 0.325 of 100 spent over 34 hours of March (744 hours).
-	var a *BudgetView
-	for i := range ov.Budgets {
-		if ov.Budgets[i].Team == "a" {
-			a = &ov.Budgets[i]
-		}
-	}
-	if a == nil || a.Budget != "100" || a.Spent != "0.325" || a.Remaining != "99.675" || a.BurnPerHour != "0.009559" || a.Projected != "7.111765" ||
-		a.SpentPct != "0.32" || a.Alert || a.Exhausted || a.ExhaustsAt != nil {
-		t.Errorf("budget a: %+v", a)
-	}
-
-	// A reading of L3's GPU 0 now, at 80%: the allocated half GPU is
-	// measured, busy 400 milli-GPUs.
-	if err := st.Samples().InsertSamples(context.Background(), core.Sample{LeaseID: "L3", GPU: 0, At: uiNow.Add(-time.Minute), UtilPct: 80}); err != nil {
-		t.Fatal(err)
-	}
-	if ov, err = BuildOverview(context.Background(), st, uiCatalog(), uiNow, "", policy.Default().Idle); err != nil {
-		t.Fatal(err)
-	}
-	if u := ov.Utilization; u.AllocatedUtilPct != "80" || u.BusyMilli != "400" || u.SampledAllocatedGPUs != 1 || u.SampledAllocatedMilli != 500 || u.ReportingGPUs != 3 {
-		t.Errorf("utilization with L3 reporting: %+v", u)
-	}
-
-	// A team's view: its queue, budget, alerts and jobs; the fleet's spend.
-	ta, err := BuildOverview(context.Background(), st, uiCatalog(), uiNow, "a", policy.Default().Idle)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ta.SpendMonth != ov.SpendMonth || len(ta.Queue) != 1 || ta.Queue[0].Team != "a" || len(ta.Budgets) != 1 || ta.Budgets[0].Team != "a" ||
-		len(ta.Alerts) != 1 || ta.Alerts[0].Team != "a" || len(ta.IdleGPUs) != 0 || ta.Jobs["pending"] != 2 || ta.QueueByTier["core"] != 0 {
-		t.Errorf("team a's overview: %+v", ta)
-	}
-}
-
-// uiServer serves st as of uiNow and returns it with a member token of
+// uiServer serves st as of readmodeltest.Now and returns it with a member token of
 // team a.
 func uiServer(t *testing.T, st store.Store) (*httptest.Server, string) {
 	t.Helper()
@@ -220,9 +37,9 @@ func uiServer(t *testing.T, st store.Store) (*httptest.Server, string) {
 			t.Fatal(err)
 		}
 	}
-	must(st.Users().CreateUser(ctx, store.User{ID: "m", Team: "a", Role: store.RoleMember, Created: uiNow}))
-	must(st.Tokens().CreateToken(ctx, store.Token{ID: "tm", Hash: hash, User: "m", Team: "a", Role: store.RoleMember, Name: "m", Created: uiNow}))
-	ts := httptest.NewServer(New(uiCatalog(), clock.NewManual(uiNow), slog.New(slog.NewTextHandler(io.Discard, nil)), WithStore(st), WithRateLimit(RateLimit{})))
+	must(st.Users().CreateUser(ctx, store.User{ID: "m", Team: "a", Role: store.RoleMember, Created: readmodeltest.Now}))
+	must(st.Tokens().CreateToken(ctx, store.Token{ID: "tm", Hash: hash, User: "m", Team: "a", Role: store.RoleMember, Name: "m", Created: readmodeltest.Now}))
+	ts := httptest.NewServer(New(readmodeltest.Catalog(), clock.NewManual(readmodeltest.Now), slog.New(slog.NewTextHandler(io.Discard, nil)), WithStore(st), WithRateLimit(RateLimit{})))
 	t.Cleanup(ts.Close)
 	return ts, secret
 }
@@ -249,20 +66,20 @@ func uiGet(t *testing.T, ts *httptest.Server, secret, path string, out any) int 
 // TestOverviewRoutes checks that the routes answer what the builders
 // compute, scoped to the member's team, and the boundary and heatmap.
 func TestOverviewRoutes(t *testing.T) {
-	st := uiStore(t)
+	st := readmodeltest.Store(t)
 	ts, secret := uiServer(t, st)
-	var ov Overview
+	var ov readmodel.Overview
 	if code := uiGet(t, ts, secret, "/api/v1/overview", &ov); code != 200 {
 		t.Fatal(code)
 	}
-	want, err := BuildOverview(context.Background(), st, uiCatalog(), uiNow, "a", policy.Default().Idle)
+	want, err := readmodel.BuildOverview(context.Background(), st, readmodeltest.Catalog(), readmodeltest.Now, "a", policy.Default().Idle)
 	if err != nil {
 		t.Fatal(err)
 	}
 	gotJSON, _ := json.Marshal(ov)
 	wantJSON, _ := json.Marshal(want)
 	if string(gotJSON) != string(wantJSON) || ov.Team != "a" {
-		t.Errorf("GET /api/v1/overview\n%s\nwant BuildOverview's\n%s", gotJSON, wantJSON)
+		t.Errorf("GET /api/v1/overview\n%s\nwant readmodel.BuildOverview's\n%s", gotJSON, wantJSON)
 	}
 
 	var bl BoundaryLeases
@@ -276,7 +93,7 @@ func TestOverviewRoutes(t *testing.T) {
 				t.Errorf("L3: %+v", l)
 			}
 		case "L1": // per-second billing: the boundary is now
-			if !l.NextBoundary.Equal(uiNow) || l.SecondsLeft != 0 || l.Busy {
+			if !l.NextBoundary.Equal(readmodeltest.Now) || l.SecondsLeft != 0 || l.Busy {
 				t.Errorf("L1: %+v", l)
 			}
 		default:
@@ -284,8 +101,8 @@ func TestOverviewRoutes(t *testing.T) {
 		}
 	}
 
-	var hm Heatmap
-	if code := uiGet(t, ts, secret, "/api/v1/overview/heatmap?hours=1", &hm); code != 200 || hm.BucketSeconds != 75 || hm.Buckets != HeatmapBuckets || len(hm.GPUs) != 3 {
+	var hm readmodel.Heatmap
+	if code := uiGet(t, ts, secret, "/api/v1/overview/heatmap?hours=1", &hm); code != 200 || hm.BucketSeconds != 75 || hm.Buckets != readmodel.HeatmapBuckets || len(hm.GPUs) != 3 {
 		t.Fatalf("heatmap: %d %+v", code, hm)
 	}
 	row := hm.GPUs[0] // L1 GPU 0: readings at -40, -30, -20, -10, 0 min
@@ -311,7 +128,7 @@ func TestOverviewRoutes(t *testing.T) {
 // TestDashboardMounted checks the page and its assets: types, CSP, cache
 // validation, and a 404 for what is not an asset.
 func TestDashboardMounted(t *testing.T) {
-	ts := httptest.NewServer(New(uiCatalog(), clock.NewManual(uiNow), slog.New(slog.NewTextHandler(io.Discard, nil))))
+	ts := httptest.NewServer(New(readmodeltest.Catalog(), clock.NewManual(readmodeltest.Now), slog.New(slog.NewTextHandler(io.Discard, nil))))
 	defer ts.Close()
 	for _, c := range []struct{ path, ctype, contains string }{
 		{"/", "text/html; charset=utf-8", `<script src="/ui/app.js" defer></script>`},
@@ -386,7 +203,7 @@ func TestOverviewEqualsUsageReportPostgres(t *testing.T) {
 func testOverviewEqualsUsageReport(t *testing.T, st store.Store) {
 	ctx := context.Background()
 	t.Cleanup(func() { st.Close() })
-	fillUIStore(t, st)
+	readmodeltest.Fill(t, st)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -400,25 +217,25 @@ func testOverviewEqualsUsageReport(t *testing.T, st store.Store) {
 		gpus       []int
 		start, end time.Time
 	}{
-		{"r1", "a", []int{1}, uiNow.Add(-11 * time.Hour), uiNow.Add(-9*time.Hour - 30*time.Minute)},
-		{"r2", "b", []int{0, 1}, uiNow.Add(-9 * time.Hour), uiNow.Add(-6*time.Hour - 42*time.Minute - 31*time.Second)},
+		{"r1", "a", []int{1}, readmodeltest.Now.Add(-11 * time.Hour), readmodeltest.Now.Add(-9*time.Hour - 30*time.Minute)},
+		{"r2", "b", []int{0, 1}, readmodeltest.Now.Add(-9 * time.Hour), readmodeltest.Now.Add(-6*time.Hour - 42*time.Minute - 31*time.Second)},
 	} {
 		_, _, err := st.Jobs().SubmitJob(ctx, core.Job{ID: r.job, Team: r.team, Tier: core.TierRegular, Request: core.Request{GPUs: len(r.gpus), MilliPerGPU: core.WholeGPU}, Submit: r.start}, "")
 		must(err)
 		must(st.Units().SaveUnits(ctx, store.Unit{JobID: r.job, State: core.JobRunning, Parts: []store.Part{{LeaseID: "L1", GPUs: r.gpus}}, Start: r.start}))
 		must(st.Units().SaveUnits(ctx, store.Unit{JobID: r.job, State: core.JobSucceeded, Start: r.start, End: r.end}))
 	}
-	admin, err := EnsureAdminToken(ctx, st, clock.NewManual(uiNow))
+	admin, err := EnsureAdminToken(ctx, st, clock.NewManual(readmodeltest.Now))
 	must(err)
 	ts, _ := uiServer(t, st)
 
-	var ov Overview
+	var ov readmodel.Overview
 	if code := uiGet(t, ts, admin, "/api/v1/overview", &ov); code != 200 {
 		t.Fatalf("overview: %d", code)
 	}
 	report := func(from time.Time) UsageReportView {
 		var v UsageReportView
-		if code := uiGet(t, ts, admin, "/api/v1/reports/usage?from="+from.Format(time.RFC3339)+"&to="+uiNow.Format(time.RFC3339), &v); code != 200 || v.Idle == nil {
+		if code := uiGet(t, ts, admin, "/api/v1/reports/usage?from="+from.Format(time.RFC3339)+"&to="+readmodeltest.Now.Format(time.RFC3339), &v); code != 200 || v.Idle == nil {
 			t.Fatalf("report from %s: %d %+v", from, code, v)
 		}
 		return v
@@ -439,7 +256,7 @@ func testOverviewEqualsUsageReport(t *testing.T, st store.Store) {
 			must(err)
 			ms += m
 		}
-		return string(Amount(ms))
+		return string(readmodel.Amount(ms))
 	}
 	got := map[string]string{"spend_month": string(ov.SpendMonth), "idle_spend_month": string(ov.IdleSpendMonth),
 		"spend_today": string(ov.SpendToday), "idle_spend_today": string(ov.IdleSpendToday),
@@ -466,24 +283,24 @@ func testOverviewEqualsUsageReport(t *testing.T, st store.Store) {
 // the loop's open idle-alerts (L1's GPU 0; GPU 1's alert was resolved),
 // dated by the server's policy's idle.for, not by a rule of the page's.
 func TestOverviewIdleGPUsAreTheLoopsAlerts(t *testing.T) {
-	st := uiStore(t)
+	st := readmodeltest.Store(t)
 	for _, tc := range []struct {
 		name     string
 		idleFor  time.Duration
 		lowSince time.Time
 	}{
-		{"defaults: idle for 30m", 0, uiNow.Add(-40 * time.Minute)},
-		{"idle for 20m", 20 * time.Minute, uiNow.Add(-30 * time.Minute)},
+		{"defaults: idle for 30m", 0, readmodeltest.Now.Add(-40 * time.Minute)},
+		{"idle for 20m", 20 * time.Minute, readmodeltest.Now.Add(-30 * time.Minute)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := policy.Default()
 			if tc.idleFor > 0 {
 				p.Idle.For = policy.Duration(tc.idleFor)
 			}
-			ts := httptest.NewServer(New(uiCatalog(), clock.NewManual(uiNow), slog.New(slog.NewTextHandler(io.Discard, nil)),
+			ts := httptest.NewServer(New(readmodeltest.Catalog(), clock.NewManual(readmodeltest.Now), slog.New(slog.NewTextHandler(io.Discard, nil)),
 				WithStore(st), WithRateLimit(RateLimit{}), WithPolicy(p)))
 			defer ts.Close()
-			var ov Overview
+			var ov readmodel.Overview
 			if code := uiGet(t, ts, uiAdmin(t, st), "/api/v1/overview", &ov); code != 200 {
 				t.Fatal(code)
 			}
@@ -506,10 +323,10 @@ func uiAdmin(t *testing.T, st store.Store) string {
 		t.Fatal(err)
 	}
 	id := fmt.Sprintf("admin%d", time.Now().UnixNano())
-	if err := st.Users().CreateUser(context.Background(), store.User{ID: id, Role: store.RoleAdmin, Created: uiNow}); err != nil {
+	if err := st.Users().CreateUser(context.Background(), store.User{ID: id, Role: store.RoleAdmin, Created: readmodeltest.Now}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Tokens().CreateToken(context.Background(), store.Token{ID: "t" + id, Hash: hash, User: id, Role: store.RoleAdmin, Name: id, Created: uiNow}); err != nil {
+	if err := st.Tokens().CreateToken(context.Background(), store.Token{ID: "t" + id, Hash: hash, User: id, Role: store.RoleAdmin, Name: id, Created: readmodeltest.Now}); err != nil {
 		t.Fatal(err)
 	}
 	return secret

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/fleet"
+	"github.com/gpufleet/gpufleet/internal/readmodel"
 	"github.com/gpufleet/gpufleet/internal/store"
 )
 
@@ -118,7 +119,7 @@ type TeamView struct {
 
 // NewTeamView renders t.
 func NewTeamView(t *core.Team) TeamView {
-	v := TeamView{ID: t.ID, Name: t.Name, Cohort: t.Cohort, Weight: t.Weight, MonthlyBudget: Amount(t.MonthlyBudget), Quotas: []QuotaView{}, UnitLimit: t.Units()}
+	v := TeamView{ID: t.ID, Name: t.Name, Cohort: t.Cohort, Weight: t.Weight, MonthlyBudget: readmodel.Amount(t.MonthlyBudget), Quotas: []QuotaView{}, UnitLimit: t.Units()}
 	for _, q := range t.Quotas {
 		v.Quotas = append(v.Quotas, QuotaView{GPUClass: q.GPUClass, Guaranteed: int64(q.Guaranteed), BorrowLimit: int64(q.BorrowLimit), LendLimit: int64(q.LendLimit)})
 	}

@@ -7,11 +7,8 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/billing"
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/readmodel"
 )
-
-// Amount renders micros as an exact JSON number in currency units: 900,
-// 21.958 — never a float's 899.9999.
-func Amount(m core.Micros) json.Number { return json.Number(m.Decimal()) }
 
 // QuoteView is the JSON form of a quote.
 type QuoteView struct {
@@ -42,25 +39,20 @@ func NewQuoteView(q billing.Quote) QuoteView {
 	v := QuoteView{
 		Offer: q.OfferID, Mode: q.Mode, Count: q.Count, Currency: q.Currency,
 		Start: q.Start.UTC(), End: q.End.UTC(),
-		Total: Amount(q.Total), PerMachine: Amount(q.Bill.Amount), Usage: Amount(q.Bill.Usage), Fee: Amount(q.Bill.Fee),
-		Net: Amount(q.Net), UsedSeconds: q.Bill.Used, BilledSeconds: q.Bill.Billed, PaidUntil: q.Bill.PaidUntil.UTC(),
-		PaidGPUHours: scaled(q.PaidMilliGPUHours, 1000),
+		Total: readmodel.Amount(q.Total), PerMachine: readmodel.Amount(q.Bill.Amount), Usage: readmodel.Amount(q.Bill.Usage), Fee: readmodel.Amount(q.Bill.Fee),
+		Net: readmodel.Amount(q.Net), UsedSeconds: q.Bill.Used, BilledSeconds: q.Bill.Billed, PaidUntil: q.Bill.PaidUntil.UTC(),
+		PaidGPUHours: readmodel.Scaled(q.PaidMilliGPUHours, 1000),
 	}
 	if len(q.Credits) > 0 {
 		v.Credits = map[string]json.Number{}
 		for id, c := range q.Credits {
-			v.Credits[id] = Amount(c)
+			v.Credits[id] = readmodel.Amount(c)
 		}
 	}
 	if q.ExpectedReclaimsBP > 0 {
-		v.ExpectedReclaims = scaled(q.ExpectedReclaimsBP, 10000)
+		v.ExpectedReclaims = readmodel.Scaled(q.ExpectedReclaimsBP, 10000)
 	}
 	return v
-}
-
-// scaled renders n/unit as an exact decimal (unit a power of ten).
-func scaled(n, unit int64) json.Number {
-	return Amount(core.Micros(core.MulDivHalfEven(n, int64(core.MicrosPerUnit), unit)))
 }
 
 // OfferView is the JSON form of an offer, as the API serves it and
@@ -139,13 +131,13 @@ func NewOfferView(o *core.Offer) OfferView {
 		GPUs: o.GPUs, SliceMilli: int64(o.SliceMilli), GPUMemMiB: o.GPUMemMiB, VCPUs: o.VCPUs, MemoryMiB: o.MemoryMiB, Currency: o.Currency, Plans: []PlanView{},
 		Accelerator: o.Accelerator.Or(), Capability: o.Capability.Or()}
 	for _, p := range o.Plans {
-		pv := PlanView{Mode: p.Mode, Price: Amount(p.Price), Per: p.Per, Granularity: p.Granularity, MinCharge: p.MinCharge, Term: p.Term,
-			HourlyEquivalent: Amount(core.Micros(core.MulDivHalfEven(int64(p.Price), 3600, p.Per.Seconds())))}
+		pv := PlanView{Mode: p.Mode, Price: readmodel.Amount(p.Price), Per: p.Per, Granularity: p.Granularity, MinCharge: p.MinCharge, Term: p.Term,
+			HourlyEquivalent: readmodel.Amount(core.Micros(core.MulDivHalfEven(int64(p.Price), 3600, p.Per.Seconds())))}
 		if et := p.EarlyTermination; et != nil {
-			pv.EarlyTermination = &EarlyTerminationView{Granularity: et.Granularity, Fee: Amount(et.Fee)}
+			pv.EarlyTermination = &EarlyTerminationView{Granularity: et.Granularity, Fee: readmodel.Amount(et.Fee)}
 		}
 		for _, pt := range p.Series {
-			pv.Series = append(pv.Series, PricePointView{At: pt.At.UTC(), Price: Amount(pt.Price)})
+			pv.Series = append(pv.Series, PricePointView{At: pt.At.UTC(), Price: readmodel.Amount(pt.Price)})
 		}
 		if r := p.Reclaim; r != nil {
 			pv.ReclaimBucket = r.Bucket

@@ -121,12 +121,15 @@ var layers = map[string]struct{ allowed, banned []string }{
 	// The loop's shared steps drive the engine and a provider for both
 	// the server and the simulator: they persist nothing and serve
 	// nothing, so neither driver's layers are reachable from them.
-	"loop":    {banned: []string{"store", "server", "api", "apiclient", "client", "agent", "sim", "dashboard", "kube"}},
-	"sched":   {banned: ioLayers},
-	"fleet":   {banned: ioLayers},
-	"billing": {banned: ioLayers},
-	"plan":    {banned: ioLayers},
-	"engine":  {banned: ioLayers},
+	"loop": {banned: []string{"store", "server", "api", "apiclient", "client", "agent", "sim", "dashboard", "kube"}},
+	// The dashboard's read model computes from the store and the ledger
+	// and knows no HTTP: the API serves it, not the other way round.
+	"readmodel": {banned: []string{"server", "api", "apiclient", "client", "agent", "sim", "dashboard", "kube", "loop"}},
+	"sched":     {banned: ioLayers},
+	"fleet":     {banned: ioLayers},
+	"billing":   {banned: ioLayers},
+	"plan":      {banned: ioLayers},
+	"engine":    {banned: ioLayers},
 }
 
 // direct are rules on a package's own imports (not its dependencies'):
@@ -140,7 +143,7 @@ var direct = map[string]struct{ ours, outside []string }{
 	// Kubernetes node pool (provider/kubenodes) for nodes as leases. No
 	// store, no server, no API: the cluster is the state.
 	"kube": {
-		ours:    []string{"core", "clock", "engine", "sched", "policy", "pricing", "provider", "provider/kubenodes"},
+		ours: []string{"core", "clock", "engine", "sched", "policy", "pricing", "provider", "provider/kubenodes"},
 		// and the Prometheus client for its metrics (metrics.go).
 		outside: []string{"k8s.io/", "github.com/prometheus/client_golang/"},
 	},

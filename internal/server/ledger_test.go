@@ -16,6 +16,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/engine"
 	"github.com/gpufleet/gpufleet/internal/ledger"
 	"github.com/gpufleet/gpufleet/internal/pricing"
+	"github.com/gpufleet/gpufleet/internal/readmodel"
 	"github.com/gpufleet/gpufleet/internal/store"
 )
 
@@ -177,7 +178,7 @@ func budgetsSeeTheLedger(t *testing.T, w *world) {
 			t.Fatalf("GET %s: %v: %s", path, err, b)
 		}
 	}
-	var ov api.Overview
+	var ov readmodel.Overview
 	get("/api/v1/overview", &ov)
 	var rep api.UsageReportView
 	get("/api/v1/reports/usage", &rep)
@@ -196,7 +197,7 @@ func budgetsSeeTheLedger(t *testing.T, w *world) {
 				report = l.Cost
 			}
 		}
-		loop := api.Amount(used.Spent[team])
+		loop := readmodel.Amount(used.Spent[team])
 		if loop != dash || loop != report || used.Spent[team] <= 0 {
 			t.Errorf("team %s: the loop's budgets saw %s, the dashboard %s, the usage report %s", team, loop, dash, report)
 		}
