@@ -12,6 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -114,6 +117,9 @@ func serveKube(cmd *cobra.Command, kubeconfig, schedulerName string, teamFlags [
 		}
 		fmt.Fprintln(w, "ok")
 	})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s.Collector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -122,7 +128,7 @@ func serveKube(cmd *cobra.Command, kubeconfig, schedulerName string, teamFlags [
 	}()
 	defer srv.Close()
 	log.Info("gpufleet scheduling on kubernetes", "kubeconfig", from, "host", cfg.Host, "scheduler_name", schedulerName,
-		"policy", pol.Name, "policy_source", pol.Source, "teams", teamList(teams), "quotas", quotaList(pol.Kubernetes.Quotas), "health", "http://"+ln.Addr().String()+"/healthz")
+		"policy", pol.Name, "policy_source", pol.Source, "teams", teamList(teams), "quotas", quotaList(pol.Kubernetes.Quotas), "health", "http://"+ln.Addr().String()+"/healthz", "metrics", "http://"+ln.Addr().String()+"/metrics")
 	return s.Run(ctx)
 }
 

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -137,6 +139,23 @@ func TestServeKubernetes(t *testing.T) {
 			t.Fatalf("infer-2 not waiting on its quota within 30 s (condition %q); serve's log:\n%s", msg, errb.String())
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+	// /metrics, on the health address, says so too.
+	_, rest, ok := strings.Cut(errb.String(), "metrics=")
+	if !ok {
+		t.Fatalf("serve's log names no metrics address:\n%s", errb.String())
+	}
+	resp, err := http.Get(strings.Fields(rest)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`gpufleet_kube_pods{state="bound",tier="regular"} 1`, `gpufleet_kube_pods{state="waiting",tier="regular"} 1`,
+		`gpufleet_kube_gpus{model="NVIDIA-L4",state="allocatable"} 2`, "process_cpu_seconds_total"} {
+		if resp.StatusCode != 200 || !strings.Contains(string(body), want) {
+			t.Errorf("GET /metrics: %d, no %q in:\n%s", resp.StatusCode, want, body)
+		}
 	}
 	if log := errb.String(); !strings.Contains(log, "kubeconfig=KUBECONFIG") || !strings.Contains(log, `teams="default=infra,speech=speech-lab"`) || !strings.Contains(log, `quotas="infra:NVIDIA-L4=1"`) {
 		t.Errorf("serve's log does not say the kubeconfig came from KUBECONFIG and the teams are the file's under the flag's:\n%s", log)
