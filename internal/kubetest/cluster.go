@@ -322,6 +322,53 @@ func (c *Cluster) Stop() {
 	}
 }
 
+// CPUTime is the user and system CPU time the named program of the
+// cluster ("etcd", "kube-apiserver", "kwok", "kube-scheduler") has used
+// so far (Linux only: it reads /proc).
+func (c *Cluster) CPUTime(name string) (time.Duration, error) {
+	p := c.proc(name)
+	if p == nil {
+		return 0, fmt.Errorf("kubetest: no %s running", name)
+	}
+	return cpuTime(p.cmd.Process.Pid)
+}
+
+// StopProgram ends one program of the cluster (SIGTERM, then SIGKILL
+// after five seconds), kube-scheduler say, leaving the others running.
+func (c *Cluster) StopProgram(name string) {
+	c.mu.Lock()
+	var p *proc
+	for i, q := range c.procs {
+		if q.name == name {
+			p = q
+			c.procs = append(c.procs[:i:i], c.procs[i+1:]...)
+			break
+		}
+	}
+	c.mu.Unlock()
+	if p == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func (c *Cluster) proc(name string) *proc {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.procs {
+		if p.name == name {
+			return p
+		}
+	}
+	return nil
+}
+
 // Logs returns the named program's output so far ("etcd",
 // "kube-apiserver", "kwok", "kube-scheduler").
 func (c *Cluster) Logs(name string) string {
@@ -347,10 +394,10 @@ func (c *Cluster) dumpLogs(t testing.TB) {
 // labels given, the allocatable given (also its capacity; cpu, memory
 // and pods get large defaults when missing) and KWOK's annotation, so
 // that KWOK makes them Ready and runs the pods bound to them. It waits
-// until every node is Ready.
+// until every node is Ready (a minute, and 50 ms more per node).
 func (c *Cluster) AddNodes(t testing.TB, prefix string, n int, labels map[string]string, allocatable corev1.ResourceList) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute+time.Duration(n)*50*time.Millisecond)
 	defer cancel()
 	res := corev1.ResourceList{}
 	for k, v := range allocatable {
@@ -362,6 +409,7 @@ func (c *Cluster) AddNodes(t testing.TB, prefix string, n int, labels map[string
 		}
 	}
 	names := make([]string, n)
+	nodes := make([]*corev1.Node, n)
 	for i := range n {
 		names[i] = fmt.Sprintf("%s-%d", prefix, i)
 		l := map[string]string{
@@ -373,7 +421,7 @@ func (c *Cluster) AddNodes(t testing.TB, prefix string, n int, labels map[string
 		for k, v := range labels {
 			l[k] = v
 		}
-		node := &corev1.Node{
+		nodes[i] = &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{
 				Name:        names[i],
 				Labels:      l,
@@ -381,7 +429,25 @@ func (c *Cluster) AddNodes(t testing.TB, prefix string, n int, labels map[string
 			},
 			Status: corev1.NodeStatus{Allocatable: res, Capacity: res},
 		}
-		if _, err := c.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+	}
+	// Created by a few at once: thousands of nodes one by one take long.
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(n, 8) {
+		wg.Go(func() {
+			for i := range next {
+				_, errs[i] = c.Client.CoreV1().Nodes().Create(ctx, nodes[i], metav1.CreateOptions{})
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
 			t.Fatalf("kubetest: create node %s: %v", names[i], err)
 		}
 	}
@@ -435,23 +501,24 @@ func freePort() int {
 
 // StartKubeScheduler runs the stock kube-scheduler (built from the same
 // release, on first use: BuildScheduler) against the cluster, as the
-// default scheduler, until the test ends: for comparisons with gpufleet's
-// scheduler. It serves nothing (--secure-port=0) and does not elect a
-// leader.
-func (c *Cluster) StartKubeScheduler(t testing.TB) {
+// default scheduler, until the test ends or Stop("kube-scheduler"): for
+// comparisons with gpufleet's scheduler. It serves nothing
+// (--secure-port=0) and does not elect a leader; args are more flags
+// (--kube-api-qps=500).
+func (c *Cluster) StartKubeScheduler(t testing.TB, args ...string) {
 	t.Helper()
 	path, err := BuildScheduler(context.Background(), t.Logf)
 	if err != nil {
 		t.Fatalf("kubetest: %v", err)
 	}
-	if err := c.run("kube-scheduler", path,
-		"--kubeconfig="+c.Kubeconfig,
-		"--authentication-kubeconfig="+c.Kubeconfig,
-		"--authorization-kubeconfig="+c.Kubeconfig,
+	if err := c.run("kube-scheduler", path, append([]string{
+		"--kubeconfig=" + c.Kubeconfig,
+		"--authentication-kubeconfig=" + c.Kubeconfig,
+		"--authorization-kubeconfig=" + c.Kubeconfig,
 		"--secure-port=0",
 		"--leader-elect=false",
 		"--v=0",
-	); err != nil {
+	}, args...)...); err != nil {
 		t.Fatalf("kubetest: %v", err)
 	}
 	// It has no readiness to poll without a port: give it a moment to

@@ -199,6 +199,27 @@ func TestKubeSchedulerPlacesOnKWOKNodes(t *testing.T) {
 		}
 		return false
 	})
+
+	// Its CPU time is read while it runs; stopped, it places nothing
+	// more, and the rest of the cluster runs on.
+	if d, err := c.CPUTime("kube-scheduler"); err != nil || d <= 0 {
+		t.Errorf("kube-scheduler CPU time %s, %v; want > 0", d, err)
+	}
+	c.StopProgram("kube-scheduler")
+	if _, err := c.CPUTime("kube-scheduler"); err == nil {
+		t.Error("CPU time of a stopped kube-scheduler read without error")
+	}
+	later := pod("later", "", nil)
+	if _, err := c.Client.CoreV1().Pods("default").Create(ctx, later, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	if p, err := c.Client.CoreV1().Pods("default").Get(ctx, "later", metav1.GetOptions{}); err != nil || p.Spec.NodeName != "" {
+		t.Errorf("pod made after StopProgram: node %q (err %v); want unbound", p.Spec.NodeName, err)
+	}
+	if d, err := c.CPUTime("kube-apiserver"); err != nil || d <= 0 {
+		t.Errorf("kube-apiserver CPU time %s, %v; want > 0", d, err)
+	}
 }
 
 // A change reaches the watchers within seconds, not at their next

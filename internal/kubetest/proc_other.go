@@ -2,6 +2,14 @@
 
 package kubetest
 
-import "syscall"
+import (
+	"errors"
+	"syscall"
+	"time"
+)
 
 func sysProcAttr() *syscall.SysProcAttr { return nil }
+
+func cpuTime(int) (time.Duration, error) {
+	return 0, errors.New("kubetest: CPU time is read from /proc, on Linux only")
+}
