@@ -1,0 +1,267 @@
+package kube
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/gpufleet/gpufleet/internal/kubetest"
+)
+
+// The sizes of BenchmarkClusterBind. The figure is 5,000 nodes
+// and 50,000 pods; a two-core machine runs a tenth of that.
+var (
+	benchNodes    = flag.Int("kube.nodes", 500, "BenchmarkClusterBind: KWOK nodes of 8 GPUs")
+	benchPods     = flag.Int("kube.pods", 2000, "BenchmarkClusterBind: pods of each scheduler, each of -kube.gpus whole GPUs")
+	benchGPUs     = flag.Int("kube.gpus", 1, "BenchmarkClusterBind: nvidia.com/gpu of each pod")
+	benchQPS      = flag.Int("kube.qps", 1000, "BenchmarkClusterBind: client QPS of both schedulers (burst twice that)")
+	benchGPUFirst = flag.Bool("kube.gpufleet-first", false, "BenchmarkClusterBind: run gpufleet before kube-scheduler")
+)
+
+// BenchmarkClusterBind runs the stock kube-scheduler and gpufleet one
+// after the other on one test cluster — the same apiserver, the same
+// KWOK nodes, the same whole-GPU pods — and reports how many pods each
+// binds per second: the pods are made first, unscheduled, then the
+// scheduler starts, and the clock runs from its start (informer sync
+// included) to the last pod seen bound. Both clients have the same QPS
+// limit. Beside the wall time: the CPU time of the scheduler (the
+// kube-scheduler process; for gpufleet, which runs in this process,
+// this process's, which also holds the watch that counts the bound
+// pods: that watch's cost alone is this process's CPU time during
+// kube-scheduler's run), and the apiserver's, etcd's and KWOK's.
+//
+//	go test -run '^$' -bench ClusterBind -benchtime 1x ./internal/kube \
+//	    -args -kube.nodes 500 -kube.pods 2000
+func BenchmarkClusterBind(b *testing.B) {
+	nodes, pods, per := *benchNodes, *benchPods, *benchGPUs
+	if per < 1 || per > 8 || pods*per > nodes*8 {
+		b.Fatalf("-kube.pods %d of -kube.gpus %d do not fit -kube.nodes %d of 8 GPUs", pods, per, nodes)
+	}
+	c := kubetest.Start(b)
+	start := time.Now()
+	c.AddNodes(b, "gpu", nodes, map[string]string{LabelGPUProduct: a100}, gpus(8))
+	b.Logf("%d nodes Ready in %s", nodes, time.Since(start).Round(time.Millisecond))
+	qps := *benchQPS
+	order := []string{"kube-scheduler", "gpufleet"}
+	if *benchGPUFirst {
+		order = []string{"gpufleet", "kube-scheduler"}
+	}
+	b.ResetTimer()
+	for range b.N {
+		res := map[string]bindRun{}
+		for _, who := range order {
+			r := bindPhase(b, c, who, pods, per, qps)
+			res[who] = r
+			b.Logf("%s: %s", who, r)
+		}
+		k, g := res["kube-scheduler"], res["gpufleet"]
+		b.ReportMetric(k.rate(), "kube-scheduler-pods/s")
+		b.ReportMetric(g.rate(), "gpufleet-pods/s")
+		b.ReportMetric(k.sched.Seconds(), "kube-scheduler-cpu-s")
+		b.ReportMetric(g.sched.Seconds(), "gpufleet-cpu-s")
+	}
+}
+
+// bindRun is one scheduler's run.
+type bindRun struct {
+	pods                  int
+	wall, firstBind       time.Duration // from the scheduler's start
+	sched, self           time.Duration // CPU: the scheduler's; this process's
+	apiserver, etcd, kwok time.Duration // CPU
+}
+
+func (r bindRun) rate() float64 { return float64(r.pods) / r.wall.Seconds() }
+
+func (r bindRun) String() string {
+	return fmt.Sprintf("%d pods bound in %s (first after %s): %.0f pods/s; CPU: scheduler %s, this process %s, kube-apiserver %s, etcd %s, kwok %s",
+		r.pods, r.wall.Round(time.Millisecond), r.firstBind.Round(time.Millisecond), r.rate(),
+		r.sched.Round(10*time.Millisecond), r.self.Round(10*time.Millisecond), r.apiserver.Round(10*time.Millisecond),
+		r.etcd.Round(10*time.Millisecond), r.kwok.Round(10*time.Millisecond))
+}
+
+// bindPhase makes pods unscheduled pods for who in a namespace of its
+// own, starts who, waits until every pod is bound, stops who and deletes
+// the pods (so that the next phase has the nodes empty).
+func bindPhase(b *testing.B, c *kubetest.Cluster, who string, pods, per, qps int) bindRun {
+	b.Helper()
+	ctx := context.Background()
+	ns := "bench-" + who
+	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	name := SchedulerName
+	if who == "kube-scheduler" {
+		name = corev1.DefaultSchedulerName
+	}
+	// The pods, made by a few at once.
+	var wg sync.WaitGroup
+	errs := make(chan error, pods)
+	next := make(chan int)
+	for range 16 {
+		wg.Go(func() {
+			for i := range next {
+				p := gpuPod(ns, fmt.Sprintf("p-%d", i), int64(per)).scheduler(name).Pod
+				p.UID, p.CreationTimestamp = "", metav1.Time{}
+				p.Spec.Containers[0].Image = "busybox"
+				if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	for i := range pods {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatalf("create pod: %v", err)
+	}
+
+	// A watch counts the bound pods.
+	var mu sync.Mutex
+	bound := map[string]bool{}
+	var first, last time.Time
+	done := make(chan struct{})
+	wctx, stopWatch := context.WithCancel(ctx)
+	f := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithNamespace(ns))
+	seen := func(o any) {
+		p, ok := o.(*corev1.Pod)
+		if !ok || p.Spec.NodeName == "" {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if bound[p.Name] {
+			return
+		}
+		bound[p.Name] = true
+		now := time.Now()
+		if first.IsZero() {
+			first = now
+		}
+		last = now
+		if len(bound) == pods {
+			close(done)
+		}
+	}
+	if _, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: seen, UpdateFunc: func(_, o any) { seen(o) }}); err != nil {
+		b.Fatal(err)
+	}
+	f.Start(wctx.Done())
+	f.WaitForCacheSync(wctx.Done())
+	defer func() { stopWatch(); f.Shutdown() }()
+
+	cpu := func(name string) time.Duration {
+		d, err := c.CPUTime(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return d
+	}
+	api0, etcd0, kwok0, self0 := cpu("kube-apiserver"), cpu("etcd"), cpu("kwok"), selfCPU(b)
+	var sched0 time.Duration
+	t0 := time.Now()
+	var stop func() time.Duration
+	switch who {
+	case "kube-scheduler":
+		c.StartKubeScheduler(b, fmt.Sprintf("--kube-api-qps=%d", qps), fmt.Sprintf("--kube-api-burst=%d", 2*qps))
+		stop = func() time.Duration {
+			d := cpu("kube-scheduler")
+			c.StopProgram("kube-scheduler")
+			return d
+		}
+	default:
+		cfg := rest.CopyConfig(c.Config)
+		cfg.QPS, cfg.Burst = float32(qps), 2*qps
+		// The wire format kube-scheduler uses.
+		cfg.ContentType = "application/vnd.kubernetes.protobuf"
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, err := New(Config{Client: client, Log: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		sctx, cancel := context.WithCancel(ctx)
+		ran := make(chan struct{})
+		go func() { defer close(ran); _ = s.Run(sctx) }()
+		sched0 = self0
+		stop = func() time.Duration {
+			d := selfCPU(b)
+			cancel()
+			<-ran
+			return d
+		}
+	}
+	limit := time.Minute + time.Duration(pods)*20*time.Millisecond
+	select {
+	case <-done:
+	case <-time.After(limit):
+		mu.Lock()
+		n := len(bound)
+		mu.Unlock()
+		b.Fatalf("%s: %d of %d pods bound within %s", who, n, pods, limit)
+	}
+	r := bindRun{pods: pods}
+	mu.Lock()
+	r.wall, r.firstBind = last.Sub(t0), first.Sub(t0)
+	mu.Unlock()
+	r.apiserver, r.etcd, r.kwok, r.self = cpu("kube-apiserver")-api0, cpu("etcd")-etcd0, cpu("kwok")-kwok0, selfCPU(b)-self0
+	r.sched = stop() - sched0
+
+	// Every pod bound to a node with room: the nodes' GPUs are not
+	// over-allocated by either scheduler.
+	l, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	use := map[string]int{}
+	for _, p := range l.Items {
+		use[p.Spec.NodeName] += PodGPUs(&p)
+	}
+	for node, g := range use {
+		if node == "" || g > 8 {
+			b.Fatalf("%s: node %q holds %d GPUs of 8", who, node, g)
+		}
+	}
+	zero := int64(0)
+	if err := c.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	for end := time.Now().Add(2 * time.Minute); ; {
+		l, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
+		if err == nil && len(l.Items) == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			b.Fatalf("%s: pods not deleted within 2 minutes", who)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return r
+}
+
+// selfCPU is this process's user and system CPU time so far.
+func selfCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
