@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -23,23 +24,34 @@ import (
 	"github.com/gpufleet/gpufleet/internal/trace"
 )
 
-// HeliosJobsEnv sets how many Helios jobs TestClusterHeliosJobs runs
-// (default heliosJobsDefault; the figure is 500).
+// heliosJobsEnv sets how many Helios jobs TestClusterHeliosJobs runs
+// (default heliosJobsDefault, the figure).
 const (
 	heliosJobsEnv     = "GPUFLEET_KUBE_HELIOS_JOBS"
 	heliosJobsDefault = 500
 )
 
-// The cluster of TestClusterHeliosJobs and the quota of team nlp
-// (namespaces nlp and speech): 32 of the 80 A100 GPUs and 8 of the 16
-// V100 GPUs guaranteed, no cohort to borrow from, so never more.
-const (
-	heliosA100Nodes = 10
-	heliosV100Nodes = 4
-	nlpQuotaA100    = 32
-	nlpQuotaV100    = 8
-	l4              = "NVIDIA-L4"
-)
+const l4 = "NVIDIA-L4"
+
+// heliosSize is the cluster of TestClusterHeliosJobs, the quota of team
+// nlp (namespaces nlp and speech; no cohort to borrow from, so never
+// more) and the time the arrivals are compressed into. For 500 jobs: 10
+// A100 nodes of 8 GPUs and 4 V100 nodes of 4, nlp 32 A100 and 8 V100
+// GPUs, arrivals over 30 s; other counts in proportion, keeping room
+// for a 16-GPU gang of nlp's, so that work contends as much.
+type heliosSize struct {
+	a100Nodes, v100Nodes int
+	quota                map[string]int // GPU model → GPUs
+	arrivals             time.Duration
+}
+
+func heliosSizeFor(n int) heliosSize {
+	f := float64(n) / heliosJobsDefault
+	scale := func(v, least int) int { return max(least, int(math.Round(float64(v)*f))) }
+	return heliosSize{a100Nodes: scale(10, 3), v100Nodes: scale(4, 1),
+		quota:    map[string]int{a100: scale(32, 16), v100: scale(8, 4)},
+		arrivals: max(5*time.Second, time.Duration(f*float64(30*time.Second)))}
+}
 
 func heliosJobs(t *testing.T) int {
 	v := os.Getenv(heliosJobsEnv)
@@ -62,8 +74,9 @@ type heliosPod struct {
 
 // TestClusterHeliosJobs replays the first Helios jobs (500 by default,
 // GPUFLEET_KUBE_HELIOS_JOBS sets it) as pods on KWOK GPU nodes, their
-// arrivals and run times compressed (18 h of arrivals into 30 s, run
-// times into 1..6 s), and holds gpufleet to its promises while they run:
+// arrivals and run times compressed (18 h of arrivals into 30 s at 500
+// jobs, run times into 1..6 s), and holds gpufleet to its promises while
+// they run:
 // every pod is bound by gpufleet and succeeds; no node ever holds more
 // GPUs than it has; a gang's pods are bound together; team nlp never
 // holds more than its quota; a preemption evicts only an interruptible
@@ -100,16 +113,17 @@ func TestClusterHeliosJobs(t *testing.T) {
 		t.Fatalf("the trace has %d jobs that fit (a gang: %v), want %d and a gang", len(jobs), gang, n)
 	}
 
+	sz := heliosSizeFor(n)
 	c := kubetest.Start(t)
-	c.AddNodes(t, "a100", heliosA100Nodes, map[string]string{LabelGPUProduct: a100, LabelGPUMemory: "81920"}, gpus(8))
-	c.AddNodes(t, "v100", heliosV100Nodes, map[string]string{LabelGPUProduct: v100, LabelGPUMemory: "32768"}, gpus(4))
+	c.AddNodes(t, "a100", sz.a100Nodes, map[string]string{LabelGPUProduct: a100, LabelGPUMemory: "81920"}, gpus(8))
+	c.AddNodes(t, "v100", sz.v100Nodes, map[string]string{LabelGPUProduct: v100, LabelGPUMemory: "32768"}, gpus(4))
 	c.AddNodes(t, "l4", 1, map[string]string{LabelGPUProduct: l4}, gpus(8))
 	namespaces := []string{"vision", "nlp", "speech", "robotics"}
 	for _, ns := range namespaces {
 		namespace(t, c, ns)
 	}
 	opts := Options{Teams: map[string]string{"speech": "nlp"}, Quotas: []core.Team{{ID: "nlp", Weight: 1, Quotas: []core.Quota{
-		{GPUClass: a100, Guaranteed: nlpQuotaA100 * core.WholeGPU}, {GPUClass: v100, Guaranteed: nlpQuotaV100 * core.WholeGPU}}}}}
+		{GPUClass: a100, Guaranteed: core.Milli(sz.quota[a100]) * core.WholeGPU}, {GPUClass: v100, Guaranteed: core.Milli(sz.quota[v100]) * core.WholeGPU}}}}}
 
 	// The pods, from the jobs: the namespace from the Helios user, the
 	// tier from the job's place in the trace; offline pods may be
@@ -124,7 +138,7 @@ func TestClusterHeliosJobs(t *testing.T) {
 		secs := min(max(j.Duration/300, 1), 6)
 		at := time.Duration(0)
 		if span > 0 {
-			at = time.Duration(float64(j.Submit-jobs[0].Submit) / span * float64(30*time.Second))
+			at = time.Duration(float64(j.Submit-jobs[0].Submit) / span * float64(sz.arrivals))
 		}
 		per, count, gang := j.GPUs, 1, ""
 		if j.GPUs > 8 {
@@ -152,12 +166,13 @@ func TestClusterHeliosJobs(t *testing.T) {
 		objs = append(objs, group)
 	}
 
-	rec := newRecorder(t, opts)
+	rec := newRecorder(opts)
+	rec.quota = sz.quota
 	rec.nodes = map[string]int{"l4-0": 8}
-	for i := range heliosA100Nodes {
+	for i := range sz.a100Nodes {
 		rec.nodes[fmt.Sprintf("a100-%d", i)] = 8
 	}
-	for i := range heliosV100Nodes {
+	for i := range sz.v100Nodes {
 		rec.nodes[fmt.Sprintf("v100-%d", i)] = 4
 	}
 	rec.model = func(node string) string {
@@ -324,7 +339,7 @@ func TestClusterHeliosJobs(t *testing.T) {
 	// Waiting pods said why; the quota was reached and held.
 	if rec.quotaWaits == 0 {
 		t.Errorf("no pod of team nlp waited on its quota (max held: A100 %d of %d, V100 %d of %d): the quota was never tested",
-			rec.maxNLP[a100], nlpQuotaA100, rec.maxNLP[v100], nlpQuotaV100)
+			rec.maxNLP[a100], sz.quota[a100], rec.maxNLP[v100], sz.quota[v100])
 	}
 	p := getPod(t, c, "vision", "needs-h100")
 	if cond := condOf(p); p.Spec.NodeName != "" || !strings.HasPrefix(cond, "gpufleet: ") || !strings.Contains(cond, "NVIDIA-H100-80GB-HBM3") {
@@ -349,7 +364,7 @@ func TestClusterHeliosJobs(t *testing.T) {
 	t.Logf("%d Helios jobs, %d pods (%d gangs), all succeeded %s after the first arrival; %d preemptions; "+
 		"team nlp held at most %d/%d A100 and %d/%d V100 GPUs, %d waits on its quota; mean wait core %s, regular %s, offline %s; %d waits with a reason",
 		n, len(pods), len(gangs), took.Round(100*time.Millisecond), rec.preemptions,
-		rec.maxNLP[a100], nlpQuotaA100, rec.maxNLP[v100], nlpQuotaV100, rec.quotaWaits,
+		rec.maxNLP[a100], sz.quota[a100], rec.maxNLP[v100], sz.quota[v100], rec.quotaWaits,
 		mean(waits["core"]).Round(10*time.Millisecond), mean(waits["regular"]).Round(10*time.Millisecond), mean(waits["offline"]).Round(10*time.Millisecond), rec.reasons)
 }
 
@@ -366,8 +381,8 @@ func podIndex(groups [][]*corev1.Pod, i int) int {
 // holds more GPUs than it has and team nlp no more than its quota; it
 // keeps what each pod went through.
 type recorder struct {
-	t     *testing.T
 	opts  Options
+	quota map[string]int // team nlp's, GPU model → GPUs
 	nodes map[string]int
 	model func(node string) string
 
@@ -394,8 +409,8 @@ type podLife struct {
 	succeeded      bool
 }
 
-func newRecorder(t *testing.T, o Options) *recorder {
-	return &recorder{t: t, opts: o, live: map[string]*corev1.Pod{}, pods: map[string]*podLife{}, maxNLP: map[string]int{}}
+func newRecorder(o Options) *recorder {
+	return &recorder{opts: o, live: map[string]*corev1.Pod{}, pods: map[string]*podLife{}, maxNLP: map[string]int{}}
 }
 
 func (r *recorder) OnAdd(o any, _ bool) { r.seen(o.(*corev1.Pod), false) }
@@ -471,7 +486,7 @@ func (r *recorder) seen(p *corev1.Pod, deleted bool) {
 	}
 	for m, g := range nlp {
 		r.maxNLP[m] = max(r.maxNLP[m], g)
-		q := map[string]int{a100: nlpQuotaA100, v100: nlpQuotaV100}[m]
+		q := r.quota[m]
 		if g > q {
 			r.violations = append(r.violations, fmt.Sprintf("%s: team nlp holds %d %s GPUs, over its quota %d (after %s changed)", now.Format(time.StampMilli), g, m, q, key))
 		}
