@@ -13,7 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -318,10 +317,9 @@ func (s *Scheduler) evict(ctx context.Context, ev Evict, pods []*corev1.Pod) {
 		// success not yet in the informer) is not evicted and made again.
 		pre.ResourceVersion = &pod.ResourceVersion
 	}
-	err := s.cfg.Client.PolicyV1().Evictions(ev.Pod.Namespace).Evict(ctx, &policyv1.Eviction{
-		ObjectMeta:    metav1.ObjectMeta{Namespace: ev.Pod.Namespace, Name: ev.Pod.Name},
-		DeleteOptions: &metav1.DeleteOptions{Preconditions: pre},
-	})
+	// Once: a PodDisruptionBudget's 429 must not hold the step (and its
+	// lock) while client-go waits out Retry-After ten times.
+	err := kubenodes.EvictOnce(ctx, s.cfg.Client, ev.Pod.Namespace, ev.Pod.Name, pre)
 	if err != nil && !apierrors.IsNotFound(err) {
 		// 429: a PodDisruptionBudget forbids it now; the engine decides again.
 		s.cfg.Log.Warn("eviction failed", "pod", ev.Pod.String(), "err", err)

@@ -650,18 +650,25 @@ func (p *Pool) Drain(ctx context.Context, name string) (Drained, error) {
 	return d, nil
 }
 
-// evict posts a pod's Eviction once. client-go would wait out a 429's
-// Retry-After (10 s) and ask again, up to ten times: a budget that holds
-// would block the caller for 100 s. Drain's next pass is the retry.
+// evict posts a pod's Eviction once; Drain's next pass is the retry.
 func (p *Pool) evict(ctx context.Context, pod *corev1.Pod) error {
 	uid := pod.UID
+	return EvictOnce(ctx, p.cfg.Client, pod.Namespace, pod.Name, &metav1.Preconditions{UID: &uid})
+}
+
+// EvictOnce posts the Eviction of pod namespace/name once, with the
+// given preconditions. client-go's typed Evict would wait out a 429's
+// Retry-After (10 s, what a PodDisruptionBudget that holds answers) and
+// ask again, up to ten times: it would block its caller for 100 s. The
+// caller's next pass is the retry.
+func EvictOnce(ctx context.Context, client kubernetes.Interface, namespace, name string, pre *metav1.Preconditions) error {
 	ev := &policyv1.Eviction{
 		TypeMeta:      metav1.TypeMeta{APIVersion: "policy/v1", Kind: "Eviction"},
-		ObjectMeta:    metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name},
-		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}},
+		ObjectMeta:    metav1.ObjectMeta{Namespace: namespace, Name: name},
+		DeleteOptions: &metav1.DeleteOptions{Preconditions: pre},
 	}
-	return p.cfg.Client.CoreV1().RESTClient().Post().MaxRetries(0).
-		Namespace(pod.Namespace).Resource("pods").Name(pod.Name).SubResource("eviction").
+	return client.CoreV1().RESTClient().Post().MaxRetries(0).
+		Namespace(namespace).Resource("pods").Name(name).SubResource("eviction").
 		Body(ev).Do(ctx).Error()
 }
 
