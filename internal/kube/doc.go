@@ -17,7 +17,10 @@
 // What it touches: only pods whose schedulerName is gpufleet's (bind,
 // evict, patch their status, recreate a bare pod it evicted) and Events
 // about them. Other pods are read only, to count the GPUs they hold.
-// Nodes are read only.
+// Nodes are read only, except with a node pool (nodepool.go,
+// provider/kubenodes): then the nodes it created, and only those (by
+// their gpufleet.io/pool label), are made, cordoned, drained and
+// deleted as the engine rents and releases them.
 //
 // It imports the engine and the domain, client-go for I/O, and no
 // store: the cluster is the state (see docs/kubernetes.md).
