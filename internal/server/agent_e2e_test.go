@@ -63,10 +63,10 @@ type fleet struct {
 	idle   bool // the agents' GPUs report 0% utilization
 	// fakeGPU: the agents read the fake Machine (gpu.NewMachine).
 	fakeGPU bool
-	agents map[string]*fleetAgent
-	wg     sync.WaitGroup
-	cancel context.CancelFunc
-	ctx    context.Context
+	agents  map[string]*fleetAgent
+	wg      sync.WaitGroup
+	cancel  context.CancelFunc
+	ctx     context.Context
 }
 
 type fleetAgent struct {

@@ -77,11 +77,19 @@ func (l *Loop) loadState(ctx context.Context) (*engine.State, store.LoopState, e
 		if err != nil {
 			return err
 		}
-		var freshIDs []string
+		byID := make(map[string]store.Job, len(got))
 		for _, j := range got {
-			if lv.jobs[j.ID] != nil {
+			byID[j.ID] = j
+		}
+		var freshIDs []string
+		for _, id := range ids { // in the order they arrived
+			j, ok := byID[id]
+			switch {
+			case !ok:
+				continue
+			case lv.jobs[j.ID] != nil:
 				known = append(known, j)
-			} else if !j.State.Final() {
+			case !j.State.Final():
 				fresh = append(fresh, j)
 				freshIDs = append(freshIDs, j.ID)
 			}

@@ -30,7 +30,9 @@ type loadCountingTx struct {
 	failSave *bool
 }
 
-func (t loadCountingTx) Units() store.Units { return loadCountingUnits{t.Tx.Units(), t.loads, t.failSave} }
+func (t loadCountingTx) Units() store.Units {
+	return loadCountingUnits{t.Tx.Units(), t.loads, t.failSave}
+}
 
 type loadCountingUnits struct {
 	store.Units

@@ -10,8 +10,8 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/engine"
-	"github.com/gpufleet/gpufleet/internal/loop"
 	fleetpolicy "github.com/gpufleet/gpufleet/internal/fleet"
+	"github.com/gpufleet/gpufleet/internal/loop"
 	"github.com/gpufleet/gpufleet/internal/provider"
 	"github.com/gpufleet/gpufleet/internal/store"
 )
@@ -41,7 +41,7 @@ func (l *Loop) Tick(ctx context.Context) (err error) {
 func (l *Loop) tick(ctx context.Context) error {
 	now := l.cfg.Clock.Now()
 	began := time.Now() // latency is wall time, whatever the loop's clock
-	var version int64 // the loop state's, once saved
+	var version int64   // the loop state's, once saved
 	st, ls, err := l.loadState(ctx)
 	if err != nil {
 		return err
@@ -190,6 +190,14 @@ func (l *Loop) tick(ctx context.Context) error {
 	}
 	ag.committed(ctx)
 	l.notify(ctx, d.Alerts, now)
+	if len(jobs) > 0 {
+		// The kept state's jobs are the store's: as written.
+		for _, u := range st.Units {
+			if s, ok := jobs[u.Job.ID]; ok && !u.Job.State.Final() {
+				u.Job.State = s
+			}
+		}
+	}
 
 	// Act: release, then acquire every lease still requested (new ones,
 	// and intents a crash or an error left behind) by its client token.

@@ -130,4 +130,15 @@ func TestTickReadsJobsAtOnce(t *testing.T) {
 	if gets != 0 {
 		t.Errorf("a minute of ticks while %d jobs wait read jobs one by one %d times, want none", jobs, gets)
 	}
+	// Once they run, each job's new state is written once: the ticks
+	// after read none of them again.
+	w.run(30 * time.Minute)
+	if s := w.job("j0").State; s != core.JobRunning {
+		t.Fatalf("j0 is %s after 31 minutes, want running", s)
+	}
+	gets = 0
+	w.run(time.Minute)
+	if gets != 0 {
+		t.Errorf("a minute of ticks while %d jobs run read jobs one by one %d times, want none", jobs, gets)
+	}
 }
