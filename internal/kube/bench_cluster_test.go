@@ -27,6 +27,7 @@ var (
 	benchPods     = flag.Int("kube.pods", 2000, "BenchmarkClusterBind: pods of each scheduler, each of -kube.gpus whole GPUs")
 	benchGPUs     = flag.Int("kube.gpus", 1, "BenchmarkClusterBind: nvidia.com/gpu of each pod")
 	benchQPS      = flag.Int("kube.qps", 1000, "BenchmarkClusterBind: client QPS of both schedulers (burst twice that)")
+	benchRun      = flag.Duration("kube.run", 0, "BenchmarkClusterBind: each pod succeeds this long after it starts (KWOK), so that more pods than fit can be given; 0: pods run until deleted")
 	benchGPUFirst = flag.Bool("kube.gpufleet-first", false, "BenchmarkClusterBind: run gpufleet before kube-scheduler")
 )
 
@@ -46,8 +47,8 @@ var (
 //	    -args -kube.nodes 500 -kube.pods 2000
 func BenchmarkClusterBind(b *testing.B) {
 	nodes, pods, per := *benchNodes, *benchPods, *benchGPUs
-	if per < 1 || per > 8 || pods*per > nodes*8 {
-		b.Fatalf("-kube.pods %d of -kube.gpus %d do not fit -kube.nodes %d of 8 GPUs", pods, per, nodes)
+	if per < 1 || per > 8 || *benchRun == 0 && pods*per > nodes*8 {
+		b.Fatalf("-kube.pods %d of -kube.gpus %d do not fit -kube.nodes %d of 8 GPUs (give -kube.run for more)", pods, per, nodes)
 	}
 	c := kubetest.Start(b)
 	start := time.Now()
@@ -113,6 +114,9 @@ func bindPhase(b *testing.B, c *kubetest.Cluster, who string, pods, per, qps int
 		wg.Go(func() {
 			for i := range next {
 				p := gpuPod(ns, fmt.Sprintf("p-%d", i), int64(per)).scheduler(name).Pod
+				if *benchRun > 0 {
+					p.Annotations[kubetest.PodCompleteDelay] = benchRun.String()
+				}
 				p.UID, p.CreationTimestamp = "", metav1.Time{}
 				p.Spec.Containers[0].Image = "busybox"
 				if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
@@ -226,14 +230,17 @@ func bindPhase(b *testing.B, c *kubetest.Cluster, who string, pods, per, qps int
 	r.sched = stop() - sched0
 
 	// Every pod bound to a node with room: the nodes' GPUs are not
-	// over-allocated by either scheduler.
+	// over-allocated by either scheduler (with -kube.run, pods that
+	// ended hold nothing).
 	l, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	use := map[string]int{}
 	for _, p := range l.Items {
-		use[p.Spec.NodeName] += PodGPUs(&p)
+		if p.Status.Phase != corev1.PodSucceeded {
+			use[p.Spec.NodeName] += PodGPUs(&p)
+		}
 	}
 	for node, g := range use {
 		if node == "" || g > 8 {
