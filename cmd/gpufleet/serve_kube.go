@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -37,12 +38,19 @@ func attachKube(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "with --kubernetes: the kubeconfig file (default: $KUBECONFIG, else the in-cluster service account)")
 	cmd.Flags().StringVar(&schedulerName, "scheduler-name", kube.SchedulerName, "with --kubernetes: the spec.schedulerName of the pods gpufleet schedules")
 	cmd.Flags().StringSliceVar(&teams, "kube-team", nil, "with --kubernetes: NAMESPACE=TEAM, the team of a namespace's pods (repeatable; over the policy file's kubernetes.teams; a namespace named in neither is its own team)")
+	// client-go's defaults (5 requests/s, bursts of 10) held gpufleet to
+	// 5 bindings a second on the test cluster (docs/kubernetes.md);
+	// kube-scheduler's are 50 for its bindings with events on a client
+	// of their own, and gpufleet's one client binds and records events,
+	// so it gets twice that.
+	cmd.Flags().Float32("kube-api-qps", 100, "with --kubernetes: requests per second to the apiserver (client-side limit)")
+	cmd.Flags().Int("kube-api-burst", 200, "with --kubernetes: requests allowed at once above --kube-api-qps")
 	var pool nodePoolFlags // serve_nodepool.go
 	pool.add(cmd)
 	run := cmd.RunE
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if !on {
-			for _, f := range append([]string{"kubeconfig", "scheduler-name", "kube-team"}, pool.flags()...) {
+			for _, f := range append([]string{"kubeconfig", "scheduler-name", "kube-team", "kube-api-qps", "kube-api-burst"}, pool.flags()...) {
 				if cmd.Flags().Changed(f) {
 					return usageError{fmt.Errorf("--%s needs --kubernetes", f)}
 				}
@@ -82,6 +90,9 @@ func serveKube(cmd *cobra.Command, kubeconfig, schedulerName string, teamFlags [
 	}
 	cfg, from, err := kubeConfig(kubeconfig)
 	if err != nil {
+		return err
+	}
+	if cfg.QPS, cfg.Burst, err = kubeRate(fl); err != nil {
 		return err
 	}
 	client, err := kubernetes.NewForConfig(cfg)
@@ -128,7 +139,7 @@ func serveKube(cmd *cobra.Command, kubeconfig, schedulerName string, teamFlags [
 	}()
 	defer srv.Close()
 	log.Info("gpufleet scheduling on kubernetes", "kubeconfig", from, "host", cfg.Host, "scheduler_name", schedulerName,
-		"policy", pol.Name, "policy_source", pol.Source, "teams", teamList(teams), "quotas", quotaList(pol.Kubernetes.Quotas), "health", "http://"+ln.Addr().String()+"/healthz", "metrics", "http://"+ln.Addr().String()+"/metrics")
+		"policy", pol.Name, "policy_source", pol.Source, "teams", teamList(teams), "quotas", quotaList(pol.Kubernetes.Quotas), "api_qps", cfg.QPS, "api_burst", cfg.Burst, "health", "http://"+ln.Addr().String()+"/healthz", "metrics", "http://"+ln.Addr().String()+"/metrics")
 	return s.Run(ctx)
 }
 
@@ -164,6 +175,20 @@ func teamList(teams map[string]string) string {
 		b.WriteString(ns + "=" + teams[ns])
 	}
 	return b.String()
+}
+
+// kubeRate is the client's rate limit from --kube-api-qps and
+// --kube-api-burst.
+func kubeRate(fl *pflag.FlagSet) (float32, int, error) {
+	qps, _ := fl.GetFloat32("kube-api-qps")
+	burst, _ := fl.GetInt("kube-api-burst")
+	if !(qps > 0 && qps <= 100_000) {
+		return 0, 0, usageError{&core.FieldError{Field: "--kube-api-qps", Value: fmt.Sprint(qps), Allowed: "requests per second, > 0 and at most 100000"}}
+	}
+	if burst < 1 || burst > 200_000 {
+		return 0, 0, usageError{&core.FieldError{Field: "--kube-api-burst", Value: fmt.Sprint(burst), Allowed: "requests, 1..200000"}}
+	}
+	return qps, burst, nil
 }
 
 // quotaList is the quotas as TEAM:MODEL=GPUS pairs in order, for the log.

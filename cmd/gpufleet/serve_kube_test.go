@@ -25,6 +25,12 @@ import (
 func TestServeKubeFlags(t *testing.T) {
 	t.Setenv("KUBECONFIG", "")
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	// A kubeconfig that loads (its server is never reached: the flags
+	// are refused first).
+	kubeconfigFile := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfigFile, []byte("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: \"https://127.0.0.1:1\"}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: t}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	badTeams := filepath.Join(t.TempDir(), "bad.yaml")
 	if err := os.WriteFile(badTeams, []byte("kubernetes:\n  teams:\n    speech: \"\"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -37,6 +43,9 @@ func TestServeKubeFlags(t *testing.T) {
 		{[]string{"serve", "--kubernetes", "--kube-team", "a"}, `--kube-team: invalid value "a": want NAMESPACE=TEAM`},
 		{[]string{"serve", "--kubernetes"}, "no --kubeconfig, no KUBECONFIG, and not in a cluster"},
 		{[]string{"serve", "--kubernetes", "--kube-team", "Speech_Lab=nlp"}, `--kube-team: kubernetes.teams.Speech_Lab: invalid value "Speech_Lab": want a namespace name`},
+		{[]string{"serve", "--kube-api-qps", "50"}, "--kube-api-qps needs --kubernetes"},
+		{[]string{"serve", "--kubernetes", "--kubeconfig", kubeconfigFile, "--kube-api-qps", "0"}, `--kube-api-qps: invalid value "0": want requests per second, > 0`},
+		{[]string{"serve", "--kubernetes", "--kubeconfig", kubeconfigFile, "--kube-api-burst", "0"}, `--kube-api-burst: invalid value "0": want requests, 1..200000`},
 	} {
 		code, _, stderr := runCLI(t, tc.args...)
 		if code != 2 || !strings.Contains(stderr, tc.err) {
@@ -157,7 +166,7 @@ func TestServeKubernetes(t *testing.T) {
 			t.Errorf("GET /metrics: %d, no %q in:\n%s", resp.StatusCode, want, body)
 		}
 	}
-	if log := errb.String(); !strings.Contains(log, "kubeconfig=KUBECONFIG") || !strings.Contains(log, `teams="default=infra,speech=speech-lab"`) || !strings.Contains(log, `quotas="infra:NVIDIA-L4=1"`) {
+	if log := errb.String(); !strings.Contains(log, "kubeconfig=KUBECONFIG") || !strings.Contains(log, `teams="default=infra,speech=speech-lab"`) || !strings.Contains(log, `quotas="infra:NVIDIA-L4=1"`) || !strings.Contains(log, "api_qps=100 api_burst=200") {
 		t.Errorf("serve's log does not say the kubeconfig came from KUBECONFIG and the teams are the file's under the flag's:\n%s", log)
 	}
 }
