@@ -633,13 +633,19 @@ func demand(v *view, waiting []sched.Wait, now time.Time, cfg sched.Config) []fl
 		return out
 	}
 	// Only pending units wait: look them up among those (the last of a
-	// key, as a map over every unit would).
-	byKey := make(map[string]*Unit, len(v.pendingOf))
+	// job and shard, as a map over every unit would), by job id and
+	// shard rather than by key, which is a string made on each call for
+	// a shard.
+	type unitID struct {
+		job   string
+		shard int
+	}
+	byID := make(map[unitID]*Unit, len(v.pendingOf))
 	for _, u := range v.pendingOf {
-		byKey[u.Key()] = u
+		byID[unitID{u.Job.ID, u.Shard}] = u
 	}
 	for _, w := range waiting {
-		u := byKey[w.Unit.Key()]
+		u := byID[unitID{w.Unit.Job.ID, w.Unit.Shard}]
 		since := now
 		noSpot := false
 		var info sched.Waiting

@@ -445,12 +445,42 @@ func requeueLease(st *engine.State, lease string, now time.Time, why string) []c
 // notice, stop what the step stopped (kill where the machine is gone or
 // the job cancelled), and kill runs an agent still reports that are no
 // longer the unit's (it was partitioned while they were requeued).
+// unitsByKey returns the units of st whose keys are in need, by key. A
+// sharded unit's key is a string made on each call, so only the units of
+// the jobs need names have theirs made: a tick over a long queue of
+// shards, few of them running, makes few.
+func unitsByKey(st *engine.State, need map[string]bool) map[string]*engine.Unit {
+	out := make(map[string]*engine.Unit, len(need))
+	if len(need) == 0 {
+		return out
+	}
+	jobs := make(map[string]bool, len(need))
+	for k := range need {
+		jobs[k] = true // an unsharded unit's key is its job's id
+		if i := strings.LastIndexByte(k, '#'); i >= 0 {
+			jobs[k[:i]] = true // a shard's is its job's id, '#', the shard
+		}
+	}
+	for _, u := range st.Units {
+		if jobs[u.Job.ID] {
+			if k := u.Key(); need[k] {
+				out[k] = u
+			}
+		}
+	}
+	return out
+}
+
 func (t *agentTick) commands(st *engine.State) {
 	cur := t.runsOf(st)
-	units := map[string]*engine.Unit{}
-	for _, u := range st.Units {
-		units[u.Key()] = u
+	need := make(map[string]bool, len(cur)+len(t.prev))
+	for key := range cur {
+		need[strings.SplitN(key, "/", 2)[0]] = true
 	}
+	for key := range t.prev {
+		need[strings.SplitN(key, "/", 2)[0]] = true
+	}
+	units := unitsByKey(st, need)
 	leases := map[string]*engine.Lease{}
 	for _, le := range st.Leases {
 		leases[le.ID] = le

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/engine"
+	"github.com/gpufleet/gpufleet/internal/sched"
 	"github.com/gpufleet/gpufleet/internal/store"
 	"github.com/gpufleet/gpufleet/internal/store/sqlite"
 )
@@ -115,5 +118,39 @@ func TestTickKeepsItsState(t *testing.T) {
 		if s := w.job(id).State; s != core.JobSucceeded {
 			t.Errorf("%s is %s, want succeeded", id, s)
 		}
+	}
+}
+
+// unitsByKey finds the units it is asked for, sharded or not, a job id
+// with '#' in it included, and no other.
+func TestUnitsByKey(t *testing.T) {
+	st := &engine.State{}
+	add := func(id string, shards int) {
+		j := &core.Job{ID: id, Shards: shards}
+		for s := range max(shards, 1) {
+			st.Units = append(st.Units, &engine.Unit{Unit: sched.Unit{Job: j, Shard: s}})
+		}
+	}
+	add("solo", 0)
+	add("wide", 3)
+	add("odd#1", 0)
+	add("odd", 2)
+	got := unitsByKey(st, map[string]bool{"solo": true, "wide#2": true, "odd#1": true, "gone": true})
+	var keys []string
+	for k, u := range got {
+		if u.Key() != k {
+			t.Errorf("%s holds unit %s", k, u.Key())
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	if fmt.Sprint(keys) != "[odd#1 solo wide#2]" {
+		t.Errorf("found %v", keys)
+	}
+	// odd#1 names both the job "odd#1" and shard 1 of "odd": the key is
+	// ambiguous, and the last unit of that key in st.Units wins, as a map
+	// of every unit's key would have it.
+	if u := got["odd#1"]; u.Job.ID != "odd" {
+		t.Errorf("odd#1 is job %s's unit", u.Job.ID)
 	}
 }

@@ -367,14 +367,25 @@ func (l *Loop) unrunnableEvents(ctx context.Context, d engine.Decisions, now tim
 			served[u] = true
 		}
 	}
-	waiting := make(map[string]bool, len(d.Waiting))
+	// The shards of a job are alike: whether an offer can run them is
+	// asked once a job, and a unit's key (a string made for a shard) is
+	// made only when there is something to record or forget.
+	feasible := map[*core.Job]error{}
+	waiting := map[string]bool{} // the keys made: every waiting unit's once l.unrunnable holds any
 	for _, w := range d.Waiting {
+		err, asked := feasible[w.Unit.Job]
+		if !asked {
+			err = fleetpolicy.Feasible(w.Unit.Job, offers, capacity)
+			feasible[w.Unit.Job] = err
+		}
+		if err == nil && !isPool && len(l.unrunnable) == 0 {
+			continue // runnable, and nothing recorded to forget
+		}
 		key := w.Unit.Key()
 		waiting[key] = true
 		if isPool && served[key] {
 			continue
 		}
-		err := fleetpolicy.Feasible(w.Unit.Job, offers, capacity)
 		kind, reason := "unit.unrunnable", ""
 		switch {
 		case err == nil && !isPool:
