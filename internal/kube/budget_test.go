@@ -1,8 +1,11 @@
 package kube
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,8 +35,9 @@ func TestPreemptionUnderBudgetKeepsStepping(t *testing.T) {
 		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "batch"}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	var logged syncBuffer
 	s, err := New(Config{Client: c.Client, Engine: engine.Config{Sched: sched.Config{MinRuntime: time.Millisecond}},
-		Tick: 200 * time.Millisecond, Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Tick: 200 * time.Millisecond, Log: slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,4 +64,26 @@ func TestPreemptionUnderBudgetKeepsStepping(t *testing.T) {
 	if p := getPod(t, c, "ml", "serve"); p.Spec.NodeName != "" {
 		t.Errorf("serve bound to %s while batch holds the node", p.Spec.NodeName)
 	}
+	// Asked again at every step, said once a minute.
+	if n := strings.Count(logged.String(), "eviction failed"); n != 1 {
+		t.Errorf("the refused eviction logged %d times in 4 s, want once:\n%s", n, logged.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the log's writer and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

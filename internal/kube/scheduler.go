@@ -66,6 +66,10 @@ type Scheduler struct {
 	// informer does not show yet.
 	assumed map[types.UID]string
 	evicted map[types.UID]time.Time
+	// refused are the evictions last refused (a PodDisruptionBudget's
+	// 429), by pod, when the refusal was last logged: each step asks
+	// again, the log says so once a minute.
+	refused map[types.UID]time.Time
 	// recreate holds the bare pods evicted, by namespace/name, until they
 	// are gone and made again.
 	recreate map[string]*corev1.Pod
@@ -93,7 +97,7 @@ func New(cfg Config) (*Scheduler, error) {
 	cfg.Engine.Fleet.NoConsolidation = cfg.Engine.Fleet.NoConsolidation || cfg.NodePool != nil // moves are not acted on
 	f := informers.NewSharedInformerFactory(cfg.Client, 0)
 	s := &Scheduler{cfg: cfg, factory: f, kick: make(chan struct{}, 1),
-		assumed: map[types.UID]string{}, evicted: map[types.UID]time.Time{}, recreate: map[string]*corev1.Pod{}, pool: newNodePool(cfg.NodePool)}
+		assumed: map[types.UID]string{}, evicted: map[types.UID]time.Time{}, refused: map[types.UID]time.Time{}, recreate: map[string]*corev1.Pod{}, pool: newNodePool(cfg.NodePool)}
 	pi := f.Core().V1().Pods()
 	ni := f.Core().V1().Nodes()
 	s.pods, s.nodes = pi.Lister(), ni.Lister()
@@ -321,10 +325,18 @@ func (s *Scheduler) evict(ctx context.Context, ev Evict, pods []*corev1.Pod) {
 	// lock) while client-go waits out Retry-After ten times.
 	err := kubenodes.EvictOnce(ctx, s.cfg.Client, ev.Pod.Namespace, ev.Pod.Name, pre)
 	if err != nil && !apierrors.IsNotFound(err) {
-		// 429: a PodDisruptionBudget forbids it now; the engine decides again.
-		s.cfg.Log.Warn("eviction failed", "pod", ev.Pod.String(), "err", err)
+		// 429: a PodDisruptionBudget forbids it now; the engine decides
+		// again at the next step, and the log says so once a minute.
+		if now := s.cfg.Clock.Now(); now.Sub(s.refused[uid]) >= time.Minute {
+			if len(s.refused) > 10_000 {
+				clear(s.refused) // pods long gone: forget them
+			}
+			s.refused[uid] = now
+			s.cfg.Log.Warn("eviction failed; asked again each step", "pod", ev.Pod.String(), "err", err)
+		}
 		return
 	}
+	delete(s.refused, uid)
 	s.evicted[uid] = s.cfg.Clock.Now()
 	if ev.Recreate && pod != nil {
 		s.recreate[ev.Pod.String()] = pod.DeepCopy()
