@@ -286,7 +286,9 @@ func TestPoolOnCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Advance(time.Minute)
-	if d, err := p4.Drain(ctx, "test-l2"); err != nil || !d.TimedOut || len(d.Evicted) != 1 {
+	// The pass deletes keeper, or finds it going already (on a loaded
+	// machine a pass may come after KWOK began to end it).
+	if d, err := p4.Drain(ctx, "test-l2"); err != nil || !d.TimedOut || len(d.Evicted) != 1 && d.Left != 1 || len(d.Blocked) != 0 {
 		t.Fatalf("forced drain pass: %+v, %v; want keeper deleted", d, err)
 	}
 	waitFor(t, 10*time.Second, "forced drain deletes test-l2", func() bool {
