@@ -1,4 +1,4 @@
-// Package ec2fake is a local stand-in for the parts of AWS that the ec2
+// Package ec2fake is a local server answering the parts of AWS that the ec2
 // provider and the agent's spot watcher use, so that their SDK code runs
 // against a real HTTP server in tests: the EC2 Query API subset
 // (RunInstances, DescribeInstances, TerminateInstances; XML answers in
