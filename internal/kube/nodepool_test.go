@@ -104,7 +104,11 @@ func TestClusterNodePool(t *testing.T) {
 	c := kubetest.Start(t)
 	ctx := context.Background()
 	c.AddNodes(t, "byo", 1, map[string]string{LabelGPUProduct: v100}, gpus(1))
-	start := time.Now().UTC().Truncate(time.Second) // the pods' creation times are real
+	// The pods' creation times are real (whole seconds) and the loop's
+	// clock is not: it starts a minute ahead, so that pods made on a
+	// loaded machine seconds from now have not waited "negative" time,
+	// for which nothing would be rented until the clock caught up.
+	start := time.Now().UTC().Truncate(time.Second).Add(time.Minute)
 	clk := clock.NewManual(start)
 	stopA := runPool(t, c, clk, "A")
 
