@@ -20,15 +20,36 @@ func keepAlerts(ctx context.Context, tx store.Tx, raised, cleared []fleetpkg.Ale
 			return err
 		}
 	}
+	// The open alerts to close are read once per lease (a lease that ends
+	// clears every rung of every GPU at once) and once per budget team.
+	type scope struct{ lease, team string }
+	ended := map[scope]map[fleetpkg.Alert]bool{}
 	for _, c := range cleared {
-		f := store.AlertFilter{Kind: c.Kind, LeaseID: c.LeaseID, Team: c.Team, OpenOnly: true, Limit: store.MaxLimit}
+		sc := scope{lease: c.LeaseID}
+		if c.Kind == "budget" {
+			sc = scope{team: c.Team}
+		}
+		if ended[sc] == nil {
+			ended[sc] = map[fleetpkg.Alert]bool{}
+		}
+		ended[sc][fleetpkg.Alert{Kind: c.Kind, LeaseID: c.LeaseID, GPU: c.GPU, Unit: c.Unit, Team: c.Team}] = true
+	}
+	for sc, want := range ended {
+		f := store.AlertFilter{LeaseID: sc.lease, Team: sc.team, OpenOnly: true, Limit: store.MaxLimit}
+		if sc.team != "" {
+			f.Kind = "budget"
+		}
 		for {
 			page, err := tx.Alerts().ListAlerts(ctx, f)
 			if err != nil {
 				return err
 			}
 			for _, a := range page.Items {
-				if c.Kind != "budget" && (a.GPU != c.GPU || a.Unit != c.Unit) {
+				k := fleetpkg.Alert{Kind: a.Kind, LeaseID: a.LeaseID, GPU: a.GPU, Unit: a.Unit}
+				if a.Kind == "budget" {
+					k = fleetpkg.Alert{Kind: "budget", Team: a.Team}
+				}
+				if !want[k] {
 					continue
 				}
 				if err := tx.Alerts().ResolveAlert(ctx, a.ID, now); err != nil {
