@@ -19,6 +19,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/api"
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	"github.com/gpufleet/gpufleet/internal/store/sqlite"
 )
@@ -43,7 +44,7 @@ func apiServer(t *testing.T) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(api.New(pricing.Demo(), clk, slog.New(slog.NewTextHandler(io.Discard, nil)), api.WithStore(st), api.WithRateLimit(api.RateLimit{})))
+	ts := httptest.NewServer(api.New(pricing.Demo(), clk, slog.New(slog.NewTextHandler(io.Discard, nil)), api.WithStore(st), api.WithRateLimit(httpapi.RateLimit{})))
 	t.Cleanup(ts.Close)
 	return ts.URL, admin
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/fleet"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/policy"
 	"github.com/gpufleet/gpufleet/internal/provider"
 	"github.com/gpufleet/gpufleet/internal/provider/sim"
@@ -186,7 +187,7 @@ several servers may share it, one of them runs the loop.`,
 			if secret != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "admin token (shown once, store it now): %s\n", secret)
 			}
-			apiOpts = append([]api.Option{api.WithStore(st), api.WithCollectors(loop.Collectors()...), api.WithReadiness(loop), api.WithCapacity(capacity), api.WithPolicy(pol), api.WithRateLimit(api.RateLimit{Rate: rateLimit, Burst: rateBurst})}, apiOpts...)
+			apiOpts = append([]api.Option{api.WithStore(st), api.WithCollectors(loop.Collectors()...), api.WithReadiness(loop), api.WithCapacity(capacity), api.WithPolicy(pol), api.WithRateLimit(httpapi.RateLimit{Rate: rateLimit, Burst: rateBurst})}, apiOpts...)
 			srv := api.New(c, clk, log, apiOpts...).HTTPServer(addr)
 			log.Info("gpufleet serving", "addr", "http://"+ln.Addr().String(), "offers", len(c.Offers), "currency", c.Currency, "db", redact(db), "policy", pol.Name, "policy_source", pol.Source, "policy_hash", pol.Hash())
 			lctx, stop := context.WithCancel(ctx)
@@ -211,8 +212,8 @@ several servers may share it, one of them runs the loop.`,
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the sim provider's randomness (provisioning delays, failures, reclaims)")
 	cmd.Flags().DurationVar(&simDelay, "sim-delay", DemoBootDelay, "the sim provider's provisioning delay, the same for every machine (short by default: a demo job runs within 30 s)")
 	cmd.Flags().StringVar(&sqliteSync, "sqlite-sync", "full", "a SQLite store's synchronous mode: full (a write is on disk before the API acknowledges it) or normal (faster; a crash of the machine may lose the last commits)")
-	cmd.Flags().Float64Var(&rateLimit, "rate-limit", api.DefaultRateLimit.Rate, "requests a second each token may make (429 with Retry-After beyond it); 0 for no limit")
-	cmd.Flags().IntVar(&rateBurst, "rate-burst", api.DefaultRateLimit.Burst, "requests each token may make at once before --rate-limit applies")
+	cmd.Flags().Float64Var(&rateLimit, "rate-limit", httpapi.DefaultRateLimit.Rate, "requests a second each token may make (429 with Retry-After beyond it); 0 for no limit")
+	cmd.Flags().IntVar(&rateBurst, "rate-burst", httpapi.DefaultRateLimit.Burst, "requests each token may make at once before --rate-limit applies")
 	cmd.Flags().BoolVar(&logJSON, "log-json", false, "log as JSON lines instead of text")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "the least level logged: debug (adds a line per API request), info, warn or error")
 	cmd.Flags().DurationVar(&tick, "tick", server.DefaultTick, "control loop period")

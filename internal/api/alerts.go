@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/store"
 )
 
@@ -40,12 +41,12 @@ type AlertsPage struct {
 
 func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	p, _ := PrincipalFrom(r.Context())
+	p, _ := httpapi.PrincipalFrom(r.Context())
 	f := store.AlertFilter{Team: q.Get("team"), Kind: q.Get("kind"), LeaseID: q.Get("lease"), Cursor: q.Get("cursor")}
 	if p.Role != store.RoleAdmin {
 		// Fleet-wide alerts (no team) and other teams' are an admin's.
 		if f.Team != "" && f.Team != p.Team {
-			writeJSON(w, http.StatusOK, AlertsPage{Alerts: []AlertView{}})
+			httpapi.WriteJSON(w, http.StatusOK, AlertsPage{Alerts: []AlertView{}})
 			return
 		}
 		f.Team = p.Team
@@ -55,7 +56,7 @@ func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request) {
 	case "true":
 		f.OpenOnly = true
 	default:
-		writeError(w, http.StatusBadRequest, "invalid_argument", "open", fmt.Sprintf("open: %q, want true or false", v))
+		httpapi.WriteError(w, http.StatusBadRequest, "invalid_argument", "open", fmt.Sprintf("open: %q, want true or false", v))
 		return
 	}
 	if !parseLimit(w, q.Get("limit"), &f.Limit) {
@@ -70,15 +71,15 @@ func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request) {
 	for i := range page.Items {
 		out.Alerts = append(out.Alerts, NewAlertView(&page.Items[i]))
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpapi.WriteJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) ackAlert(w http.ResponseWriter, r *http.Request) {
-	p, _ := PrincipalFrom(r.Context())
+	p, _ := httpapi.PrincipalFrom(r.Context())
 	raw := r.PathValue("id")
 	id, err := strconv.ParseInt(raw, 10, 64)
 	notFound := func() {
-		writeError(w, http.StatusNotFound, "not_found", "id", fmt.Sprintf("alert %q not found", raw))
+		httpapi.WriteError(w, http.StatusNotFound, "not_found", "id", fmt.Sprintf("alert %q not found", raw))
 	}
 	if err != nil || id < 1 {
 		notFound()
@@ -112,5 +113,5 @@ func (s *Server) ackAlert(w http.ResponseWriter, r *http.Request) {
 	if a.Acked.IsZero() {
 		a.Acked, a.AckedBy = now, p.Actor()
 	}
-	writeJSON(w, http.StatusOK, NewAlertView(&a))
+	httpapi.WriteJSON(w, http.StatusOK, NewAlertView(&a))
 }

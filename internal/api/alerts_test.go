@@ -3,6 +3,8 @@ package api
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 )
 
 // TestAlerts: team roles see their team's alerts only; acknowledging is
@@ -62,7 +64,7 @@ func TestAlerts(t *testing.T) {
 		}
 	}
 	code, b, _ = f.call(t, "admin", "GET", "/api/v1/alerts?open=maybe", "")
-	var e ErrorBody
+	var e httpapi.ErrorBody
 	if code != 400 || json.Unmarshal(b, &e) != nil || e.Error.Field != "open" {
 		t.Errorf("bad open: %d %s", code, b)
 	}

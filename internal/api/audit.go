@@ -12,14 +12,15 @@ import (
 	auditing "github.com/gpufleet/gpufleet/internal/audit"
 	"github.com/gpufleet/gpufleet/internal/audit/load"
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/report"
 	"github.com/gpufleet/gpufleet/internal/store"
 )
 
 // auditRoutes serve the audit reports of package audit.
-func (s *Server) auditRoutes() []route {
-	return []route{
-		{"GET /api/v1/reports/audit", "The audit of [from, to) by calendar month or week (period, tz): paid, allocated and busy GPU-hours, cost and idle cost per team, GPU model and job, zombies, alerts, and right-sizing recommendations with their savings and evidence; format json, csv or html. A team role gets its own team's audit only.", s.auditReport, readers},
+func (s *Server) auditRoutes() []httpapi.Route {
+	return []httpapi.Route{
+		{Pattern: "GET /api/v1/reports/audit", Summary: "The audit of [from, to) by calendar month or week (period, tz): paid, allocated and busy GPU-hours, cost and idle cost per team, GPU model and job, zombies, alerts, and right-sizing recommendations with their savings and evidence; format json, csv or html. A team role gets its own team's audit only.", Handler: s.auditReport, Roles: readers},
 	}
 }
 
@@ -37,8 +38,8 @@ var auditFormats = []string{"json", "csv", "html"}
 // time, read in tz (default UTC).
 func (s *Server) auditReport(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	p, _ := PrincipalFrom(r.Context())
-	bad := func(err error) { writeValidation(w, err) }
+	p, _ := httpapi.PrincipalFrom(r.Context())
+	bad := func(err error) { httpapi.WriteValidation(w, err) }
 	format := strings.ToLower(q.Get("format"))
 	if format == "" {
 		format = "json"
@@ -85,7 +86,7 @@ func (s *Server) auditReport(w http.ResponseWriter, r *http.Request) {
 	team := q.Get("team")
 	if p.Role != store.RoleAdmin {
 		if team != "" && team != p.Team {
-			writeError(w, http.StatusForbidden, "forbidden", "team", fmt.Sprintf("team: a %s of team %s may audit its own team only", p.Role, p.Team))
+			httpapi.WriteError(w, http.StatusForbidden, "forbidden", "team", fmt.Sprintf("team: a %s of team %s may audit its own team only", p.Role, p.Team))
 			return
 		}
 		team = p.Team
@@ -112,7 +113,7 @@ func (s *Server) auditReport(w http.ResponseWriter, r *http.Request) {
 	}
 	switch format {
 	case "json":
-		writeJSON(w, http.StatusOK, report.NewAuditView(rep))
+		httpapi.WriteJSON(w, http.StatusOK, report.NewAuditView(rep))
 		return
 	case "csv":
 		err = report.WriteAuditCSV(&b, rep)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/audit/audittest"
 	"github.com/gpufleet/gpufleet/internal/clock"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	"github.com/gpufleet/gpufleet/internal/store"
 	"github.com/gpufleet/gpufleet/internal/store/sqlite"
@@ -52,7 +53,7 @@ func auditServer(t *testing.T) (url string, tokens map[string]string) {
 		tokens[u.name] = secret
 	}
 	cat := &pricing.Catalog{Currency: "USD", Offers: audittest.Catalog()}
-	ts := httptest.NewServer(New(cat, clock.NewManual(audittest.Clock), slog.New(slog.NewTextHandler(io.Discard, nil)), WithStore(st), WithRateLimit(RateLimit{})))
+	ts := httptest.NewServer(New(cat, clock.NewManual(audittest.Clock), slog.New(slog.NewTextHandler(io.Discard, nil)), WithStore(st), WithRateLimit(httpapi.RateLimit{})))
 	t.Cleanup(ts.Close)
 	return ts.URL, tokens
 }
@@ -161,7 +162,7 @@ func TestAuditAPIErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		code, _, body := getAudit(t, url, tok["admin"], c.query)
-		var e ErrorBody
+		var e httpapi.ErrorBody
 		if code != 400 || json.Unmarshal([]byte(body), &e) != nil || e.Error.Field != c.field {
 			t.Errorf("%s: %d %s, want 400 on %s", c.query, code, body, c.field)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 )
 
@@ -72,7 +73,7 @@ func benchSubmit(b *testing.B, f *fixture) {
 //
 //	go test -run '^$' -bench Quote -benchmem ./internal/api
 func BenchmarkQuote(b *testing.B) {
-	s := New(pricing.Demo(), clock.NewManual(t0), slog.New(slog.NewTextHandler(io.Discard, nil)), WithAnonymousRateLimit(RateLimit{}))
+	s := New(pricing.Demo(), clock.NewManual(t0), slog.New(slog.NewTextHandler(io.Discard, nil)), WithAnonymousRateLimit(httpapi.RateLimit{}))
 	for _, offer := range []string{"idc-chengdu/cd1/a100x8", "aws/us-east-1/p4d.24xlarge"} {
 		for _, count := range []int{1, 400} {
 			body := fmt.Sprintf(`{"offer":%q,"mode":"on-demand","start":"2026-03-02T00:00:00Z","end":"2036-02-28T00:00:00Z","count":%d}`, offer, count)
@@ -87,22 +88,6 @@ func BenchmarkQuote(b *testing.B) {
 					}
 				}
 			})
-		}
-	}
-}
-
-// BenchmarkCheckJSON is the strict decoder's extra pass over a job body
-// (duplicate keys, trailing data):
-//
-//	go test -run '^$' -bench CheckJSON ./internal/api
-func BenchmarkCheckJSON(b *testing.B) {
-	body := []byte(`{"team":"ml","tier":"regular","gpus":8,"gpu_milli":1000,"gpu_mem_mib":40960,"models":["NVIDIA A100","NVIDIA H100"],` +
-		`"throughput":{"NVIDIA A100":120,"NVIDIA H100":300},"cpu_milli":8000,"mem_mib":65536,"shards":1,"est_duration_seconds":5400,` +
-		`"deadline":"2026-12-03T00:00:00Z","interruptible":true,"checkpoint_interval_seconds":600,"command":["python","train.py","--epochs=3"],"image":"ghcr.io/acme/train:3"}`)
-	b.SetBytes(int64(len(body)))
-	for b.Loop() {
-		if err := checkJSON(body); err != nil {
-			b.Fatal(err)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/clock"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 )
 
@@ -58,7 +59,7 @@ func TestPostsRequireJSON(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer resp.Body.Close()
-			var e ErrorBody
+			var e httpapi.ErrorBody
 			_ = json.NewDecoder(resp.Body).Decode(&e)
 			if resp.StatusCode != tc.code {
 				t.Fatalf("status %d (%+v), want %d", resp.StatusCode, e.Error, tc.code)
@@ -90,7 +91,7 @@ func TestBearerTokenWithWhitespace(t *testing.T) {
 		req := httptest.NewRequest("GET", "/api/v1/jobs", nil)
 		req.Header["Authorization"] = []string{auth}
 		f.srv.ServeHTTP(rec, req)
-		var e ErrorBody
+		var e httpapi.ErrorBody
 		_ = json.Unmarshal(rec.Body.Bytes(), &e)
 		if rec.Code != 401 || e.Error.Field != "Authorization" || !strings.Contains(e.Error.Message, "whitespace") {
 			t.Errorf("Authorization %q: %d %+v, want 401 naming the whitespace", auth, rec.Code, e.Error)
@@ -113,7 +114,7 @@ func TestBearerTokenWithWhitespace(t *testing.T) {
 // address on its own bucket and an IPv6 /64 as one; the probes and the
 // routes of a token are not counted against it.
 func TestAnonymousRateLimit(t *testing.T) {
-	f := newFixture(t, WithAnonymousRateLimit(RateLimit{Rate: 1, Burst: 2}))
+	f := newFixture(t, WithAnonymousRateLimit(httpapi.RateLimit{Rate: 1, Burst: 2}))
 	send := func(method, path, addr, body string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(method, path, strings.NewReader(body))
@@ -132,7 +133,7 @@ func TestAnonymousRateLimit(t *testing.T) {
 		t.Fatalf("offers from the same address, another port: %d %s", rec.Code, rec.Body)
 	}
 	rec := send("POST", "/api/v1/quote", a, quoteBody)
-	var e ErrorBody
+	var e httpapi.ErrorBody
 	_ = json.Unmarshal(rec.Body.Bytes(), &e)
 	if rec.Code != 429 || rec.Header().Get("Retry-After") != "1" || e.Error.Code != "rate_limited" {
 		t.Fatalf("over the limit: %d Retry-After %q %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
@@ -160,45 +161,12 @@ func TestAnonymousRateLimit(t *testing.T) {
 	}
 }
 
-func TestClientKey(t *testing.T) {
-	for addr, want := range map[string]string{
-		"198.51.100.7:40000":          "198.51.100.7",
-		"[::ffff:198.51.100.7]:40000": "198.51.100.7",
-		"[2001:db8:1:2:3:4:5:6]:443":  "2001:db8:1:2::/64",
-		"[fe80::1%eth0]:443":          "fe80::/64",
-		"@":                           "@",
-	} {
-		r := httptest.NewRequest("GET", "/", nil)
-		r.RemoteAddr = addr
-		if got := clientKey(r); got != want {
-			t.Errorf("clientKey(%q) = %q, want %q", addr, got, want)
-		}
-	}
-}
-
-// TestLimiterForgetsFullBuckets: a flood from many addresses leaves the
-// limiter holding only the buckets of the last fill times, not one per
-// address ever seen.
-func TestLimiterForgetsFullBuckets(t *testing.T) {
-	l := newLimiter(RateLimit{Rate: 10, Burst: 20}) // fills in 2 s
-	now := t0
-	for i := range 10_000 {
-		l.take(fmt.Sprint("addr-", i), now)
-		now = now.Add(time.Millisecond)
-	}
-	now = now.Add(2 * time.Second)
-	l.take("late", now)
-	if n := len(l.buckets); n != 1 {
-		t.Errorf("%d buckets after every other address's filled, want 1", n)
-	}
-}
-
 // TestQuoteOfManyMachinesIsBounded: POST /api/v1/quote for 400 machines
 // over 3650 days, on the demo's time-of-use offer its voucher covers,
 // allocates no more than the same quote for one machine (it took 1.5 GB
 // and seconds when every machine's every day was a ledger line).
 func TestQuoteOfManyMachinesIsBounded(t *testing.T) {
-	s := New(pricing.Demo(), clock.NewManual(t0), slog.New(slog.NewTextHandler(io.Discard, nil)), WithAnonymousRateLimit(RateLimit{}))
+	s := New(pricing.Demo(), clock.NewManual(t0), slog.New(slog.NewTextHandler(io.Discard, nil)), WithAnonymousRateLimit(httpapi.RateLimit{}))
 	allocs := func(count int) float64 {
 		body := fmt.Sprintf(`{"offer":"idc-chengdu/cd1/a100x8","mode":"on-demand","start":"2026-03-02T00:00:00Z","end":"2036-02-28T00:00:00Z","count":%d}`, count)
 		return testing.AllocsPerRun(2, func() {

@@ -8,7 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpufleet/gpufleet/internal/agentapi"
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/policy"
 )
 
@@ -55,6 +57,15 @@ var apiDoc = map[string]struct {
 	"GET /api/v1/reports/usage":       {response: UsageReportView{}, params: []string{"from", "to", "team"}},
 }
 
+func init() {
+	// The agent protocol describes its own routes' bodies.
+	for pattern, b := range agentapi.Bodies() {
+		e := apiDoc[pattern]
+		e.request, e.response, e.params = b.Request, b.Response, b.Params
+		apiDoc[pattern] = e
+	}
+}
+
 // operationIDs name each route's operation, as generated clients name
 // their methods: stable names chosen once, never derived from paths that
 // may move.
@@ -98,27 +109,27 @@ var operationIDs = map[string]string{
 // (apiDoc's errors): what its token, body, parameters and path can be
 // refused for, by the middleware and handlers every such route shares.
 // Each carries the error schema.
-func errorResponses(r route) map[string]any {
-	doc := apiDoc[r.pattern]
+func errorResponses(r httpapi.Route) map[string]any {
+	doc := apiDoc[r.Pattern]
 	out := map[string]any{}
 	add := func(code int, why string) {
 		out[strconv.Itoa(code)] = map[string]any{"description": why, "content": errorContent}
 	}
-	_, path, _ := strings.Cut(r.pattern, " ")
+	_, path, _ := strings.Cut(r.Pattern, " ")
 	hasID := strings.Contains(path, "{id")
-	if r.roles != nil {
+	if r.Roles != nil {
 		add(http.StatusUnauthorized, "No bearer token, or an unknown, revoked or expired one")
 		add(http.StatusForbidden, "The token's role (or team) may not do this")
 	}
 	if doc.request != nil || len(doc.params) > 0 || len(doc.headers) > 0 || hasID {
 		add(http.StatusBadRequest, "A parameter or body field that is not valid: field names it, message says what is allowed")
 	}
-	if takesBody(r.pattern) {
+	if httpapi.TakesBody(r.Pattern) {
 		add(http.StatusUnsupportedMediaType, "A body (or a Content-Type) that is not application/json")
 		if doc.request != nil {
 			add(http.StatusRequestEntityTooLarge, "A body over the server's limit")
 		}
-		if r.roles != nil {
+		if r.Roles != nil {
 			// What a write refers to may be missing or changed meanwhile
 			// (storeError).
 			add(http.StatusNotFound, "The request refers to something that does not exist (field names what)")
@@ -128,9 +139,9 @@ func errorResponses(r route) map[string]any {
 	if hasID {
 		add(http.StatusNotFound, "No such resource (or one of another team)")
 	}
-	if !isProbe(r.pattern) {
+	if !httpapi.IsProbe(r.Pattern) {
 		who := "the token's"
-		if r.roles == nil {
+		if r.Roles == nil {
 			who = "the client address's"
 		}
 		add(http.StatusTooManyRequests, "Over "+who+" rate limit; Retry-After says when to retry")
@@ -148,23 +159,23 @@ var errorContent = map[string]any{"application/json": map[string]any{"schema": m
 func (s *Server) OpenAPI() map[string]any {
 	paths := map[string]any{}
 	for _, r := range s.routes() {
-		method, path, _ := strings.Cut(r.pattern, " ")
+		method, path, _ := strings.Cut(r.Pattern, " ")
 		path = strings.ReplaceAll(path, "{id...}", "{id}")
-		doc := apiDoc[r.pattern]
+		doc := apiDoc[r.Pattern]
 		responses := errorResponses(r)
 		responses["200"] = map[string]any{"description": "OK", "content": jsonContent(doc.response)}
 		responses["default"] = map[string]any{"description": "An unexpected error", "content": errorContent}
 		if doc.created {
 			responses["201"] = map[string]any{"description": "Created", "content": jsonContent(doc.response)}
 		}
-		op := map[string]any{"operationId": operationIDs[r.pattern], "summary": r.summary, "responses": responses}
+		op := map[string]any{"operationId": operationIDs[r.Pattern], "summary": r.Summary, "responses": responses}
 		// Every operation states its security: a bearer token, or none
 		// (an empty list), so that a generator never guesses.
 		op["security"] = []any{}
-		if r.roles != nil {
+		if r.Roles != nil {
 			op["security"] = []any{map[string]any{"bearer": []any{}}}
-			roles := make([]string, len(r.roles))
-			for i, role := range r.roles {
+			roles := make([]string, len(r.Roles))
+			for i, role := range r.Roles {
 				roles[i] = string(role)
 			}
 			op["x-roles"] = roles
@@ -203,13 +214,13 @@ func (s *Server) OpenAPI() map[string]any {
 			"securitySchemes": map[string]any{
 				"bearer": map[string]any{"type": "http", "scheme": "bearer", "description": "An API token (gpf_...), shown once when it is created."},
 			},
-			"schemas": map[string]any{"Error": schemaOf(reflect.TypeOf(ErrorBody{}))},
+			"schemas": map[string]any{"Error": schemaOf(reflect.TypeOf(httpapi.ErrorBody{}))},
 		},
 	}
 }
 
 func (s *Server) openapi(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, s.OpenAPI())
+	httpapi.WriteJSON(w, http.StatusOK, s.OpenAPI())
 }
 
 func jsonContent(v any) map[string]any {

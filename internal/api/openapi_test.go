@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/gpufleet/gpufleet/internal/clock"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/openapi.json from the server's document")
@@ -44,20 +45,20 @@ func TestOpenAPIForGenerators(t *testing.T) {
 	}
 	ids := map[string]string{}
 	for _, r := range s.routes() {
-		method, path, _ := strings.Cut(r.pattern, " ")
+		method, path, _ := strings.Cut(r.Pattern, " ")
 		path = strings.ReplaceAll(path, "{id...}", "{id}")
 		op := doc["paths"].(map[string]any)[path].(map[string]any)[strings.ToLower(method)].(map[string]any)
 		id, _ := op["operationId"].(string)
 		switch {
 		case id == "":
-			t.Errorf("%s: no operationId", r.pattern)
+			t.Errorf("%s: no operationId", r.Pattern)
 		case ids[id] != "":
-			t.Errorf("%s: operationId %q is %s's too", r.pattern, id, ids[id])
+			t.Errorf("%s: operationId %q is %s's too", r.Pattern, id, ids[id])
 		}
-		ids[id] = r.pattern
+		ids[id] = r.Pattern
 		sec, ok := op["security"].([]any)
-		if !ok || (r.roles != nil) != (len(sec) == 1) {
-			t.Errorf("%s: security %v (roles %v)", r.pattern, op["security"], r.roles)
+		if !ok || (r.Roles != nil) != (len(sec) == 1) {
+			t.Errorf("%s: security %v (roles %v)", r.Pattern, op["security"], r.Roles)
 		}
 		has4xx := false
 		for code, resp := range op["responses"].(map[string]any) {
@@ -67,11 +68,11 @@ func TestOpenAPIForGenerators(t *testing.T) {
 			has4xx = has4xx || code[0] == '4'
 			b, _ := json.Marshal(resp)
 			if !strings.Contains(string(b), `"$ref":"#/components/schemas/Error"`) {
-				t.Errorf("%s: answer %s has no Error schema: %s", r.pattern, code, b)
+				t.Errorf("%s: answer %s has no Error schema: %s", r.Pattern, code, b)
 			}
 		}
-		if !has4xx && !isProbe(r.pattern) {
-			t.Errorf("%s: no 4xx answer", r.pattern)
+		if !has4xx && !httpapi.IsProbe(r.Pattern) {
+			t.Errorf("%s: no 4xx answer", r.Pattern)
 		}
 	}
 }

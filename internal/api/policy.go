@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/policy"
 )
 
@@ -21,9 +22,9 @@ type PolicyView struct {
 }
 
 // policyRoutes serve the active policy to every reader.
-func (s *Server) policyRoutes() []route {
-	return []route{
-		{"GET /api/v1/policy", "The policy the control loop runs: every knob (wait targets, billing modes, time-of-use shifting, reserved base, renting, release, idle ladder, spot, consolidation, preemption, backfill, fair share), where it came from (a preset or the --policy file) and its hash.", s.getPolicy, readers},
+func (s *Server) policyRoutes() []httpapi.Route {
+	return []httpapi.Route{
+		{Pattern: "GET /api/v1/policy", Summary: "The policy the control loop runs: every knob (wait targets, billing modes, time-of-use shifting, reserved base, renting, release, idle ladder, spot, consolidation, preemption, backfill, fair share), where it came from (a preset or the --policy file) and its hash.", Handler: s.getPolicy, Roles: readers},
 	}
 }
 
@@ -34,5 +35,5 @@ func init() {
 }
 
 func (s *Server) getPolicy(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, PolicyView{Policy: s.policy, Hash: s.policy.Hash(), Label: s.policy.Label()})
+	httpapi.WriteJSON(w, http.StatusOK, PolicyView{Policy: s.policy, Hash: s.policy.Hash(), Label: s.policy.Label()})
 }

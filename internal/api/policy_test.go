@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpufleet/gpufleet/internal/clock"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/policy"
 	"github.com/gpufleet/gpufleet/internal/readmodel/readmodeltest"
 )
@@ -24,7 +25,7 @@ func TestGetPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(New(readmodeltest.Catalog(), clock.NewManual(readmodeltest.Now), slog.New(slog.NewTextHandler(io.Discard, nil)),
-		WithStore(st), WithRateLimit(RateLimit{}), WithPolicy(p)))
+		WithStore(st), WithRateLimit(httpapi.RateLimit{}), WithPolicy(p)))
 	defer ts.Close()
 	_, member := uiServer(t, st) // a member token of team a in st
 	var got struct {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/billing"
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/ledger"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	"github.com/gpufleet/gpufleet/internal/readmodel"
@@ -61,7 +62,7 @@ const maxReportRange = 366 * 24 * time.Hour
 
 func (s *Server) usageReport(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	p, _ := PrincipalFrom(r.Context())
+	p, _ := httpapi.PrincipalFrom(r.Context())
 	now := s.clock.Now().UTC()
 	to, from := now, time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
 	if !to.After(from) {
@@ -74,28 +75,28 @@ func (s *Server) usageReport(w http.ResponseWriter, r *http.Request) {
 		if v := q.Get(tf.name); v != "" {
 			t, err := time.Parse(time.RFC3339, v)
 			if err != nil {
-				writeError(w, http.StatusBadRequest, "invalid_argument", tf.name, fmt.Sprintf("%s: %q, want an RFC 3339 time", tf.name, v))
+				httpapi.WriteError(w, http.StatusBadRequest, "invalid_argument", tf.name, fmt.Sprintf("%s: %q, want an RFC 3339 time", tf.name, v))
 				return
 			}
 			*tf.dst = t.UTC()
 		}
 	}
 	if !to.After(from) {
-		writeError(w, http.StatusBadRequest, "invalid_argument", "to", fmt.Sprintf("to: %s, want a time after from %s", to.Format(time.RFC3339), from.Format(time.RFC3339)))
+		httpapi.WriteError(w, http.StatusBadRequest, "invalid_argument", "to", fmt.Sprintf("to: %s, want a time after from %s", to.Format(time.RFC3339), from.Format(time.RFC3339)))
 		return
 	}
 	if to.Sub(from) > maxReportRange {
-		writeError(w, http.StatusBadRequest, "invalid_argument", "to", fmt.Sprintf("to: %s, want at most 366 days after from %s", to.Format(time.RFC3339), from.Format(time.RFC3339)))
+		httpapi.WriteError(w, http.StatusBadRequest, "invalid_argument", "to", fmt.Sprintf("to: %s, want at most 366 days after from %s", to.Format(time.RFC3339), from.Format(time.RFC3339)))
 		return
 	}
 	team := q.Get("team")
 	if err := store.CheckText("team", team); err != nil {
-		writeValidation(w, err)
+		httpapi.WriteValidation(w, err)
 		return
 	}
 	if p.Role != store.RoleAdmin {
 		if team != "" && team != p.Team {
-			writeJSON(w, http.StatusOK, UsageReportView{From: from, To: to, Currency: s.catalog.Currency, Teams: []UsageLineView{}})
+			httpapi.WriteJSON(w, http.StatusOK, UsageReportView{From: from, To: to, Currency: s.catalog.Currency, Teams: []UsageLineView{}})
 			return
 		}
 		team = p.Team
@@ -129,7 +130,7 @@ func (s *Server) usageReport(w http.ResponseWriter, r *http.Request) {
 		idle := NewUsageLineView(&u.Idle)
 		out.Bill, out.PaidGPUHours, out.Idle, out.Leases = readmodel.Amount(u.Bill), readmodel.GPUHours(u.PaidMilliSeconds), &idle, u.Leases
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpapi.WriteJSON(w, http.StatusOK, out)
 }
 
 // LoadUsage reads what billing.UsageReport needs for [from, to) as of now

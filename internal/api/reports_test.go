@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/store"
 )
 
@@ -111,7 +112,7 @@ func testUsageReport(t *testing.T, f *fixture) {
 	}
 	for q, field := range map[string]string{"?from=yesterday": "from", "?to=" + t0.Format(time.RFC3339) + "&from=" + h(1).Format(time.RFC3339): "to", "?from=2020-01-01T00:00:00Z&to=2026-01-01T00:00:00Z": "to"} {
 		code, body, _ := f.call(t, "admin", "GET", "/api/v1/reports/usage"+q, "")
-		var e ErrorBody
+		var e httpapi.ErrorBody
 		if code != 400 || json.Unmarshal(body, &e) != nil || e.Error.Field != field {
 			t.Errorf("%s: %d %s, want 400 field %s", q, code, body, field)
 		}

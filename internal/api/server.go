@@ -1,24 +1,19 @@
 package api
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
-	"unicode"
 
+	"github.com/gpufleet/gpufleet/internal/agentapi"
 	"github.com/gpufleet/gpufleet/internal/billing"
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/fleet"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/policy"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	"github.com/gpufleet/gpufleet/internal/store"
@@ -27,27 +22,25 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// MaxBodyBytes is the largest request body accepted.
-const MaxBodyBytes = 1 << 20
-
 // Server serves the API over a catalog.
 type Server struct {
 	catalog  *pricing.Catalog
 	clock    clock.Clock
 	log      *slog.Logger
 	registry *prometheus.Registry
-	requests *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
 	mux      *http.ServeMux
+	// agent serves the agent protocol's routes, mounted on mux with the
+	// REST API's.
+	agent *agentapi.Protocol
 
-	store       store.Store
-	capacity    fleet.Capacity
-	machines    func(ctx context.Context) (map[string]int, error)
-	limiter     *limiter
-	anonLimiter *limiter
-	submitted   prometheus.Counter
-	collectors  []prometheus.Collector
-	readiness   []Readiness
+	store      store.Store
+	capacity   fleet.Capacity
+	machines   func(ctx context.Context) (map[string]int, error)
+	rateLimit  httpapi.RateLimit
+	anonLimit  httpapi.RateLimit
+	submitted  prometheus.Counter
+	collectors []prometheus.Collector
+	readiness  []Readiness
 	// policy is the control loop's: GET /api/v1/policy shows it and the
 	// overview's idle ladder applies it.
 	policy policy.Policy
@@ -113,15 +106,15 @@ func WithMachines(count func(ctx context.Context) (map[string]int, error)) Optio
 	return func(s *Server) { s.machines = count }
 }
 
-// WithRateLimit sets the per-token rate limit (DefaultRateLimit otherwise;
-// a zero Rate disables it).
-func WithRateLimit(rl RateLimit) Option { return func(s *Server) { s.limiter = newLimiter(rl) } }
+// WithRateLimit sets the per-token rate limit (httpapi.DefaultRateLimit
+// otherwise; a zero Rate disables it).
+func WithRateLimit(rl httpapi.RateLimit) Option { return func(s *Server) { s.rateLimit = rl } }
 
 // WithAnonymousRateLimit sets the per-address rate limit of the routes
-// that need no token (DefaultAnonymousRateLimit otherwise; a zero Rate
-// disables it). The probes /healthz and /readyz are never limited.
-func WithAnonymousRateLimit(rl RateLimit) Option {
-	return func(s *Server) { s.anonLimiter = newLimiter(rl) }
+// that need no token (httpapi.DefaultAnonymousRateLimit otherwise; a zero
+// Rate disables it). The probes /healthz and /readyz are never limited.
+func WithAnonymousRateLimit(rl httpapi.RateLimit) Option {
+	return func(s *Server) { s.anonLimit = rl }
 }
 
 // WithReadiness makes /readyz answer 503 while r is not ready, besides
@@ -138,38 +131,25 @@ func WithCollectors(cs ...prometheus.Collector) Option {
 // New returns a server for catalog c. Time comes from clk; logs go to log.
 func New(c *pricing.Catalog, clk clock.Clock, log *slog.Logger, opts ...Option) *Server {
 	s := &Server{catalog: c, clock: clk, log: log, registry: prometheus.NewRegistry(), mux: http.NewServeMux(),
-		limiter: newLimiter(DefaultRateLimit), anonLimiter: newLimiter(DefaultAnonymousRateLimit), policy: policy.Default()}
+		rateLimit: httpapi.DefaultRateLimit, anonLimit: httpapi.DefaultAnonymousRateLimit, policy: policy.Default()}
 	for _, o := range opts {
 		o(s)
 	}
+	s.agent = agentapi.New(s.store, c, clk, log)
+	mw := httpapi.NewMiddleware(s.store, clk, log, s.rateLimit, s.anonLimit)
 	s.submitted = prometheus.NewCounter(prometheus.CounterOpts{Name: "gpufleet_jobs_submitted_total", Help: "Jobs accepted through the API (replays not counted)."})
-	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "gpufleet_http_requests_total", Help: "HTTP requests by route and status code.",
-	}, []string{"route", "code"})
-	s.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "gpufleet_http_request_duration_seconds", Help: "HTTP request latency by route.", Buckets: prometheus.DefBuckets,
-	}, []string{"route"})
 	offers := prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpufleet_catalog_offers", Help: "Offers in the loaded catalog."})
 	offers.Set(float64(len(c.Offers)))
-	s.registry.MustRegister(s.requests, s.latency, offers, s.submitted, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.registry.MustRegister(mw.Collectors()...)
+	s.registry.MustRegister(offers, s.submitted, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.registry.MustRegister(s.collectors...)
 	for _, r := range s.routes() {
-		h := r.handler
-		if takesBody(r.pattern) {
-			h = requireJSON(h)
-		}
-		switch {
-		case r.roles != nil:
-			h = s.authenticate(r.roles, h)
-		case !isProbe(r.pattern):
-			h = s.limitAnonymous(h)
-		}
-		s.mux.Handle(r.pattern, s.instrument(r.pattern, h))
+		mw.Handle(s.mux, r)
 	}
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 	s.mountUI(s.mux)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
+		httpapi.WriteError(w, http.StatusNotFound, "not_found", "", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})
 	return s
 }
@@ -186,122 +166,58 @@ func (s *Server) HTTPServer(addr string) *http.Server {
 	}
 }
 
-type route struct {
-	pattern string
-	summary string
-	handler http.HandlerFunc
-	// roles may use the route; nil for a public route (no token).
-	roles []store.Role
-}
+// The role sets the REST API's routes allow (the agent protocol's routes
+// take agent tokens only).
+var (
+	adminOnly = []store.Role{store.RoleAdmin}
+	writers   = []store.Role{store.RoleAdmin, store.RoleTeamAdmin, store.RoleMember}
+	readers   = []store.Role{store.RoleAdmin, store.RoleTeamAdmin, store.RoleMember, store.RoleViewer}
+	managers  = []store.Role{store.RoleAdmin, store.RoleTeamAdmin}
+)
 
-func (s *Server) routes() []route {
-	base := []route{
-		{"GET /healthz", "Liveness: 200 while the server runs.", s.health, nil},
-		{"GET /readyz", "Readiness: 200 when the store answers and the control loop works (a replica that leads ticks without failing; one that follows is ready), 503 otherwise. The body and the Gpufleet-Replica and Gpufleet-Leader headers name this replica, whether it leads, and the leader.", s.ready, nil},
-		{"GET /api/v1/openapi.json", "This API's OpenAPI 3 document.", s.openapi, nil},
-		{"GET /api/v1/offers", "List the catalog's offers, filtered by gpu and region.", s.listOffers, nil},
-		{"GET /api/v1/offers/{id...}", "One offer by id (provider/region/instance_type).", s.getOffer, nil},
-		{"POST /api/v1/quote", "Price count machines of an offer in a mode over [start, end).", s.quote, nil},
-		{"POST /api/v1/teams", "Create a team (admin).", s.createTeam, adminOnly},
-		{"GET /api/v1/teams", "List the teams (admin).", s.listTeams, adminOnly},
-		{"POST /api/v1/tokens", "Create a token, creating its user if new; the secret is in this response only (admin, or team-admin for its team).", s.createToken, managers},
-		{"POST /api/v1/jobs", "Submit a job. The server names a team token's job (job- and 16 hex digits; only an admin sets id) and a team token submits as its own user. An Idempotency-Key header makes retries safe (201 new, 200 replay, 409 a different body); a job no offer can ever run is a 422 naming the field.", s.submitJob, writers},
-		{"GET /api/v1/jobs", "List jobs, newest first, filtered by team, state (comma-separated) and tier; cursor pagination.", s.listJobs, readers},
-		{"GET /api/v1/jobs/{id}", "One job; another team's job is a 404.", s.getJob, readers},
-		{"POST /api/v1/jobs/{id}/cancel", "Cancel a job; the control loop stops its units.", s.cancelJob, writers},
-		{"GET /api/v1/leases", "List leases, newest first, filtered by state; cursor pagination.", s.listLeases, readers},
-		{"GET /api/v1/tokens", "List tokens (never their secrets: id, prefix, owner, role, times), filtered by team, user and active (admin; team-admin for its team).", s.listTokens, managers},
-		{"POST /api/v1/tokens/{id}/revoke", "Revoke a token; it is refused (401) from the next request on. Another team's token is a 404.", s.revokeToken, managers},
-		{"GET /api/v1/events", "The audit trail of decisions and admin actions, filtered by subject, kind, team and [from, to); a team role sees its own team's events only.", s.listEvents, readers},
-		{"GET /api/v1/alerts", "Alerts (idle or zombie GPUs, budgets), newest first, filtered by team, kind, lease and open; a team role sees its own team's only; cursor pagination.", s.listAlerts, readers},
-		{"POST /api/v1/alerts/{id}/ack", "Acknowledge an alert (it stays open until its condition ends). Another team's alert is a 404.", s.ackAlert, writers},
-		{"GET /api/v1/reports/usage", "Cost and utilization per team over [from, to) (default: this month so far): cost, allocated, sampled and busy GPU-hours; admins also get the bill, paid GPU-hours and the idle line.", s.usageReport, readers},
+// routes are every route the server mounts, the agent protocol's
+// included: the OpenAPI document lists them all.
+func (s *Server) routes() []httpapi.Route {
+	base := []httpapi.Route{
+		{Pattern: "GET /healthz", Summary: "Liveness: 200 while the server runs.", Handler: s.health},
+		{Pattern: "GET /readyz", Summary: "Readiness: 200 when the store answers and the control loop works (a replica that leads ticks without failing; one that follows is ready), 503 otherwise. The body and the Gpufleet-Replica and Gpufleet-Leader headers name this replica, whether it leads, and the leader.", Handler: s.ready},
+		{Pattern: "GET /api/v1/openapi.json", Summary: "This API's OpenAPI 3 document.", Handler: s.openapi},
+		{Pattern: "GET /api/v1/offers", Summary: "List the catalog's offers, filtered by gpu and region.", Handler: s.listOffers},
+		{Pattern: "GET /api/v1/offers/{id...}", Summary: "One offer by id (provider/region/instance_type).", Handler: s.getOffer},
+		{Pattern: "POST /api/v1/quote", Summary: "Price count machines of an offer in a mode over [start, end).", Handler: s.quote},
+		{Pattern: "POST /api/v1/teams", Summary: "Create a team (admin).", Handler: s.createTeam, Roles: adminOnly},
+		{Pattern: "GET /api/v1/teams", Summary: "List the teams (admin).", Handler: s.listTeams, Roles: adminOnly},
+		{Pattern: "POST /api/v1/tokens", Summary: "Create a token, creating its user if new; the secret is in this response only (admin, or team-admin for its team).", Handler: s.createToken, Roles: managers},
+		{Pattern: "POST /api/v1/jobs", Summary: "Submit a job. The server names a team token's job (job- and 16 hex digits; only an admin sets id) and a team token submits as its own user. An Idempotency-Key header makes retries safe (201 new, 200 replay, 409 a different body); a job no offer can ever run is a 422 naming the field.", Handler: s.submitJob, Roles: writers},
+		{Pattern: "GET /api/v1/jobs", Summary: "List jobs, newest first, filtered by team, state (comma-separated) and tier; cursor pagination.", Handler: s.listJobs, Roles: readers},
+		{Pattern: "GET /api/v1/jobs/{id}", Summary: "One job; another team's job is a 404.", Handler: s.getJob, Roles: readers},
+		{Pattern: "POST /api/v1/jobs/{id}/cancel", Summary: "Cancel a job; the control loop stops its units.", Handler: s.cancelJob, Roles: writers},
+		{Pattern: "GET /api/v1/leases", Summary: "List leases, newest first, filtered by state; cursor pagination.", Handler: s.listLeases, Roles: readers},
+		{Pattern: "GET /api/v1/tokens", Summary: "List tokens (never their secrets: id, prefix, owner, role, times), filtered by team, user and active (admin; team-admin for its team).", Handler: s.listTokens, Roles: managers},
+		{Pattern: "POST /api/v1/tokens/{id}/revoke", Summary: "Revoke a token; it is refused (401) from the next request on. Another team's token is a 404.", Handler: s.revokeToken, Roles: managers},
+		{Pattern: "GET /api/v1/events", Summary: "The audit trail of decisions and admin actions, filtered by subject, kind, team and [from, to); a team role sees its own team's events only.", Handler: s.listEvents, Roles: readers},
+		{Pattern: "GET /api/v1/alerts", Summary: "Alerts (idle or zombie GPUs, budgets), newest first, filtered by team, kind, lease and open; a team role sees its own team's only; cursor pagination.", Handler: s.listAlerts, Roles: readers},
+		{Pattern: "POST /api/v1/alerts/{id}/ack", Summary: "Acknowledge an alert (it stays open until its condition ends). Another team's alert is a 404.", Handler: s.ackAlert, Roles: writers},
+		{Pattern: "GET /api/v1/reports/usage", Summary: "Cost and utilization per team over [from, to) (default: this month so far): cost, allocated, sampled and busy GPU-hours; admins also get the bill, paid GPU-hours and the idle line.", Handler: s.usageReport, Roles: readers},
 	}
 	// Routes of other areas live with their handlers, one file each.
-	base = append(base, s.agentRoutes()...)
+	base = append(base, s.agent.Routes()...)
+	base = append(base, s.nodeRoutes()...)
 	base = append(base, s.auditRoutes()...)
 	base = append(base, s.uiRoutes()...)
 	base = append(base, s.policyRoutes()...)
 	return base
 }
 
-// isProbe reports whether pattern is a liveness or readiness probe, which
-// an orchestrator must reach however busy the address it probes from is.
-func isProbe(pattern string) bool { return pattern == "GET /healthz" || pattern == "GET /readyz" }
-
-// takesBody reports whether pattern's method carries a request body.
-func takesBody(pattern string) bool {
-	method, _, _ := strings.Cut(pattern, " ")
-	return method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch
-}
-
-// requireJSON wraps h, a route whose body is JSON: a request that carries
-// a body, or names its type, must name application/json (415 otherwise).
-// A page of another origin can post only a form (urlencoded, multipart,
-// text/plain) or an untyped body without asking the server first (a CORS
-// preflight, which this API never grants), so it cannot send the API a
-// request it acts on. A bodiless POST (cancel, ack, revoke) may leave
-// the type out: it carries nothing, and those routes need a bearer token,
-// which such a page cannot attach.
-func requireJSON(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		ct := r.Header.Get("Content-Type")
-		if ct == "" && r.ContentLength == 0 {
-			h(w, r)
-			return
-		}
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			got := fmt.Sprintf("Content-Type %q", ct)
-			if ct == "" {
-				got = "no Content-Type"
-			}
-			writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type",
-				got+": want application/json; a request body is JSON")
-			return
-		}
-		h(w, r)
-	}
-}
-
-type statusWriter struct {
-	http.ResponseWriter
-	code int
-}
-
-// WriteHeader records the status code for the metrics.
-func (w *statusWriter) WriteHeader(code int) { w.code = code; w.ResponseWriter.WriteHeader(code) }
-
-// instrument wraps a route's handler: the body bound, the metrics, and
-// one debug log line per request naming the route, the path, the status
-// and the token that authenticated it by its id. The line never carries
-// the query, the headers or the body: a secret travels in those (the
-// bearer token, a token's creation reply), never in a path.
-func (s *Server) instrument(name string, h http.HandlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
-		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
-		who := &Principal{}
-		h(sw, r.WithContext(context.WithValue(r.Context(), principalSlotKey{}, who)))
-		elapsed := time.Since(start)
-		s.requests.WithLabelValues(name, strconv.Itoa(sw.code)).Inc()
-		s.latency.WithLabelValues(name).Observe(elapsed.Seconds())
-		if s.log.Enabled(r.Context(), slog.LevelDebug) {
-			s.log.LogAttrs(r.Context(), slog.LevelDebug, "api: request", slog.String("route", name), slog.String("path", r.URL.Path),
-				slog.Int("status", sw.code), slog.Duration("took", elapsed), slog.String("token", who.TokenID), slog.String("role", string(who.Role)))
-		}
-	})
-}
-
 func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "time": s.clock.Now().UTC()})
+	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"status": "ok", "time": s.clock.Now().UTC()})
 }
 
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	if s.store != nil {
 		if _, err := s.store.Loop().LoadLoop(r.Context()); err != nil {
 			s.log.Warn("not ready: store", "err", err)
-			writeError(w, http.StatusServiceUnavailable, "unavailable", "", "the store does not answer")
+			httpapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", "", "the store does not answer")
 			return
 		}
 	}
@@ -322,11 +238,11 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	for _, rd := range s.readiness {
 		if err := rd.Ready(); err != nil {
 			s.log.Warn("not ready", "err", err)
-			writeError(w, http.StatusServiceUnavailable, "unavailable", "", "the control loop is not making progress (the server log says why)")
+			httpapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", "", "the control loop is not making progress (the server log says why)")
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, view)
+	httpapi.WriteJSON(w, http.StatusOK, view)
 }
 
 func (s *Server) listOffers(w http.ResponseWriter, r *http.Request) {
@@ -334,16 +250,16 @@ func (s *Server) listOffers(w http.ResponseWriter, r *http.Request) {
 	for _, o := range s.catalog.Filter(r.URL.Query().Get("gpu"), r.URL.Query().Get("region")) {
 		out = append(out, NewOfferView(&o))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"offers": out, "currency": s.catalog.Currency})
+	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"offers": out, "currency": s.catalog.Currency})
 }
 
 func (s *Server) getOffer(w http.ResponseWriter, r *http.Request) {
 	o, err := s.catalog.Offer(r.PathValue("id"))
 	if err != nil {
-		writeError(w, http.StatusNotFound, "not_found", "id", err.Error())
+		httpapi.WriteError(w, http.StatusNotFound, "not_found", "id", err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, NewOfferView(o))
+	httpapi.WriteJSON(w, http.StatusOK, NewOfferView(o))
 }
 
 // QuoteRequest is the body of POST /api/v1/quote.
@@ -357,15 +273,15 @@ type QuoteRequest struct {
 
 func (s *Server) quote(w http.ResponseWriter, r *http.Request) {
 	var req QuoteRequest
-	if !decode(w, r, &req) {
+	if !httpapi.Decode(w, r, &req) {
 		return
 	}
 	q, err := Quote(s.catalog, req)
 	if err != nil {
-		writeValidation(w, err)
+		httpapi.WriteValidation(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, NewQuoteView(q))
+	httpapi.WriteJSON(w, http.StatusOK, NewQuoteView(q))
 }
 
 // Quote validates req against c and prices it. The CLI's quote command and
@@ -392,174 +308,4 @@ func Quote(c *pricing.Catalog, req QuoteRequest) (billing.Quote, error) {
 		return billing.Quote{}, &core.FieldError{Field: "count", Value: strconv.Itoa(req.Count), Allowed: "1..10000"}
 	}
 	return billing.QuoteLease(o, mode, billing.Span{Start: req.Start, End: req.End}, req.Count, c.Vouchers)
-}
-
-// decode reads a JSON body strictly: unknown fields, a key given twice
-// in one object, anything after the value, and a body over MaxBodyBytes
-// are errors. encoding/json keeps the last of two equal keys (and matches
-// keys without regard to case), so {"gpus":1,"GPUS":1000} would pass a
-// reviewer who reads the first; checkJSON refuses it before decoding.
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	body, err := io.ReadAll(r.Body)
-	if err == nil {
-		err = checkJSON(body)
-	}
-	if err == nil {
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields()
-		err = dec.Decode(v)
-	}
-	if err == nil {
-		return true
-	}
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "", fmt.Sprintf("request body over %d bytes", tooBig.Limit))
-		return false
-	}
-	var dup *duplicateKeyError
-	if errors.As(err, &dup) {
-		writeError(w, http.StatusBadRequest, "invalid_json", dup.path, err.Error())
-		return false
-	}
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &typeErr) {
-		writeError(w, http.StatusBadRequest, "invalid_argument", typeErr.Field, fmt.Sprintf("field %s: want %s", typeErr.Field, typeErr.Type))
-		return false
-	}
-	writeError(w, http.StatusBadRequest, "invalid_json", "", "invalid JSON body: "+err.Error())
-	return false
-}
-
-// duplicateKeyError is a key given twice in one JSON object.
-type duplicateKeyError struct {
-	path  string // the key's path, e.g. quotas[1].gpu_class
-	first string // the first spelling, when it differs in case
-}
-
-func (e *duplicateKeyError) Error() string {
-	if e.first != "" {
-		return fmt.Sprintf("invalid JSON body: key %s given twice (as %q too; keys match without regard to case)", e.path, e.first)
-	}
-	return fmt.Sprintf("invalid JSON body: key %s given twice", e.path)
-}
-
-// checkJSON reports the first key given twice in an object of data (keys
-// equal under Unicode case folding, as encoding/json matches them), and
-// anything but white space after the first value. Syntax errors are left
-// to the decoder, which reports them with their offset.
-func checkJSON(data []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if err := checkValue(dec, ""); err != nil {
-		if errors.Is(err, errSyntax) {
-			return nil
-		}
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("trailing data after the JSON value")
-	}
-	return nil
-}
-
-// errSyntax stops checkJSON at malformed JSON (or an empty body), which
-// the decoder then reports with its offset.
-var errSyntax = errors.New("json syntax")
-
-// checkValue reads one value from dec, checking the keys of its objects;
-// path names the value in errors.
-func checkValue(dec *json.Decoder, path string) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return errSyntax
-	}
-	switch tok {
-	case json.Delim('{'):
-		seen := map[string]string{}
-		for dec.More() {
-			kt, err := dec.Token()
-			if err != nil {
-				return errSyntax
-			}
-			key, _ := kt.(string)
-			p := key
-			if path != "" {
-				p = path + "." + key
-			}
-			fold := foldKey(key)
-			if first, ok := seen[fold]; ok {
-				e := &duplicateKeyError{path: p}
-				if first != key {
-					e.first = first
-				}
-				return e
-			}
-			seen[fold] = key
-			if err := checkValue(dec, p); err != nil {
-				return err
-			}
-		}
-		if _, err := dec.Token(); err != nil { // '}'
-			return errSyntax
-		}
-	case json.Delim('['):
-		for i := 0; dec.More(); i++ {
-			if err := checkValue(dec, fmt.Sprintf("%s[%d]", path, i)); err != nil {
-				return err
-			}
-		}
-		if _, err := dec.Token(); err != nil { // ']'
-			return errSyntax
-		}
-	}
-	return nil
-}
-
-// foldKey maps s to one representative of its case-folding class: each
-// rune becomes the smallest rune of its unicode.SimpleFold orbit, so two
-// keys that strings.EqualFold matches map to one string.
-func foldKey(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		m := r
-		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
-			m = min(m, f)
-		}
-		b.WriteRune(m)
-	}
-	return b.String()
-}
-
-// ErrorBody is the JSON of every error response.
-type ErrorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Field   string `json:"field,omitempty"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-func writeValidation(w http.ResponseWriter, err error) {
-	var fe *core.FieldError
-	if errors.As(err, &fe) {
-		writeError(w, http.StatusBadRequest, "invalid_argument", fe.Field, err.Error())
-		return
-	}
-	writeError(w, http.StatusBadRequest, "invalid_argument", "", err.Error())
-}
-
-func writeError(w http.ResponseWriter, status int, code, field, msg string) {
-	var b ErrorBody
-	b.Error.Code, b.Error.Field, b.Error.Message = code, field, msg
-	writeJSON(w, status, b)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 )
 
@@ -87,14 +88,14 @@ func TestErrors(t *testing.T) {
 		{"wrong type", "POST", "/api/v1/quote", `{"offer":"idc/cd/v100x8","count":"two"}`, 400, "invalid_argument", "count"},
 		{"unknown field", "POST", "/api/v1/quote", `{"ofer":"x"}`, 400, "invalid_json", ""},
 		{"not json", "POST", "/api/v1/quote", `offer=x`, 400, "invalid_json", ""},
-		{"too large", "POST", "/api/v1/quote", `{"offer":"` + strings.Repeat("x", MaxBodyBytes) + `"}`, 413, "too_large", ""},
+		{"too large", "POST", "/api/v1/quote", `{"offer":"` + strings.Repeat("x", httpapi.MaxBodyBytes) + `"}`, 413, "too_large", ""},
 		{"no route", "GET", "/api/v1/nothing", ``, 404, "not_found", ""},
 		{"unknown offer id", "GET", "/api/v1/offers/idc/cd/nope", ``, 404, "not_found", "id"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body := do(t, tc.method, ts.URL+tc.path, tc.body)
-			var e ErrorBody
+			var e httpapi.ErrorBody
 			if err := json.Unmarshal(body, &e); err != nil {
 				t.Fatalf("not a JSON error: %s", body)
 			}
@@ -144,9 +145,9 @@ func TestOpenAPIInSync(t *testing.T) {
 	}
 	s := New(testCatalog(), clock.Real{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	for _, r := range s.routes() {
-		want = append(want, strings.ReplaceAll(r.pattern, "{id...}", "{id}"))
-		if _, ok := apiDoc[r.pattern]; !ok {
-			t.Errorf("route %s has no apiDoc entry", r.pattern)
+		want = append(want, strings.ReplaceAll(r.Pattern, "{id...}", "{id}"))
+		if _, ok := apiDoc[r.Pattern]; !ok {
+			t.Errorf("route %s has no apiDoc entry", r.Pattern)
 		}
 	}
 	sort.Strings(got)
@@ -164,7 +165,7 @@ func FuzzQuoteBody(f *testing.F) {
 	f.Add(`{"offer":"idc/cd/v100x8","mode":"monthly","start":"0001-01-01T00:00:00Z","end":"9999-12-31T23:59:59Z"}`)
 	f.Add(`{}`)
 	f.Add(`[`)
-	s := New(testCatalog(), clock.Real{}, slog.New(slog.NewTextHandler(io.Discard, nil)), WithAnonymousRateLimit(RateLimit{}))
+	s := New(testCatalog(), clock.Real{}, slog.New(slog.NewTextHandler(io.Discard, nil)), WithAnonymousRateLimit(httpapi.RateLimit{}))
 	f.Fuzz(func(t *testing.T, body string) {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest("POST", "/api/v1/quote", strings.NewReader(body))
@@ -239,92 +240,10 @@ func TestStrictJSON(t *testing.T) {
 				role = "admin"
 			}
 			code, b, _ := f.call(t, role, "POST", tc.path, tc.body)
-			var e ErrorBody
+			var e httpapi.ErrorBody
 			if err := json.Unmarshal(b, &e); err != nil || code != tc.code || e.Error.Field != tc.field || !strings.Contains(e.Error.Message, tc.msg) {
 				t.Errorf("got %d %s, want %d field %q message with %q", code, b, tc.code, tc.field, tc.msg)
 			}
 		})
 	}
-}
-
-// FuzzCheckJSON: checkJSON accepts a valid document only if no object in
-// it repeats a key (so decoding loses nothing), and never panics.
-func FuzzCheckJSON(f *testing.F) {
-	for _, s := range []string{`{"a":1}`, `{"a":1,"a":2}`, `{"a":1,"A":2}`, `[{"a":{"b":1,"b":2}}]`, `{"a":1}}`, `1 2`, `"x"`, `{"a":[1,{"k":"v","K":"w"}]}`} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		err := checkJSON(data)
-		if err != nil || !json.Valid(data) {
-			return
-		}
-		// Numbers as json.Number: a valid number such as 1E700 does not
-		// fit a float64, and that is the typed decoder's error to give.
-		var v any
-		dec := json.NewDecoder(bytes.NewReader(data))
-		dec.UseNumber()
-		if err := dec.Decode(&v); err != nil {
-			t.Fatalf("valid %q does not decode: %v", data, err)
-		}
-		if keys, kept := keyTokens(t, data), mapEntries(v); keys != kept {
-			t.Fatalf("accepted %q: %d keys, %d after decoding", data, keys, kept)
-		}
-	})
-}
-
-// keyTokens counts the object keys in data.
-func keyTokens(t *testing.T, data []byte) int {
-	type frame struct{ obj, wantKey bool }
-	var st []frame
-	done := func() { // a value ended: its object wants a key next
-		if len(st) > 0 && st[len(st)-1].obj {
-			st[len(st)-1].wantKey = true
-		}
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	n := 0
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return n
-		}
-		if top := len(st) - 1; top >= 0 && st[top].obj && st[top].wantKey && tok != json.Delim('}') {
-			n++
-			st[top].wantKey = false
-			continue
-		}
-		switch tok {
-		case json.Delim('{'):
-			st = append(st, frame{obj: true, wantKey: true})
-		case json.Delim('['):
-			st = append(st, frame{})
-		case json.Delim('}'), json.Delim(']'):
-			st = st[:len(st)-1]
-			done()
-		default:
-			done()
-		}
-	}
-}
-
-// mapEntries counts the entries of every map in v, keys equal under case
-// folding counted once.
-func mapEntries(v any) int {
-	switch x := v.(type) {
-	case map[string]any:
-		folded := map[string]bool{}
-		n := 0
-		for k, e := range x {
-			folded[strings.ToLower(k)] = true
-			n += mapEntries(e)
-		}
-		return n + len(folded)
-	case []any:
-		n := 0
-		for _, e := range x {
-			n += mapEntries(e)
-		}
-		return n
-	}
-	return 0
 }

@@ -1,11 +1,15 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
+	"github.com/gpufleet/gpufleet/internal/clock"
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/store"
 )
 
@@ -47,11 +51,11 @@ type TokensPage struct {
 
 func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	p, _ := PrincipalFrom(r.Context())
+	p, _ := httpapi.PrincipalFrom(r.Context())
 	f := store.TokenFilter{Team: q.Get("team"), User: q.Get("user")}
 	if p.Role != store.RoleAdmin {
 		if f.Team != "" && f.Team != p.Team {
-			writeJSON(w, http.StatusOK, TokensPage{Tokens: []TokenInfoView{}})
+			httpapi.WriteJSON(w, http.StatusOK, TokensPage{Tokens: []TokenInfoView{}})
 			return
 		}
 		f.Team = p.Team
@@ -69,7 +73,7 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Tokens = append(out.Tokens, NewTokenInfoView(&toks[i], now))
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpapi.WriteJSON(w, http.StatusOK, out)
 }
 
 // visibleToken returns the token with id if p may manage it: an admin
@@ -77,7 +81,7 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
 // a missing one.
 func (s *Server) visibleToken(w http.ResponseWriter, r *http.Request) (store.Token, bool) {
 	id := r.PathValue("id")
-	p, _ := PrincipalFrom(r.Context())
+	p, _ := httpapi.PrincipalFrom(r.Context())
 	f := store.TokenFilter{}
 	if p.Role != store.RoleAdmin {
 		f.Team = p.Team
@@ -92,7 +96,7 @@ func (s *Server) visibleToken(w http.ResponseWriter, r *http.Request) (store.Tok
 			return t, true
 		}
 	}
-	writeError(w, http.StatusNotFound, "not_found", "id", fmt.Sprintf("token %q not found", id))
+	httpapi.WriteError(w, http.StatusNotFound, "not_found", "id", fmt.Sprintf("token %q not found", id))
 	return store.Token{}, false
 }
 
@@ -113,7 +117,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
 			map[string]string{"team": t.Team, "token_role": string(t.Role), "token_user": t.User})
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusNotFound, "not_found", "id", fmt.Sprintf("token %q not found", t.ID))
+		httpapi.WriteError(w, http.StatusNotFound, "not_found", "id", fmt.Sprintf("token %q not found", t.ID))
 		return
 	}
 	if err != nil {
@@ -123,5 +127,78 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
 	if t.Revoked.IsZero() {
 		t.Revoked = now
 	}
-	writeJSON(w, http.StatusOK, NewTokenInfoView(&t, now))
+	httpapi.WriteJSON(w, http.StatusOK, NewTokenInfoView(&t, now))
+}
+
+// AdminUser is the user id of the admin that EnsureAdminToken creates.
+const AdminUser = "admin"
+
+// EnsureAdminToken makes sure an active admin token exists. On first start
+// (none exists) it creates the admin user and a token and returns the
+// token's secret, to be shown once; otherwise it returns "".
+func EnsureAdminToken(ctx context.Context, st store.Store, clk clock.Clock) (string, error) {
+	now := clk.Now()
+	toks, err := st.Tokens().ListTokens(ctx, store.TokenFilter{})
+	if err != nil {
+		return "", fmt.Errorf("ensure admin token: %w", err)
+	}
+	for _, t := range toks {
+		if t.Role == store.RoleAdmin && t.Active(now) {
+			return "", nil
+		}
+	}
+	secret, hash, err := store.NewToken()
+	if err != nil {
+		return "", fmt.Errorf("ensure admin token: %w", err)
+	}
+	id, err := httpapi.NewID("tok")
+	if err != nil {
+		return "", fmt.Errorf("ensure admin token: %w", err)
+	}
+	err = st.Tx(ctx, func(tx store.Tx) error {
+		if _, err := tx.Users().GetUser(ctx, AdminUser); errors.Is(err, store.ErrNotFound) {
+			if err := tx.Users().CreateUser(ctx, store.User{ID: AdminUser, Name: "admin", Role: store.RoleAdmin, Created: now}); err != nil {
+				return err
+			}
+		} else if err != nil {
+			return err
+		}
+		if err := tx.Tokens().CreateToken(ctx, store.Token{ID: id, Hash: hash, User: AdminUser, Role: store.RoleAdmin, Name: "bootstrap admin", Prefix: store.SecretPrefix(secret), Created: now}); err != nil {
+			return err
+		}
+		_, err := tx.Events().AppendEvents(ctx, core.Event{At: now, Kind: "audit.token_created", Subject: id,
+			Reason: "first start: no admin token in the store", Attrs: map[string]string{"actor": "gpufleet", "role": string(store.RoleAdmin)}})
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("ensure admin token: %w", err)
+	}
+	return secret, nil
+}
+
+// MintAgentToken stores a new agent token named name and returns its id
+// and secret. The secret is never stored or printed: the caller hands it
+// to the agents it starts (serve's hosted agents) and revokes the token
+// when they stop.
+func MintAgentToken(ctx context.Context, st store.Store, clk clock.Clock, name, reason string) (id, secret string, err error) {
+	now := clk.Now()
+	secret, hash, err := store.NewToken()
+	if err != nil {
+		return "", "", fmt.Errorf("mint agent token: %w", err)
+	}
+	if id, err = httpapi.NewID("tok"); err != nil {
+		return "", "", fmt.Errorf("mint agent token: %w", err)
+	}
+	err = st.Tx(ctx, func(tx store.Tx) error {
+		if err := tx.Tokens().CreateToken(ctx, store.Token{ID: id, Hash: hash, Role: store.RoleAgent, Name: name, Prefix: store.SecretPrefix(secret), Created: now}); err != nil {
+			return err
+		}
+		_, err := tx.Events().AppendEvents(ctx, core.Event{At: now, Kind: "audit.token_created", Subject: id,
+			Reason: reason, Attrs: map[string]string{"actor": "gpufleet", "role": string(store.RoleAgent)}})
+		return err
+	})
+	if err != nil {
+		return "", "", fmt.Errorf("mint agent token: %w", err)
+	}
+	return id, secret, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/billing"
 	"github.com/gpufleet/gpufleet/internal/dashboard"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/readmodel"
 	"github.com/gpufleet/gpufleet/internal/store"
 )
@@ -21,11 +22,11 @@ func (s *Server) mountUI(mux *http.ServeMux) {
 
 // uiRoutes are the JSON routes only the dashboard needs: the overview, the
 // GPU heatmap and the live leases with their next billing boundary.
-func (s *Server) uiRoutes() []route {
-	return []route{
-		{"GET /api/v1/overview", "The dashboard's figures: spend today and this month, idle spend, utilization, fleet by billing mode, queue per tier and team, budgets, open alerts and idle GPUs (a team token sees its own team's queue, budget and alerts).", s.overview, readers},
-		{"GET /api/v1/overview/heatmap", "Mean GPU utilization per GPU and time bucket over the last hours (1..168, default 6), from the agents' samples.", s.heatmap, readers},
-		{"GET /api/v1/overview/leases", "Live leases with their next billing boundary and the seconds left to it.", s.boundaryLeases, readers},
+func (s *Server) uiRoutes() []httpapi.Route {
+	return []httpapi.Route{
+		{Pattern: "GET /api/v1/overview", Summary: "The dashboard's figures: spend today and this month, idle spend, utilization, fleet by billing mode, queue per tier and team, budgets, open alerts and idle GPUs (a team token sees its own team's queue, budget and alerts).", Handler: s.overview, Roles: readers},
+		{Pattern: "GET /api/v1/overview/heatmap", Summary: "Mean GPU utilization per GPU and time bucket over the last hours (1..168, default 6), from the agents' samples.", Handler: s.heatmap, Roles: readers},
+		{Pattern: "GET /api/v1/overview/leases", Summary: "Live leases with their next billing boundary and the seconds left to it.", Handler: s.boundaryLeases, Roles: readers},
 	}
 }
 
@@ -42,7 +43,7 @@ func init() {
 }
 
 func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
-	p, _ := PrincipalFrom(r.Context())
+	p, _ := httpapi.PrincipalFrom(r.Context())
 	team := ""
 	if p.Role != store.RoleAdmin {
 		team = p.Team
@@ -52,7 +53,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err, "")
 		return
 	}
-	writeJSON(w, http.StatusOK, ov)
+	httpapi.WriteJSON(w, http.StatusOK, ov)
 }
 
 func (s *Server) heatmap(w http.ResponseWriter, r *http.Request) {
@@ -60,7 +61,7 @@ func (s *Server) heatmap(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("hours"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 168 {
-			writeError(w, http.StatusBadRequest, "invalid_argument", "hours", "hours: want 1..168")
+			httpapi.WriteError(w, http.StatusBadRequest, "invalid_argument", "hours", "hours: want 1..168")
 			return
 		}
 		hours = n
@@ -70,7 +71,7 @@ func (s *Server) heatmap(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err, "")
 		return
 	}
-	writeJSON(w, http.StatusOK, hm)
+	httpapi.WriteJSON(w, http.StatusOK, hm)
 }
 
 // BoundaryLeases is the response of GET /api/v1/overview/leases.
@@ -135,5 +136,5 @@ func (s *Server) boundaryLeases(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Leases = append(out.Leases, bl)
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpapi.WriteJSON(w, http.StatusOK, out)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/policy"
 	"github.com/gpufleet/gpufleet/internal/readmodel"
 	"github.com/gpufleet/gpufleet/internal/readmodel/readmodeltest"
@@ -39,7 +40,7 @@ func uiServer(t *testing.T, st store.Store) (*httptest.Server, string) {
 	}
 	must(st.Users().CreateUser(ctx, store.User{ID: "m", Team: "a", Role: store.RoleMember, Created: readmodeltest.Now}))
 	must(st.Tokens().CreateToken(ctx, store.Token{ID: "tm", Hash: hash, User: "m", Team: "a", Role: store.RoleMember, Name: "m", Created: readmodeltest.Now}))
-	ts := httptest.NewServer(New(readmodeltest.Catalog(), clock.NewManual(readmodeltest.Now), slog.New(slog.NewTextHandler(io.Discard, nil)), WithStore(st), WithRateLimit(RateLimit{})))
+	ts := httptest.NewServer(New(readmodeltest.Catalog(), clock.NewManual(readmodeltest.Now), slog.New(slog.NewTextHandler(io.Discard, nil)), WithStore(st), WithRateLimit(httpapi.RateLimit{})))
 	t.Cleanup(ts.Close)
 	return ts, secret
 }
@@ -298,7 +299,7 @@ func TestOverviewIdleGPUsAreTheLoopsAlerts(t *testing.T) {
 				p.Idle.For = policy.Duration(tc.idleFor)
 			}
 			ts := httptest.NewServer(New(readmodeltest.Catalog(), clock.NewManual(readmodeltest.Now), slog.New(slog.NewTextHandler(io.Discard, nil)),
-				WithStore(st), WithRateLimit(RateLimit{}), WithPolicy(p)))
+				WithStore(st), WithRateLimit(httpapi.RateLimit{}), WithPolicy(p)))
 			defer ts.Close()
 			var ov readmodel.Overview
 			if code := uiGet(t, ts, uiAdmin(t, st), "/api/v1/overview", &ov); code != 200 {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	"github.com/gpufleet/gpufleet/internal/store"
 	"github.com/gpufleet/gpufleet/internal/store/sqlite"
@@ -158,7 +159,7 @@ func usageReporter(t fataler, st store.Store, cat *pricing.Catalog, now time.Tim
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := New(cat, clock.NewManual(now), slog.New(slog.NewTextHandler(io.Discard, nil)), WithStore(st), WithRateLimit(RateLimit{}))
+	h := New(cat, clock.NewManual(now), slog.New(slog.NewTextHandler(io.Discard, nil)), WithStore(st), WithRateLimit(httpapi.RateLimit{}))
 	return func(from, to time.Time) UsageReportView {
 		req := httptest.NewRequest(http.MethodGet, "/api/v1/reports/usage?from="+from.Format(time.RFC3339)+"&to="+to.Format(time.RFC3339), nil)
 		req.Header.Set("Authorization", "Bearer "+secret)

@@ -1,8 +1,6 @@
 package api
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,63 +11,24 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/fleet"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/readmodel"
 	"github.com/gpufleet/gpufleet/internal/store"
 )
 
-// newID returns prefix-<16 random hex digits>.
-func newID(prefix string) (string, error) {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("new id: %w", err)
-	}
-	return prefix + "-" + hex.EncodeToString(b[:]), nil
-}
-
 // internal logs err and answers 500 without its detail.
 func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {
-	s.log.Error("api: internal error", "method", r.Method, "path", r.URL.Path, "err", err)
-	writeError(w, http.StatusInternalServerError, "internal", "", "internal error")
+	httpapi.Internal(s.log, w, r, err)
 }
 
-// storeError answers err from the store: field errors 400, not found 404,
-// conflicts 409, anything else 500. A store.RowError is shown in its own
-// words (its field, else field); a bare ErrNotFound or ErrConflict may
-// carry a database's text, so it is logged and answered with a message
-// of ours that names field.
+// storeError answers err from the store (httpapi.StoreError).
 func (s *Server) storeError(w http.ResponseWriter, r *http.Request, err error, field string) {
-	var fe *core.FieldError
-	var re *store.RowError
-	status, code := http.StatusConflict, "conflict"
-	if errors.Is(err, store.ErrNotFound) {
-		status, code = http.StatusNotFound, "not_found"
-	}
-	switch {
-	case errors.As(err, &fe):
-		writeError(w, http.StatusBadRequest, "invalid_argument", fe.Field, err.Error())
-	case errors.As(err, &re):
-		if re.Field != "" {
-			field = re.Field
-		}
-		writeError(w, status, code, field, re.Msg)
-	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict):
-		s.log.Warn("api: "+code, "method", r.Method, "path", r.URL.Path, "err", err)
-		msg := "the request conflicts with what is stored"
-		if status == http.StatusNotFound {
-			msg = "the request refers to something that does not exist"
-		}
-		if field != "" {
-			msg = field + ": " + msg[len("the request "):]
-		}
-		writeError(w, status, code, field, msg)
-	default:
-		s.internal(w, r, err)
-	}
+	httpapi.StoreError(s.log, w, r, err, field)
 }
 
 // audit appends an admin action to the audit trail inside tx.
 func audit(r *http.Request, tx store.Tx, at time.Time, kind, subject, reason string, attrs map[string]string) error {
-	p, _ := PrincipalFrom(r.Context())
+	p, _ := httpapi.PrincipalFrom(r.Context())
 	a := map[string]string{"actor": p.Actor(), "role": string(p.Role)}
 	for k, v := range attrs {
 		a[k] = v
@@ -128,7 +87,7 @@ func NewTeamView(t *core.Team) TeamView {
 
 func (s *Server) createTeam(w http.ResponseWriter, r *http.Request) {
 	var req TeamRequest
-	if !decode(w, r, &req) {
+	if !httpapi.Decode(w, r, &req) {
 		return
 	}
 	t := core.Team{ID: req.ID, Name: req.Name, Cohort: req.Cohort, Weight: req.Weight, UnitLimit: req.UnitLimit}
@@ -138,7 +97,7 @@ func (s *Server) createTeam(w http.ResponseWriter, r *http.Request) {
 	if req.MonthlyBudget != "" {
 		m, err := core.ParseMicros(req.MonthlyBudget)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, "invalid_argument", "monthly_budget", err.Error())
+			httpapi.WriteError(w, http.StatusBadRequest, "invalid_argument", "monthly_budget", err.Error())
 			return
 		}
 		t.MonthlyBudget = m
@@ -147,7 +106,7 @@ func (s *Server) createTeam(w http.ResponseWriter, r *http.Request) {
 		t.Quotas = append(t.Quotas, core.Quota{GPUClass: q.GPUClass, Guaranteed: core.Milli(q.Guaranteed), BorrowLimit: core.Milli(q.BorrowLimit), LendLimit: core.Milli(q.LendLimit)})
 	}
 	if err := store.ValidateTeam(&t); err != nil {
-		writeValidation(w, err)
+		httpapi.WriteValidation(w, err)
 		return
 	}
 	now := s.clock.Now()
@@ -161,7 +120,7 @@ func (s *Server) createTeam(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err, "id")
 		return
 	}
-	writeJSON(w, http.StatusCreated, NewTeamView(&t))
+	httpapi.WriteJSON(w, http.StatusCreated, NewTeamView(&t))
 }
 
 func (s *Server) listTeams(w http.ResponseWriter, r *http.Request) {
@@ -174,7 +133,7 @@ func (s *Server) listTeams(w http.ResponseWriter, r *http.Request) {
 	for i := range teams {
 		out = append(out, NewTeamView(&teams[i]))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"teams": out})
+	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"teams": out})
 }
 
 // TokenRequest is the body of POST /api/v1/tokens. User is created (with
@@ -204,13 +163,13 @@ type TokenView struct {
 
 func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 	var req TokenRequest
-	if !decode(w, r, &req) {
+	if !httpapi.Decode(w, r, &req) {
 		return
 	}
-	p, _ := PrincipalFrom(r.Context())
+	p, _ := httpapi.PrincipalFrom(r.Context())
 	role, err := store.ParseRole(req.Role)
 	if err != nil {
-		writeValidation(w, err)
+		httpapi.WriteValidation(w, err)
 		return
 	}
 	if p.Role == store.RoleTeamAdmin {
@@ -218,11 +177,11 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 			req.Team = p.Team
 		}
 		if req.Team != p.Team {
-			writeError(w, http.StatusForbidden, "forbidden", "team", "a team-admin makes tokens for its own team only")
+			httpapi.WriteError(w, http.StatusForbidden, "forbidden", "team", "a team-admin makes tokens for its own team only")
 			return
 		}
 		if !role.TeamScoped() {
-			writeError(w, http.StatusForbidden, "forbidden", "role", "a team-admin makes team-admin, member and viewer tokens only")
+			httpapi.WriteError(w, http.StatusForbidden, "forbidden", "role", "a team-admin makes team-admin, member and viewer tokens only")
 			return
 		}
 	}
@@ -234,7 +193,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
-	id, err := newID("tok")
+	id, err := httpapi.NewID("tok")
 	if err != nil {
 		s.internal(w, r, err)
 		return
@@ -242,7 +201,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 	now := s.clock.Now()
 	t := store.Token{ID: id, Hash: hash, User: req.User, Team: req.Team, Role: role, Name: req.Name, Prefix: store.SecretPrefix(secret), Created: now, Expires: req.Expires}
 	if err := store.ValidateToken(&t); err != nil {
-		writeValidation(w, err)
+		httpapi.WriteValidation(w, err)
 		return
 	}
 	otherTeam := false // the user exists in another team
@@ -277,13 +236,13 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		if p.Role == store.RoleTeamAdmin && otherTeam {
 			// Do not reveal another team's users to a team-admin.
-			writeError(w, http.StatusForbidden, "forbidden", "user", "the user is not of your team")
+			httpapi.WriteError(w, http.StatusForbidden, "forbidden", "user", "the user is not of your team")
 			return
 		}
 		s.storeError(w, r, err, "team")
 		return
 	}
-	writeJSON(w, http.StatusCreated, TokenView{ID: t.ID, Secret: secret, Prefix: t.Prefix, User: t.User, Team: t.Team, Role: string(t.Role), Name: t.Name, Created: now.UTC(), Expires: t.Expires})
+	httpapi.WriteJSON(w, http.StatusCreated, TokenView{ID: t.ID, Secret: secret, Prefix: t.Prefix, User: t.User, Team: t.Team, Role: string(t.Role), Name: t.Name, Created: now.UTC(), Expires: t.Expires})
 }
 
 // JobRequest is the body of POST /api/v1/jobs. Team defaults to the
@@ -371,19 +330,19 @@ const MaxIdempotencyKey = 256
 
 func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 	var req JobRequest
-	if !decode(w, r, &req) {
+	if !httpapi.Decode(w, r, &req) {
 		return
 	}
-	p, _ := PrincipalFrom(r.Context())
+	p, _ := httpapi.PrincipalFrom(r.Context())
 	if req.Team == "" {
 		req.Team = p.Team
 	}
 	if req.Team == "" {
-		writeError(w, http.StatusBadRequest, "invalid_argument", "team", "team: required for an admin token")
+		httpapi.WriteError(w, http.StatusBadRequest, "invalid_argument", "team", "team: required for an admin token")
 		return
 	}
-	if !p.seesTeam(req.Team) {
-		writeError(w, http.StatusForbidden, "forbidden", "team", "a team token submits to its own team only")
+	if !p.SeesTeam(req.Team) {
+		httpapi.WriteError(w, http.StatusForbidden, "forbidden", "team", "a team token submits to its own team only")
 		return
 	}
 	if req.User == "" {
@@ -391,28 +350,28 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 	}
 	if p.Role != store.RoleAdmin {
 		if req.User != p.User {
-			writeError(w, http.StatusForbidden, "forbidden", "user", fmt.Sprintf("user: a team token submits as its own user %q; only an admin sets another", p.User))
+			httpapi.WriteError(w, http.StatusForbidden, "forbidden", "user", fmt.Sprintf("user: a team token submits as its own user %q; only an admin sets another", p.User))
 			return
 		}
 		if req.ID != "" {
-			writeError(w, http.StatusBadRequest, "invalid_argument", "id",
+			httpapi.WriteError(w, http.StatusBadRequest, "invalid_argument", "id",
 				fmt.Sprintf("id: invalid value %q: want none; the server names a team's jobs (job- and 16 hex digits), and the Idempotency-Key header makes a retry safe", req.ID))
 			return
 		}
 	}
 	key := r.Header.Get("Idempotency-Key")
 	if len(key) > MaxIdempotencyKey {
-		writeError(w, http.StatusBadRequest, "invalid_argument", "Idempotency-Key", fmt.Sprintf("Idempotency-Key: at most %d bytes", MaxIdempotencyKey))
+		httpapi.WriteError(w, http.StatusBadRequest, "invalid_argument", "Idempotency-Key", fmt.Sprintf("Idempotency-Key: at most %d bytes", MaxIdempotencyKey))
 		return
 	}
 	if key != "" {
 		if err := store.CheckID("Idempotency-Key", key); err != nil {
-			writeValidation(w, err)
+			httpapi.WriteValidation(w, err)
 			return
 		}
 	}
 	if req.ID == "" {
-		id, err := newID("job")
+		id, err := httpapi.NewID("job")
 		if err != nil {
 			s.internal(w, r, err)
 			return
@@ -429,12 +388,12 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 	// would wrap (to 0 for 2^62).
 	est, err := core.Seconds("est_duration_seconds", req.EstDurationSeconds)
 	if err != nil {
-		writeValidation(w, err)
+		httpapi.WriteValidation(w, err)
 		return
 	}
 	ckpt, err := core.Seconds("checkpoint_interval_seconds", req.CheckpointSeconds)
 	if err != nil {
-		writeValidation(w, err)
+		httpapi.WriteValidation(w, err)
 		return
 	}
 	j := core.Job{ID: req.ID, Team: req.Team, User: req.User, Tier: core.Tier(req.Tier),
@@ -444,7 +403,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 		Interruptible: req.Interruptible, Deferrable: req.Deferrable, CheckpointInterval: ckpt,
 		Command: req.Command, Image: req.Image, Submit: s.clock.Now(), State: core.JobPending}
 	if err := store.ValidateJob(&j); err != nil {
-		writeValidation(w, err)
+		httpapi.WriteValidation(w, err)
 		return
 	}
 	// A job no offer can ever run is refused here: it would wait forever,
@@ -475,13 +434,13 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 				msg = "no machine of the pool can ever run this job: no agent with a catalog offer has joined (start gpufleet agent --offer OFFER on a machine, or pin agents to offers in the provider's file)"
 			}
 		}
-		writeError(w, http.StatusUnprocessableEntity, "unrunnable", field, msg)
+		httpapi.WriteError(w, http.StatusUnprocessableEntity, "unrunnable", field, msg)
 		return
 	}
 	job, created, err := s.store.Jobs().SubmitJob(r.Context(), j, key)
 	var re *store.RowError
 	if errors.As(err, &re) && re.Field == "idempotency_key" {
-		writeError(w, http.StatusConflict, "conflict", "Idempotency-Key", strings.Replace(re.Msg, "idempotency key", "Idempotency-Key", 1))
+		httpapi.WriteError(w, http.StatusConflict, "conflict", "Idempotency-Key", strings.Replace(re.Msg, "idempotency key", "Idempotency-Key", 1))
 		return
 	}
 	if err != nil {
@@ -493,7 +452,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusCreated
 		s.submitted.Inc()
 	}
-	writeJSON(w, code, NewJobView(&job))
+	httpapi.WriteJSON(w, code, NewJobView(&job))
 }
 
 // JobsPage is the response of GET /api/v1/jobs.
@@ -504,16 +463,16 @@ type JobsPage struct {
 
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	p, _ := PrincipalFrom(r.Context())
+	p, _ := httpapi.PrincipalFrom(r.Context())
 	f := store.JobFilter{Team: q.Get("team"), Cursor: q.Get("cursor")}
 	if err := store.CheckText("team", f.Team); err != nil {
 		// A NUL byte is a 400 here, not a database error.
-		writeValidation(w, err)
+		httpapi.WriteValidation(w, err)
 		return
 	}
 	if p.Role != store.RoleAdmin {
 		if f.Team != "" && f.Team != p.Team {
-			writeJSON(w, http.StatusOK, JobsPage{Jobs: []JobView{}}) // another team's jobs do not exist for p
+			httpapi.WriteJSON(w, http.StatusOK, JobsPage{Jobs: []JobView{}}) // another team's jobs do not exist for p
 			return
 		}
 		f.Team = p.Team
@@ -524,7 +483,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("tier"); v != "" {
 		t, err := core.ParseTier(v)
 		if err != nil {
-			writeValidation(w, err)
+			httpapi.WriteValidation(w, err)
 			return
 		}
 		f.Tier = t
@@ -541,7 +500,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	for i := range page.Items {
 		out.Jobs = append(out.Jobs, NewJobView(&page.Items[i]))
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpapi.WriteJSON(w, http.StatusOK, out)
 }
 
 // parseStates reads a comma-separated state filter (the query parameter
@@ -553,7 +512,7 @@ func parseStates[T any](w http.ResponseWriter, v string, parse func(field, name 
 	for _, name := range strings.Split(v, ",") {
 		st, err := parse("state", name)
 		if err != nil {
-			writeValidation(w, err)
+			httpapi.WriteValidation(w, err)
 			return false
 		}
 		*states = append(*states, st)
@@ -567,7 +526,7 @@ func parseLimit(w http.ResponseWriter, v string, limit *int) bool {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_argument", "limit", "limit: want an integer")
+		httpapi.WriteError(w, http.StatusBadRequest, "invalid_argument", "limit", "limit: want an integer")
 		return false
 	}
 	*limit = n
@@ -578,15 +537,15 @@ func parseLimit(w http.ResponseWriter, v string, limit *int) bool {
 // answers 404 exactly as a missing one does.
 func (s *Server) visibleJob(w http.ResponseWriter, r *http.Request) (store.Job, bool) {
 	id := r.PathValue("id")
-	p, _ := PrincipalFrom(r.Context())
+	p, _ := httpapi.PrincipalFrom(r.Context())
 	j, err := s.store.Jobs().GetJob(r.Context(), id)
-	if err == nil && !p.seesTeam(j.Team) {
+	if err == nil && !p.SeesTeam(j.Team) {
 		err = store.ErrNotFound
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		// One message for both, so that the answer tells nothing of
 		// other teams.
-		writeError(w, http.StatusNotFound, "not_found", "id", fmt.Sprintf("job %q not found", id))
+		httpapi.WriteError(w, http.StatusNotFound, "not_found", "id", fmt.Sprintf("job %q not found", id))
 		return store.Job{}, false
 	}
 	if err != nil {
@@ -598,7 +557,7 @@ func (s *Server) visibleJob(w http.ResponseWriter, r *http.Request) (store.Job, 
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 	if j, ok := s.visibleJob(w, r); ok {
-		writeJSON(w, http.StatusOK, NewJobView(&j))
+		httpapi.WriteJSON(w, http.StatusOK, NewJobView(&j))
 	}
 }
 
@@ -620,7 +579,7 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err, "id")
 		return
 	}
-	writeJSON(w, http.StatusOK, NewJobView(&out))
+	httpapi.WriteJSON(w, http.StatusOK, NewJobView(&out))
 }
 
 // LeaseView is the JSON form of a stored lease.
@@ -671,7 +630,7 @@ func (s *Server) listLeases(w http.ResponseWriter, r *http.Request) {
 	for i := range page.Items {
 		out.Leases = append(out.Leases, NewLeaseView(&page.Items[i]))
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpapi.WriteJSON(w, http.StatusOK, out)
 }
 
 // EventView is the JSON form of an event.
@@ -692,13 +651,13 @@ type EventsPage struct {
 
 func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	p, _ := PrincipalFrom(r.Context())
+	p, _ := httpapi.PrincipalFrom(r.Context())
 	f := store.EventFilter{Subject: q.Get("subject"), Kind: q.Get("kind"), Team: q.Get("team"), Cursor: q.Get("cursor")}
 	if p.Role != store.RoleAdmin {
 		// A team role reads its own team's trail; fleet-wide events
 		// (leases, other teams) are an admin's.
 		if f.Team != "" && f.Team != p.Team {
-			writeJSON(w, http.StatusOK, EventsPage{Events: []EventView{}})
+			httpapi.WriteJSON(w, http.StatusOK, EventsPage{Events: []EventView{}})
 			return
 		}
 		f.Team = p.Team
@@ -710,7 +669,7 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 		if v := q.Get(tf.name); v != "" {
 			t, err := time.Parse(time.RFC3339, v)
 			if err != nil {
-				writeError(w, http.StatusBadRequest, "invalid_argument", tf.name, tf.name+": want an RFC 3339 time")
+				httpapi.WriteError(w, http.StatusBadRequest, "invalid_argument", tf.name, tf.name+": want an RFC 3339 time")
 				return
 			}
 			*tf.dst = t
@@ -728,5 +687,5 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 	for _, e := range page.Items {
 		out.Events = append(out.Events, EventView{Seq: e.Seq, At: e.At.UTC(), Kind: e.Kind, Subject: e.Subject, Reason: e.Reason, Attrs: e.Attrs})
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpapi.WriteJSON(w, http.StatusOK, out)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/policy"
 	"github.com/gpufleet/gpufleet/internal/store"
 	"github.com/gpufleet/gpufleet/internal/store/sqlite"
@@ -97,7 +98,7 @@ func newFixtureOn(t testing.TB, st store.Store, opts ...Option) *fixture {
 			t.Fatal(err)
 		}
 	}
-	opts = append([]Option{WithStore(st), WithRateLimit(RateLimit{}), WithAnonymousRateLimit(RateLimit{})}, opts...)
+	opts = append([]Option{WithStore(st), WithRateLimit(httpapi.RateLimit{}), WithAnonymousRateLimit(httpapi.RateLimit{})}, opts...)
 	f.srv = New(testCatalog(), clk, slog.New(slog.NewTextHandler(io.Discard, nil)), opts...)
 	f.ts = httptest.NewServer(f.srv)
 	t.Cleanup(f.ts.Close)
@@ -216,8 +217,8 @@ func TestRoleMatrix(t *testing.T) {
 	}
 	s := New(testCatalog(), clock.Real{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	for _, r := range s.routes() {
-		if !covered[r.pattern] {
-			t.Errorf("route %s not in the role matrix", r.pattern)
+		if !covered[r.Pattern] {
+			t.Errorf("route %s not in the role matrix", r.Pattern)
 		}
 	}
 	// A bogus token is a 401 too.
@@ -283,7 +284,7 @@ func TestIdempotentSubmit(t *testing.T) {
 	if code != 201 {
 		t.Fatalf("new key: %d", code)
 	}
-	var e ErrorBody
+	var e httpapi.ErrorBody
 	code, b, _ = f.call(t, "member", "POST", "/api/v1/jobs", `{"gpus":3}`, "Idempotency-Key", "k1")
 	if json.Unmarshal(b, &e) != nil || code != 409 || e.Error.Field != "Idempotency-Key" ||
 		e.Error.Message != fmt.Sprintf(`Idempotency-Key "k1" was used for job %q with a different body`, first.ID) {
@@ -334,7 +335,7 @@ func TestSubmitAsUser(t *testing.T) {
 	} {
 		code, b, _ := f.call(t, tc.role, "POST", "/api/v1/jobs", tc.body)
 		var j JobView
-		var e ErrorBody
+		var e httpapi.ErrorBody
 		switch {
 		case code != tc.code:
 			t.Errorf("%s %s: %d %s, want %d", tc.role, tc.body, code, b, tc.code)
@@ -360,7 +361,7 @@ func TestStoreErrorsInWords(t *testing.T) {
 		{"/api/v1/jobs", `{"team":"zz","gpus":1}`, 404, "team", `team "zz" does not exist`},
 	} {
 		code, b, _ := f.call(t, "admin", "POST", tc.path, tc.body)
-		var e ErrorBody
+		var e httpapi.ErrorBody
 		if json.Unmarshal(b, &e) != nil || code != tc.code || e.Error.Field != tc.field || e.Error.Message != tc.msg {
 			t.Errorf("POST %s %s: %d %s, want %d %s %q", tc.path, tc.body, code, b, tc.code, tc.field, tc.msg)
 		}
@@ -386,12 +387,12 @@ func TestBadInput(t *testing.T) {
 		{"unknown field", `{"gpus":1,"colour":"red"}`, 400, ""},
 		{"bad workload", `{"gpus":1,"workload":"serving"}`, 400, "workload"},
 		{"bad accelerator", `{"gpus":1,"accelerators":["nvidia","cuda"]}`, 400, "accelerators[1]"},
-		{"too large", `{"image":"` + strings.Repeat("x", MaxBodyBytes) + `"}`, 413, ""},
+		{"too large", `{"image":"` + strings.Repeat("x", httpapi.MaxBodyBytes) + `"}`, 413, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			code, b, _ := f.call(t, "member", "POST", "/api/v1/jobs", tc.body)
-			var e ErrorBody
+			var e httpapi.ErrorBody
 			if err := json.Unmarshal(b, &e); err != nil || code != tc.code || e.Error.Field != tc.field {
 				t.Errorf("got %d %s, want %d field %q", code, b, tc.code, tc.field)
 			}
@@ -399,7 +400,7 @@ func TestBadInput(t *testing.T) {
 	}
 	for path, field := range map[string]string{"/api/v1/jobs?state=nope": "state", "/api/v1/jobs?tier=x": "tier", "/api/v1/jobs?limit=5000": "limit", "/api/v1/jobs?cursor=zz": "cursor", "/api/v1/leases?state=x": "state"} {
 		code, b, _ := f.call(t, "admin", "GET", path, "")
-		var e ErrorBody
+		var e httpapi.ErrorBody
 		if json.Unmarshal(b, &e) != nil || code != 400 || e.Error.Field != field {
 			t.Errorf("%s: %d %s, want 400 field %s", path, code, b, field)
 		}
@@ -407,7 +408,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
-	f := newFixture(t, WithRateLimit(RateLimit{Rate: 1, Burst: 2}))
+	f := newFixture(t, WithRateLimit(httpapi.RateLimit{Rate: 1, Burst: 2}))
 	for i := range 2 {
 		if code, b, _ := f.call(t, "viewer", "GET", "/api/v1/jobs", ""); code != 200 {
 			t.Fatalf("request %d: %d %s", i, code, b)
@@ -534,7 +535,7 @@ func TestIDRule(t *testing.T) {
 			{"/api/v1/tokens", `{"user":"` + bad + `","team":"a","role":"member"}`, "user"},
 		} {
 			code, b, _ := f.call(t, "admin", "POST", tc.path, tc.body)
-			var e ErrorBody
+			var e httpapi.ErrorBody
 			if json.Unmarshal(b, &e) != nil || code != 400 || e.Error.Field != tc.field || !strings.Contains(e.Error.Message, core.NameRule) {
 				t.Errorf("POST %s %s: %d %s, want 400 naming %s and the rule", tc.path, tc.body, code, b, tc.field)
 			}
@@ -555,7 +556,7 @@ func TestUnrunnableJobs(t *testing.T) {
 		{`{"gpus":1000}`, "gpus", "at most 128"},
 	} {
 		code, b, _ := f.call(t, "member", "POST", "/api/v1/jobs", tc.body)
-		var e ErrorBody
+		var e httpapi.ErrorBody
 		if json.Unmarshal(b, &e) != nil || code != 422 || e.Error.Code != "unrunnable" || e.Error.Field != tc.field || !strings.Contains(e.Error.Message, tc.allowed) {
 			t.Errorf("%s: %d %s, want 422 on %s allowing %q", tc.body, code, b, tc.field, tc.allowed)
 		}
@@ -575,7 +576,7 @@ func TestUnrunnableJobs(t *testing.T) {
 func TestTeamAdminBadUserName(t *testing.T) {
 	f := newFixture(t)
 	code, b, _ := f.call(t, "team-admin", "POST", "/api/v1/tokens", `{"user":"a b","role":"member"}`)
-	var e ErrorBody
+	var e httpapi.ErrorBody
 	if json.Unmarshal(b, &e) != nil || code != 400 || e.Error.Field != "user" || !strings.Contains(e.Error.Message, core.NameRule) {
 		t.Errorf("%d %s, want 400 on user quoting the rule", code, b)
 	}
@@ -601,7 +602,7 @@ func TestStoreErrorHidesDriverText(t *testing.T) {
 	} {
 		w := httptest.NewRecorder()
 		s.storeError(w, httptest.NewRequest("POST", "/x", nil), tc.err, tc.field)
-		var e ErrorBody
+		var e httpapi.ErrorBody
 		if json.Unmarshal(w.Body.Bytes(), &e) != nil || w.Code != tc.code || e.Error.Message != tc.want {
 			t.Errorf("%v: %d %s, want %d %q", tc.err, w.Code, w.Body, tc.code, tc.want)
 		}
@@ -644,7 +645,7 @@ func TestSubmitWorkloadAndAccelerators(t *testing.T) {
 func TestUnitLimit(t *testing.T) {
 	f := newFixture(t)
 	code, b, _ := f.call(t, "member", "POST", "/api/v1/jobs", `{"gpus":1,"shards":100000}`)
-	var e ErrorBody
+	var e httpapi.ErrorBody
 	if err := json.Unmarshal(b, &e); err != nil || code != 400 || e.Error.Field != "shards" ||
 		!strings.Contains(e.Error.Message, "100000") || !strings.Contains(e.Error.Message, "unit_limit 10000") {
 		t.Errorf("100,000 shards: %d %s, want 400 field shards naming the value and the limit", code, b)
@@ -688,7 +689,7 @@ func TestUnrunnableUnderPolicy(t *testing.T) {
 	p.BillingModes = []core.BillingMode{core.OnDemand}
 	f := newFixture(t, WithPolicy(p))
 	code, b, _ := f.call(t, "member", "POST", "/api/v1/jobs", `{"gpus":1}`)
-	var e ErrorBody
+	var e httpapi.ErrorBody
 	if json.Unmarshal(b, &e) != nil || code != 422 || e.Error.Code != "unrunnable" {
 		t.Errorf("a job no on-demand offer can run: %d %s, want 422 unrunnable", code, b)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/apiclient"
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	"github.com/gpufleet/gpufleet/internal/store"
 	"github.com/gpufleet/gpufleet/internal/store/sqlite"
@@ -52,7 +53,7 @@ func TestRoundTrip(t *testing.T) {
 		},
 	}}}
 	srv := api.New(cat, clk, slog.New(slog.NewTextHandler(io.Discard, nil)), api.WithStore(st),
-		api.WithRateLimit(api.RateLimit{}), api.WithAnonymousRateLimit(api.RateLimit{}))
+		api.WithRateLimit(httpapi.RateLimit{}), api.WithAnonymousRateLimit(httpapi.RateLimit{}))
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 

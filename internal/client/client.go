@@ -23,6 +23,7 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/api"
 	"github.com/gpufleet/gpufleet/internal/apiclient"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 )
 
 // Client calls one server with one token.
@@ -92,7 +93,7 @@ func read(op string, resp *http.Response, err error, out any) (int, error) {
 		return resp.StatusCode, fmt.Errorf("%s: read the answer: %w", op, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		var eb api.ErrorBody
+		var eb httpapi.ErrorBody
 		if json.Unmarshal(data, &eb) == nil && eb.Error.Code != "" {
 			return resp.StatusCode, &Error{Status: resp.StatusCode, Code: eb.Error.Code, Field: eb.Error.Field, Message: eb.Error.Message}
 		}

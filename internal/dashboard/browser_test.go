@@ -25,6 +25,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/engine"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	"github.com/gpufleet/gpufleet/internal/provider/sim"
 	"github.com/gpufleet/gpufleet/internal/server"
@@ -81,7 +82,7 @@ func startSystem(t *testing.T) *system {
 	s := &system{t: t, st: st, clk: clk, admin: secret}
 	// No rate limit: the limiter runs on the manual clock, which stands
 	// still while the test compares figures.
-	s.ts = httptest.NewServer(api.New(cat, clk, log, api.WithStore(st), api.WithRateLimit(api.RateLimit{}), api.WithCollectors(loop.Collectors()...)))
+	s.ts = httptest.NewServer(api.New(cat, clk, log, api.WithStore(st), api.WithRateLimit(httpapi.RateLimit{}), api.WithCollectors(loop.Collectors()...)))
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := loop.Run(ctx); err != nil {

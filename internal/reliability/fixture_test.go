@@ -17,6 +17,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/api"
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	"github.com/gpufleet/gpufleet/internal/store"
 	"github.com/gpufleet/gpufleet/internal/store/postgres"
@@ -120,7 +121,7 @@ func newFixtureOn(t testing.TB, st store.Store) *fixture {
 		f.tokens[role] = secret
 	}
 	log := slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv := api.New(pricing.Demo(), clock.NewManual(t0), log, api.WithStore(st), api.WithRateLimit(api.RateLimit{}), api.WithAnonymousRateLimit(api.RateLimit{}))
+	srv := api.New(pricing.Demo(), clock.NewManual(t0), log, api.WithStore(st), api.WithRateLimit(httpapi.RateLimit{}), api.WithAnonymousRateLimit(httpapi.RateLimit{}))
 	f.ts = httptest.NewServer(srv)
 	t.Cleanup(f.ts.Close)
 	return f

@@ -22,6 +22,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/api"
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	"github.com/gpufleet/gpufleet/internal/reltest"
 	"github.com/gpufleet/gpufleet/internal/store"
@@ -124,7 +125,7 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 	if err := st.Tokens().CreateToken(ctx, store.Token{ID: "tm", Hash: hash, User: "m", Team: "a", Role: store.RoleMember, Created: t0}); err != nil {
 		t.Fatal(err)
 	}
-	srv := api.New(pricing.Demo(), clock.Real{}, slog.New(slog.NewTextHandler(io.Discard, nil)), api.WithStore(st), api.WithRateLimit(api.RateLimit{}))
+	srv := api.New(pricing.Demo(), clock.Real{}, slog.New(slog.NewTextHandler(io.Discard, nil)), api.WithStore(st), api.WithRateLimit(httpapi.RateLimit{}))
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
 	client := &http.Client{Timeout: 10 * time.Second}

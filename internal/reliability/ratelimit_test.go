@@ -11,13 +11,14 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/api"
 	"github.com/gpufleet/gpufleet/internal/clock"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	"github.com/gpufleet/gpufleet/internal/reltest"
 	"github.com/gpufleet/gpufleet/internal/store"
 )
 
 // TestDefaultRateLimitPerToken floods the server, as configured out of
-// the box (api.DefaultRateLimit), from one token with the clock standing
+// the box (httpapi.DefaultRateLimit), from one token with the clock standing
 // still: exactly the burst gets through, every request after it is a 429
 // with Retry-After, and another token is not slowed by the flood.
 func TestDefaultRateLimitPerToken(t *testing.T) {
@@ -36,7 +37,7 @@ func TestDefaultRateLimitPerToken(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode, resp.Header.Get("Retry-After")
 	}
-	burst := api.DefaultRateLimit.Burst
+	burst := httpapi.DefaultRateLimit.Burst
 	flood := burst + 100
 	ok, limited := 0, 0
 	for i := range flood {
@@ -54,12 +55,12 @@ func TestDefaultRateLimitPerToken(t *testing.T) {
 		t.Errorf("another token during the flood: %d", code)
 	}
 	reltest.Record(t, reltest.Entry{Area: "security", Done: "one token floods the API (default limit, clock standing still)",
-		Amount: fmt.Sprintf("%d requests against a burst of %d at %.0f/s", flood, burst, api.DefaultRateLimit.Rate),
+		Amount: fmt.Sprintf("%d requests against a burst of %d at %.0f/s", flood, burst, httpapi.DefaultRateLimit.Rate),
 		Held:   fmt.Sprintf("%d answered, %d refused with 429 and Retry-After, another token unaffected", ok, limited)})
 }
 
 // TestDefaultAnonymousRateLimitPerAddress floods the routes that need no
-// token, as configured out of the box (api.DefaultAnonymousRateLimit),
+// token, as configured out of the box (httpapi.DefaultAnonymousRateLimit),
 // from one address with the clock standing still: exactly the burst gets
 // through, every request after it is a 429 with Retry-After, and neither
 // the probes nor a token's routes are slowed by the flood.
@@ -85,7 +86,7 @@ func TestDefaultAnonymousRateLimitPerAddress(t *testing.T) {
 		return resp.StatusCode, resp.Header.Get("Retry-After")
 	}
 	quote := `{"offer":"idc-chengdu/cd1/a100x8","mode":"on-demand","start":"2026-03-02T00:00:00Z","end":"2036-02-28T00:00:00Z","count":400}`
-	burst := api.DefaultAnonymousRateLimit.Burst
+	burst := httpapi.DefaultAnonymousRateLimit.Burst
 	flood := burst + 100
 	ok, limited := 0, 0
 	for i := range flood {
@@ -112,6 +113,6 @@ func TestDefaultAnonymousRateLimitPerAddress(t *testing.T) {
 		t.Errorf("a token's route during the flood: %d", code)
 	}
 	reltest.Record(t, reltest.Entry{Area: "security", Done: "one address floods the routes without a token, quotes of 400 machines over 3650 days and offer lists (default limit, clock standing still)",
-		Amount: fmt.Sprintf("%d requests against a burst of %d at %.0f/s", flood, burst, api.DefaultAnonymousRateLimit.Rate),
+		Amount: fmt.Sprintf("%d requests against a burst of %d at %.0f/s", flood, burst, httpapi.DefaultAnonymousRateLimit.Rate),
 		Held:   fmt.Sprintf("%d answered, %d refused with 429 and Retry-After, the probes and a token's routes unaffected", ok, limited)})
 }

@@ -215,7 +215,7 @@ func hostileInputOnEveryParameter(t *testing.T, f *fixture) {
 		Held:   "no 5xx, JSON errors only, no file content leaked, the stored jobs, tokens and teams unchanged"})
 }
 
-// TestBodyLimitOnEveryWriteRoute: a body over api.MaxBodyBytes is a 413
+// TestBodyLimitOnEveryWriteRoute: a body over httpapi.MaxBodyBytes is a 413
 // on every route that reads one.
 func TestBodyLimitOnEveryWriteRoute(t *testing.T) {
 	f := newFixture(t)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/agent/link"
 	"github.com/gpufleet/gpufleet/internal/api"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	"github.com/gpufleet/gpufleet/internal/provider/sim"
 	"github.com/gpufleet/gpufleet/internal/reltest"
@@ -67,7 +68,7 @@ func TestSoak(t *testing.T) {
 	for i := range agentTokens {
 		agentTokens[i] = mustToken(t, w.st, store.Token{ID: fmt.Sprintf("ta%03d", i), Role: store.RoleAgent})
 	}
-	srv := api.New(pricing.Demo(), w.clk, slog.New(slog.NewTextHandler(io.Discard, nil)), api.WithStore(w.st), api.WithRateLimit(api.RateLimit{}))
+	srv := api.New(pricing.Demo(), w.clk, slog.New(slog.NewTextHandler(io.Discard, nil)), api.WithStore(w.st), api.WithRateLimit(httpapi.RateLimit{}))
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}

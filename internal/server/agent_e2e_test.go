@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/gpufleet/gpufleet/internal/reltest"
 	"io"
 	stdlog "log"
 	"log/slog"
@@ -23,6 +22,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpufleet/gpufleet/internal/httpapi"
+	"github.com/gpufleet/gpufleet/internal/reltest"
 
 	"github.com/gpufleet/gpufleet/internal/agent"
 	"github.com/gpufleet/gpufleet/internal/agent/gpu"
@@ -149,7 +151,7 @@ func newFleetWith(t *testing.T, opts fleetOpts, agents ...string) *fleet {
 		t.Fatal(err)
 	}
 	cat := &pricing.Catalog{Currency: "USD", Offers: offers}
-	f.api = httptest.NewServer(api.New(cat, clk, log, api.WithStore(st), api.WithRateLimit(api.RateLimit{})))
+	f.api = httptest.NewServer(api.New(cat, clk, log, api.WithStore(st), api.WithRateLimit(httpapi.RateLimit{})))
 	// Owned machines cost nothing more for being used: pending work
 	// need not wait for the fleet's wait targets before one is leased.
 	eng := engine.Config{Fleet: opts.fleet, Sched: opts.sched}

@@ -20,6 +20,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/engine"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/pricing"
 	"github.com/gpufleet/gpufleet/internal/provider/ec2"
 	"github.com/gpufleet/gpufleet/internal/provider/ec2/ec2fake"
@@ -71,7 +72,7 @@ func TestEC2EndToEnd(t *testing.T) {
 			{Mode: core.OnDemand, Price: 2_000_000, Per: core.Hour, Granularity: 1},
 			{Mode: core.Spot, Price: 600_000, Per: core.Hour, Granularity: 1}}}}
 	cat := &pricing.Catalog{Currency: "USD", Offers: offers}
-	f.api = httptest.NewServer(api.New(cat, clk, log, api.WithStore(st), api.WithRateLimit(api.RateLimit{})))
+	f.api = httptest.NewServer(api.New(cat, clk, log, api.WithStore(st), api.WithRateLimit(httpapi.RateLimit{})))
 	defer f.api.Close()
 
 	cloud := ec2fake.New()

@@ -23,6 +23,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/engine"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
 	"github.com/gpufleet/gpufleet/internal/ledger"
 	"github.com/gpufleet/gpufleet/internal/policy"
 	"github.com/gpufleet/gpufleet/internal/pricing"
@@ -364,7 +365,7 @@ func (fx *parityFixture) serve(t *testing.T, open func() (store.Store, error), s
 		t.Fatal(err)
 	}
 	cat := &pricing.Catalog{Currency: fx.offers[0].Currency, Offers: fx.offers}
-	ts := httptest.NewServer(api.New(cat, clk, log, api.WithStore(st), api.WithPolicy(fx.pol), api.WithRateLimit(api.RateLimit{})))
+	ts := httptest.NewServer(api.New(cat, clk, log, api.WithStore(st), api.WithPolicy(fx.pol), api.WithRateLimit(httpapi.RateLimit{})))
 	defer ts.Close()
 	if err := loop.Reconcile(ctx); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package api
+package httpapi
 
 import (
 	"context"
@@ -14,8 +14,6 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/gpufleet/gpufleet/internal/clock"
-	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/store"
 )
 
@@ -41,8 +39,9 @@ func (p Principal) Actor() string {
 	return "token:" + p.TokenID
 }
 
-// seesTeam reports whether p may see a row of team.
-func (p Principal) seesTeam(team string) bool {
+// SeesTeam reports whether p may see a row of team: an admin sees every
+// team's rows, a team-scoped role its own team's only.
+func (p Principal) SeesTeam(team string) bool {
 	return p.Role == store.RoleAdmin || (p.Role.TeamScoped() && p.Team == team)
 }
 
@@ -52,69 +51,64 @@ type principalKey struct{}
 // handler: authenticate fills it, so the request log names the token.
 type principalSlotKey struct{}
 
-// PrincipalFrom returns the principal the auth middleware attached to ctx.
+// PrincipalFrom returns the principal Authenticate attached to ctx; false
+// on a route that needs no token.
 func PrincipalFrom(ctx context.Context) (Principal, bool) {
 	p, ok := ctx.Value(principalKey{}).(Principal)
 	return p, ok
 }
 
-// The role sets routes allow.
-var (
-	adminOnly = []store.Role{store.RoleAdmin}
-	writers   = []store.Role{store.RoleAdmin, store.RoleTeamAdmin, store.RoleMember}
-	readers   = []store.Role{store.RoleAdmin, store.RoleTeamAdmin, store.RoleMember, store.RoleViewer}
-	managers  = []store.Role{store.RoleAdmin, store.RoleTeamAdmin}
-)
-
-// authenticate wraps h: the request must carry "Authorization: Bearer
+// Authenticate wraps h: the request must carry "Authorization: Bearer
 // <secret>" of an active token (401 otherwise) whose role is in roles (403
-// otherwise), within the token's rate limit (429 with Retry-After).
-func (s *Server) authenticate(roles []store.Role, h http.HandlerFunc) http.HandlerFunc {
+// otherwise), within the token's rate limit (429 with Retry-After). h
+// finds the token's Principal with PrincipalFrom. Without a store every
+// such request is a 503.
+func (m *Middleware) Authenticate(roles []store.Role, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.store == nil {
-			writeError(w, http.StatusServiceUnavailable, "unavailable", "", "this server has no store")
+		if m.store == nil {
+			WriteError(w, http.StatusServiceUnavailable, "unavailable", "", "this server has no store")
 			return
 		}
 		auth := r.Header.Get("Authorization")
 		secret, ok := strings.CutPrefix(auth, "Bearer ")
 		if !ok || secret == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="gpufleet"`)
-			writeError(w, http.StatusUnauthorized, "unauthenticated", "", "missing bearer token (Authorization: Bearer gpf_...)")
+			WriteError(w, http.StatusUnauthorized, "unauthenticated", "", "missing bearer token (Authorization: Bearer gpf_...)")
 			return
 		}
 		// A secret is the exact string it was issued as: a space or a line
 		// break around it is not tidied away into a match.
 		if strings.ContainsFunc(secret, unicode.IsSpace) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="gpufleet", error="invalid_token"`)
-			writeError(w, http.StatusUnauthorized, "unauthenticated", "Authorization",
+			WriteError(w, http.StatusUnauthorized, "unauthenticated", "Authorization",
 				"bearer token contains whitespace: want exactly one space after Bearer and the token with nothing around it (Authorization: Bearer gpf_...)")
 			return
 		}
-		now := s.clock.Now()
-		tok, err := s.store.Tokens().TokenByHash(r.Context(), store.HashToken(secret), now)
+		now := m.clock.Now()
+		tok, err := m.store.Tokens().TokenByHash(r.Context(), store.HashToken(secret), now)
 		if errors.Is(err, store.ErrNotFound) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="gpufleet", error="invalid_token"`)
-			writeError(w, http.StatusUnauthorized, "unauthenticated", "", "unknown, revoked or expired token")
+			WriteError(w, http.StatusUnauthorized, "unauthenticated", "", "unknown, revoked or expired token")
 			return
 		}
 		if err != nil {
-			s.internal(w, r, fmt.Errorf("resolve token: %w", err))
+			Internal(m.log, w, r, fmt.Errorf("resolve token: %w", err))
 			return
 		}
-		if wait, ok := s.limiter.take(tok.ID, now); !ok {
+		if wait, ok := m.perToken.take(tok.ID, now); !ok {
 			w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(wait.Seconds())), 10))
-			writeError(w, http.StatusTooManyRequests, "rate_limited", "", fmt.Sprintf("token rate limit exceeded; retry in %s", wait.Round(time.Millisecond)))
+			WriteError(w, http.StatusTooManyRequests, "rate_limited", "", fmt.Sprintf("token rate limit exceeded; retry in %s", wait.Round(time.Millisecond)))
 			return
 		}
 		if !slices.Contains(roles, tok.Role) {
-			writeError(w, http.StatusForbidden, "forbidden", "", fmt.Sprintf("role %s may not %s %s", tok.Role, r.Method, r.URL.Path))
+			WriteError(w, http.StatusForbidden, "forbidden", "", fmt.Sprintf("role %s may not %s %s", tok.Role, r.Method, r.URL.Path))
 			return
 		}
-		if s.limiter.touchDue(tok.ID, now) {
+		if m.perToken.touchDue(tok.ID, now) {
 			// LastUsed to the minute: one write a minute per token, not
 			// one per request.
-			if err := s.store.Tokens().TouchToken(r.Context(), tok.ID, now); err != nil {
-				s.log.Warn("api: touch token", "token", tok.ID, "err", err)
+			if err := m.store.Tokens().TouchToken(r.Context(), tok.ID, now); err != nil {
+				m.log.Warn("api: touch token", "token", tok.ID, "err", err)
 			}
 		}
 		p := Principal{TokenID: tok.ID, User: tok.User, Team: tok.Team, Role: tok.Role, Kind: tok.Kind, Lease: tok.Lease, Agent: tok.Agent}
@@ -125,14 +119,14 @@ func (s *Server) authenticate(roles []store.Role, h http.HandlerFunc) http.Handl
 	}
 }
 
-// limitAnonymous wraps h, a route that needs no token, in the limit of
+// LimitAnonymous wraps h, a route that needs no token, in the limit of
 // the client's address (429 with Retry-After): without a token there is
 // nothing else to count a caller by.
-func (s *Server) limitAnonymous(h http.HandlerFunc) http.HandlerFunc {
+func (m *Middleware) LimitAnonymous(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if wait, ok := s.anonLimiter.take(clientKey(r), s.clock.Now()); !ok {
+		if wait, ok := m.anonymous.take(clientKey(r), m.clock.Now()); !ok {
 			w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(wait.Seconds())), 10))
-			writeError(w, http.StatusTooManyRequests, "rate_limited", "", fmt.Sprintf("rate limit of requests without a token from this address exceeded; retry in %s", wait.Round(time.Millisecond)))
+			WriteError(w, http.StatusTooManyRequests, "rate_limited", "", fmt.Sprintf("rate limit of requests without a token from this address exceeded; retry in %s", wait.Round(time.Millisecond)))
 			return
 		}
 		h(w, r)
@@ -164,12 +158,13 @@ type RateLimit struct {
 	Burst int
 }
 
-// DefaultRateLimit is the per-token limit when Options leaves it zero.
+// DefaultRateLimit is the per-token limit a server has unless told
+// otherwise.
 var DefaultRateLimit = RateLimit{Rate: 100, Burst: 200}
 
 // DefaultAnonymousRateLimit is the per-address limit of the routes that
-// need no token (offers, quote, the OpenAPI document) when Options leaves
-// it zero: far above what a person or a script quoting prices sends, far
+// need no token (offers, quote, the OpenAPI document) a server has unless
+// told otherwise: far above what a person or a script quoting prices sends, far
 // below a flood.
 var DefaultAnonymousRateLimit = RateLimit{Rate: 20, Burst: 100}
 
@@ -244,77 +239,4 @@ func (l *limiter) take(id string, now time.Time) (time.Duration, bool) {
 		return 0, true
 	}
 	return time.Duration((1 - b.tokens) / l.cfg.Rate * float64(time.Second)), false
-}
-
-// AdminUser is the user id of the admin that EnsureAdminToken creates.
-const AdminUser = "admin"
-
-// EnsureAdminToken makes sure an active admin token exists. On first start
-// (none exists) it creates the admin user and a token and returns the
-// token's secret, to be shown once; otherwise it returns "".
-func EnsureAdminToken(ctx context.Context, st store.Store, clk clock.Clock) (string, error) {
-	now := clk.Now()
-	toks, err := st.Tokens().ListTokens(ctx, store.TokenFilter{})
-	if err != nil {
-		return "", fmt.Errorf("ensure admin token: %w", err)
-	}
-	for _, t := range toks {
-		if t.Role == store.RoleAdmin && t.Active(now) {
-			return "", nil
-		}
-	}
-	secret, hash, err := store.NewToken()
-	if err != nil {
-		return "", fmt.Errorf("ensure admin token: %w", err)
-	}
-	id, err := newID("tok")
-	if err != nil {
-		return "", fmt.Errorf("ensure admin token: %w", err)
-	}
-	err = st.Tx(ctx, func(tx store.Tx) error {
-		if _, err := tx.Users().GetUser(ctx, AdminUser); errors.Is(err, store.ErrNotFound) {
-			if err := tx.Users().CreateUser(ctx, store.User{ID: AdminUser, Name: "admin", Role: store.RoleAdmin, Created: now}); err != nil {
-				return err
-			}
-		} else if err != nil {
-			return err
-		}
-		if err := tx.Tokens().CreateToken(ctx, store.Token{ID: id, Hash: hash, User: AdminUser, Role: store.RoleAdmin, Name: "bootstrap admin", Prefix: store.SecretPrefix(secret), Created: now}); err != nil {
-			return err
-		}
-		_, err := tx.Events().AppendEvents(ctx, core.Event{At: now, Kind: "audit.token_created", Subject: id,
-			Reason: "first start: no admin token in the store", Attrs: map[string]string{"actor": "gpufleet", "role": string(store.RoleAdmin)}})
-		return err
-	})
-	if err != nil {
-		return "", fmt.Errorf("ensure admin token: %w", err)
-	}
-	return secret, nil
-}
-
-// MintAgentToken stores a new agent token named name and returns its id
-// and secret. The secret is never stored or printed: the caller hands it
-// to the agents it starts (serve's hosted agents) and revokes the token
-// when they stop.
-func MintAgentToken(ctx context.Context, st store.Store, clk clock.Clock, name, reason string) (id, secret string, err error) {
-	now := clk.Now()
-	secret, hash, err := store.NewToken()
-	if err != nil {
-		return "", "", fmt.Errorf("mint agent token: %w", err)
-	}
-	if id, err = newID("tok"); err != nil {
-		return "", "", fmt.Errorf("mint agent token: %w", err)
-	}
-	err = st.Tx(ctx, func(tx store.Tx) error {
-		if err := tx.Tokens().CreateToken(ctx, store.Token{ID: id, Hash: hash, Role: store.RoleAgent, Name: name, Prefix: store.SecretPrefix(secret), Created: now}); err != nil {
-			return err
-		}
-		_, err := tx.Events().AppendEvents(ctx, core.Event{At: now, Kind: "audit.token_created", Subject: id,
-			Reason: reason, Attrs: map[string]string{"actor": "gpufleet", "role": string(store.RoleAgent)}})
-		return err
-	})
-	if err != nil {
-		return "", "", fmt.Errorf("mint agent token: %w", err)
-	}
-	return id, secret, nil
 }

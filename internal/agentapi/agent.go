@@ -1,32 +1,24 @@
-package api
+package agentapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
-	"sort"
 	"strconv"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/agent/link"
+	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/httpapi"
+	"github.com/gpufleet/gpufleet/internal/pricing"
 	"github.com/gpufleet/gpufleet/internal/store"
 )
 
-// The agent protocol. Every route takes an agent token; the body names
-// the agent (one token may serve a whole fleet, though a token per
-// machine limits what a stolen one can do). The wire types are the
-// agent's own (package link), so the two sides cannot drift apart.
-//
-// Records (samples, summaries, events) carry the agent's outbox sequence
-// numbers, strictly increasing within an epoch (one spool's life). A
-// batch is applied in one transaction with the agent's new high-water
-// mark; a record at or below the mark is acknowledged without being
-// applied again, so a batch resent after a lost reply is harmless.
-
+// agentsOnly is the role every route of the protocol takes.
 var agentsOnly = []store.Role{store.RoleAgent}
 
 // Event kinds the agent reports that the control loop acts on: the
@@ -45,104 +37,73 @@ const (
 	agentSpotNotice = "spot-notice"
 )
 
-// agentRoutes are the routes node agents call (join, heartbeat, samples,
-// events, commands, logs) and the node listing built from them.
-func (s *Server) agentRoutes() []route {
-	return []route{
-		{"POST /api/v1/agent/heartbeat", "An agent's join and heartbeat: its offer, GPUs, running jobs and backlog (agent).", s.agentHeartbeat, agentsOnly},
-		{"POST /api/v1/agent/samples", "A batch of an agent's sample and summary records, applied once by sequence number (agent).", s.agentSamples, agentsOnly},
-		{"POST /api/v1/agent/events", "A batch of an agent's event records (job started, signalled, exited with status and resource use; checkpoint written; command results), applied once by sequence number (agent).", s.agentEvents, agentsOnly},
-		{"GET /api/v1/agent/commands", "The commands waiting for an agent: run a unit on GPUs, checkpoint, stop or kill a run (agent).", s.agentCommands, agentsOnly},
-		{"POST /api/v1/agent/commands/{id}/ack", "Acknowledge a command with its result (agent).", s.agentAck, agentsOnly},
-		{"POST /api/v1/agent/logs", "A chunk of a run's output at its byte offset; resent bytes are skipped, a gap is a 409 naming where to resume (agent).", s.agentLogs, agentsOnly},
-		{"GET /api/v1/nodes", "The machines' agents: state (ok, suspect, down), lease, GPUs, jobs; a team role sees the nodes running its team's jobs.", s.listNodes, readers},
-		{"GET /api/v1/jobs/{id}/logs", "A job's output from offset (bytes), its last tail bytes, or its last lines lines; another team's job is a 404.", s.jobLogs, readers},
+// Protocol serves the agent protocol's routes over a store: the server
+// mounts them (Routes) beside the REST API's, behind the same
+// authentication, on the same address.
+type Protocol struct {
+	store   store.Store
+	catalog *pricing.Catalog
+	clock   clock.Clock
+	log     *slog.Logger
+}
+
+// New returns the agent protocol over st; a heartbeat's offer must be
+// one of catalog's. Time comes from clk; logs go to log. A nil st is
+// allowed: the server answers every agent route 503 before it gets here
+// (httpapi.Middleware.Authenticate).
+func New(st store.Store, catalog *pricing.Catalog, clk clock.Clock, log *slog.Logger) *Protocol {
+	return &Protocol{store: st, catalog: catalog, clock: clk, log: log}
+}
+
+// Routes are the routes node agents call: join and heartbeat, samples,
+// events, commands and their acknowledgement, and run logs. Each takes
+// an agent token only.
+func (s *Protocol) Routes() []httpapi.Route {
+	return []httpapi.Route{
+		{Pattern: "POST /api/v1/agent/heartbeat", Summary: "An agent's join and heartbeat: its offer, GPUs, running jobs and backlog (agent).", Handler: s.agentHeartbeat, Roles: agentsOnly},
+		{Pattern: "POST /api/v1/agent/samples", Summary: "A batch of an agent's sample and summary records, applied once by sequence number (agent).", Handler: s.agentSamples, Roles: agentsOnly},
+		{Pattern: "POST /api/v1/agent/events", Summary: "A batch of an agent's event records (job started, signalled, exited with status and resource use; checkpoint written; command results), applied once by sequence number (agent).", Handler: s.agentEvents, Roles: agentsOnly},
+		{Pattern: "GET /api/v1/agent/commands", Summary: "The commands waiting for an agent: run a unit on GPUs, checkpoint, stop or kill a run (agent).", Handler: s.agentCommands, Roles: agentsOnly},
+		{Pattern: "POST /api/v1/agent/commands/{id}/ack", Summary: "Acknowledge a command with its result (agent).", Handler: s.agentAck, Roles: agentsOnly},
+		{Pattern: "POST /api/v1/agent/logs", Summary: "A chunk of a run's output at its byte offset; resent bytes are skipped, a gap is a 409 naming where to resume (agent).", Handler: s.agentLogs, Roles: agentsOnly},
 	}
 }
 
-func init() {
-	for pattern, d := range map[string]struct {
-		request, response any
-		params            []string
-	}{
-		"POST /api/v1/agent/heartbeat":         {link.Heartbeat{}, link.HeartbeatReply{}, nil},
-		"POST /api/v1/agent/samples":           {link.RecordBatch{}, link.BatchReply{}, nil},
-		"POST /api/v1/agent/events":            {link.RecordBatch{}, link.BatchReply{}, nil},
-		"GET /api/v1/agent/commands":           {nil, link.CommandsReply{}, []string{"agent"}},
-		"POST /api/v1/agent/commands/{id}/ack": {link.AckRequest{}, link.AckRequest{}, nil},
-		"POST /api/v1/agent/logs":              {link.LogChunk{}, link.LogChunkReply{}, nil},
-		"GET /api/v1/nodes":                    {nil, NodesPage{}, []string{"state", "limit", "cursor"}},
-		"GET /api/v1/jobs/{id}/logs":           {nil, LogView{}, []string{"offset", "tail", "lines", "limit"}},
-	} {
-		e := apiDoc[pattern]
-		e.request, e.response, e.params = d.request, d.response, d.params
-		apiDoc[pattern] = e
+// Bodies describe the routes' bodies and query parameters for the
+// OpenAPI document, by pattern: the wire types are the agent's own.
+func Bodies() map[string]httpapi.Body {
+	return map[string]httpapi.Body{
+		"POST /api/v1/agent/heartbeat":         {Request: link.Heartbeat{}, Response: link.HeartbeatReply{}},
+		"POST /api/v1/agent/samples":           {Request: link.RecordBatch{}, Response: link.BatchReply{}},
+		"POST /api/v1/agent/events":            {Request: link.RecordBatch{}, Response: link.BatchReply{}},
+		"GET /api/v1/agent/commands":           {Response: link.CommandsReply{}, Params: []string{"agent"}},
+		"POST /api/v1/agent/commands/{id}/ack": {Request: link.AckRequest{}, Response: link.AckRequest{}},
+		"POST /api/v1/agent/logs":              {Request: link.LogChunk{}, Response: link.LogChunkReply{}},
 	}
 }
 
-// NodeView is the JSON form of a node agent.
-type NodeView struct {
-	ID       string           `json:"id"`
-	Lease    string           `json:"lease,omitempty"`
-	Offer    string           `json:"offer,omitempty"`
-	State    string           `json:"state"`
-	StateAt  time.Time        `json:"state_at"`
-	Joined   time.Time        `json:"joined"`
-	LastSeen time.Time        `json:"last_seen"`
-	Version  string           `json:"version,omitempty"`
-	Source   string           `json:"source,omitempty"`
-	GPUs     []store.AgentGPU `json:"gpus"`
-	// Jobs are the units running on the node's lease (a team role sees
-	// its team's only).
-	Jobs    []string `json:"jobs"`
-	Backlog int64    `json:"backlog"`
-	// Binding says what the node serves: its lease, or, bound to none,
-	// whether it waits for work as a machine of its offer or why it
-	// can get none ("unbound: no offer ...").
-	Binding string `json:"binding"`
+// internal logs err and answers 500 without its detail.
+func (s *Protocol) internal(w http.ResponseWriter, r *http.Request, err error) {
+	httpapi.Internal(s.log, w, r, err)
 }
 
-// binding is NodeView.Binding of agent a.
-func binding(a *store.Agent) string {
-	switch {
-	case a.LeaseID != "":
-		return "lease " + a.LeaseID
-	case a.State == store.AgentDown:
-		return "unbound: the agent is down"
-	case a.OfferID == "":
-		return "unbound: no offer (to take work, start the agent with --offer OFFER, or pin it to an offer in the static provider's file)"
-	default:
-		return "free: a machine of " + a.OfferID + ", waiting for work"
-	}
-}
-
-// NodesPage is the response of GET /api/v1/nodes.
-type NodesPage struct {
-	Nodes []NodeView `json:"nodes"`
-	Next  string     `json:"next,omitempty"`
-}
-
-// LogView is a stretch of a job's log: Text starts at byte Start; End is
-// the log's length so far (read on from Start+len(Text)).
-type LogView struct {
-	Job   string `json:"job"`
-	Start int64  `json:"start"`
-	End   int64  `json:"end"`
-	Text  string `json:"text"`
+// storeError answers err from the store (httpapi.StoreError).
+func (s *Protocol) storeError(w http.ResponseWriter, r *http.Request, err error, field string) {
+	httpapi.StoreError(s.log, w, r, err, field)
 }
 
 // agentID checks the agent named in a request.
 func agentID(w http.ResponseWriter, id string) bool {
 	if err := store.CheckID("agent", id); err != nil {
-		writeValidation(w, err)
+		httpapi.WriteValidation(w, err)
 		return false
 	}
 	return true
 }
 
-func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
+func (s *Protocol) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
 	var hb link.Heartbeat
-	if !decode(w, r, &hb) {
+	if !httpapi.Decode(w, r, &hb) {
 		return
 	}
 	if !agentID(w, hb.Agent) {
@@ -155,17 +116,17 @@ func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
 	}
 	if hb.Offer != "" {
 		if _, err := s.catalog.Offer(hb.Offer); err != nil {
-			writeError(w, http.StatusBadRequest, "invalid_argument", "offer", fmt.Sprintf("offer %q: want an offer id of the server's catalog", hb.Offer))
+			httpapi.WriteError(w, http.StatusBadRequest, "invalid_argument", "offer", fmt.Sprintf("offer %q: want an offer id of the server's catalog", hb.Offer))
 			return
 		}
 	}
-	p, _ := PrincipalFrom(r.Context())
-	if msg := p.mayName(a.ID, true); msg != "" {
-		writeError(w, http.StatusForbidden, "forbidden", "agent", msg)
+	p, _ := httpapi.PrincipalFrom(r.Context())
+	if msg := mayName(p, a.ID, true); msg != "" {
+		httpapi.WriteError(w, http.StatusForbidden, "forbidden", "agent", msg)
 		return
 	}
 	if p.Kind != store.TokenShared && hb.LeaseID != "" && hb.LeaseID != p.Lease {
-		writeError(w, http.StatusForbidden, "forbidden", "lease_id", fmt.Sprintf("lease %q: this token is lease %s's", hb.LeaseID, p.Lease))
+		httpapi.WriteError(w, http.StatusForbidden, "forbidden", "lease_id", fmt.Sprintf("lease %q: this token is lease %s's", hb.LeaseID, p.Lease))
 		return
 	}
 	if p.Kind == store.TokenJoin {
@@ -183,7 +144,7 @@ func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err, "agent")
 		return
 	} else if ok {
-		writeJSON(w, http.StatusOK, link.HeartbeatReply{Agent: a.ID, Lease: lease, State: string(store.AgentOK)})
+		httpapi.WriteJSON(w, http.StatusOK, link.HeartbeatReply{Agent: a.ID, Lease: lease, State: string(store.AgentOK)})
 		return
 	}
 	var prev store.Agent
@@ -222,7 +183,7 @@ func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
 	if a.LeaseID != "" {
 		lease = a.LeaseID
 	}
-	writeJSON(w, http.StatusOK, link.HeartbeatReply{Agent: a.ID, Lease: lease, State: string(store.AgentOK), Joined: created})
+	httpapi.WriteJSON(w, http.StatusOK, link.HeartbeatReply{Agent: a.ID, Lease: lease, State: string(store.AgentOK), Joined: created})
 }
 
 // Who may speak for an agent. An agent token is one of three kinds
@@ -241,7 +202,7 @@ func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
 
 // mayName is why p may not name agent id ("" if it may): join says the
 // request is a heartbeat.
-func (p Principal) mayName(id string, join bool) string {
+func mayName(p httpapi.Principal, id string, join bool) string {
 	switch p.Kind {
 	case store.TokenJoin:
 		if !join {
@@ -267,7 +228,7 @@ func (e *agentDenied) Error() string { return e.msg }
 func denied(w http.ResponseWriter, err error) bool {
 	var d *agentDenied
 	if errors.As(err, &d) {
-		writeError(w, http.StatusForbidden, "forbidden", "agent", d.msg)
+		httpapi.WriteError(w, http.StatusForbidden, "forbidden", "agent", d.msg)
 		return true
 	}
 	return false
@@ -276,7 +237,7 @@ func denied(w http.ResponseWriter, err error) bool {
 // ownAgent checks that p may speak for the stored agent a: a is bound to
 // p's token or to none (an agent that joined before tokens were bound);
 // with rejoin, also when the token a is bound to is no longer active.
-func (s *Server) ownAgent(ctx context.Context, tx store.Tx, p Principal, a *store.Agent, rejoin bool) error {
+func (s *Protocol) ownAgent(ctx context.Context, tx store.Tx, p httpapi.Principal, a *store.Agent, rejoin bool) error {
 	if a.TokenID == "" || a.TokenID == p.TokenID {
 		return nil
 	}
@@ -296,10 +257,10 @@ func (s *Server) ownAgent(ctx context.Context, tx store.Tx, p Principal, a *stor
 // writing a 403 (or a store error) when it may not. An agent that has
 // not joined has nothing to take: the route answers as for any unknown
 // agent.
-func (s *Server) speaksFor(w http.ResponseWriter, r *http.Request, id string) bool {
-	p, _ := PrincipalFrom(r.Context())
-	if msg := p.mayName(id, false); msg != "" {
-		writeError(w, http.StatusForbidden, "forbidden", "agent", msg)
+func (s *Protocol) speaksFor(w http.ResponseWriter, r *http.Request, id string) bool {
+	p, _ := httpapi.PrincipalFrom(r.Context())
+	if msg := mayName(p, id, false); msg != "" {
+		httpapi.WriteError(w, http.StatusForbidden, "forbidden", "agent", msg)
 		return false
 	}
 	a, err := s.store.Agents().GetAgent(r.Context(), id)
@@ -311,7 +272,7 @@ func (s *Server) speaksFor(w http.ResponseWriter, r *http.Request, id string) bo
 		return false
 	}
 	if a.TokenID != "" && a.TokenID != p.TokenID {
-		writeError(w, http.StatusForbidden, "forbidden", "agent", fmt.Sprintf("agent %s joined with another token: this one may not speak for it", id))
+		httpapi.WriteError(w, http.StatusForbidden, "forbidden", "agent", fmt.Sprintf("agent %s joined with another token: this one may not speak for it", id))
 		return false
 	}
 	return true
@@ -324,7 +285,7 @@ func (s *Server) speaksFor(w http.ResponseWriter, r *http.Request, id string) bo
 // any credential an earlier join of it got, mints the agent's own
 // credential, and saves the heartbeat bound to the lease. The reply
 // carries the credential's secret, shown this once.
-func (s *Server) agentJoin(w http.ResponseWriter, r *http.Request, a store.Agent, p Principal) {
+func (s *Protocol) agentJoin(w http.ResponseWriter, r *http.Request, a store.Agent, p httpapi.Principal) {
 	ctx := r.Context()
 	now := a.LastSeen
 	a.LeaseID = p.Lease
@@ -333,7 +294,7 @@ func (s *Server) agentJoin(w http.ResponseWriter, r *http.Request, a store.Agent
 		s.internal(w, r, err)
 		return
 	}
-	credID, err := newID("tok")
+	credID, err := httpapi.NewID("tok")
 	if err != nil {
 		s.internal(w, r, err)
 		return
@@ -399,44 +360,44 @@ func (s *Server) agentJoin(w http.ResponseWriter, r *http.Request, a store.Agent
 		return
 	}
 	_ = prev
-	writeJSON(w, http.StatusOK, link.HeartbeatReply{Agent: a.ID, Lease: p.Lease, State: string(store.AgentOK), Joined: created, Token: secret})
+	httpapi.WriteJSON(w, http.StatusOK, link.HeartbeatReply{Agent: a.ID, Lease: p.Lease, State: string(store.AgentOK), Joined: created, Token: secret})
 }
 
 // applyBatch checks a batch, then in one transaction applies the records
 // above the agent's high-water mark with apply and raises the mark.
-func (s *Server) applyBatch(w http.ResponseWriter, r *http.Request, events bool, apply func(tx store.Tx, a store.Agent, recs []link.Record) error) {
+func (s *Protocol) applyBatch(w http.ResponseWriter, r *http.Request, events bool, apply func(tx store.Tx, a store.Agent, recs []link.Record) error) {
 	var b link.RecordBatch
-	if !decode(w, r, &b) {
+	if !httpapi.Decode(w, r, &b) {
 		return
 	}
 	if !agentID(w, b.Agent) {
 		return
 	}
 	if len(b.Records) > 4096 {
-		writeError(w, http.StatusBadRequest, "invalid_argument", "records", fmt.Sprintf("records: %d in one batch, at most 4096", len(b.Records)))
+		httpapi.WriteError(w, http.StatusBadRequest, "invalid_argument", "records", fmt.Sprintf("records: %d in one batch, at most 4096", len(b.Records)))
 		return
 	}
 	var prev uint64
 	for i, rec := range b.Records {
 		if err := rec.Validate(); err != nil {
-			writeValidation(w, fmt.Errorf("records[%d]: %w", i, err))
+			httpapi.WriteValidation(w, fmt.Errorf("records[%d]: %w", i, err))
 			return
 		}
 		if (rec.Kind == link.KindEvent) != events {
-			writeError(w, http.StatusBadRequest, "invalid_argument", fmt.Sprintf("records[%d].kind", i),
+			httpapi.WriteError(w, http.StatusBadRequest, "invalid_argument", fmt.Sprintf("records[%d].kind", i),
 				fmt.Sprintf("records[%d]: a %s record sent to the %s route", i, rec.Kind, map[bool]string{true: "events", false: "samples"}[events]))
 			return
 		}
 		if rec.Seq == 0 || rec.Seq > 1<<62 || (i > 0 && rec.Seq <= prev) {
-			writeError(w, http.StatusBadRequest, "invalid_argument", fmt.Sprintf("records[%d].seq", i),
+			httpapi.WriteError(w, http.StatusBadRequest, "invalid_argument", fmt.Sprintf("records[%d].seq", i),
 				fmt.Sprintf("records[%d].seq %d: want sequence numbers above 0, strictly increasing within the batch (previous %d)", i, rec.Seq, prev))
 			return
 		}
 		prev = rec.Seq
 	}
-	p, _ := PrincipalFrom(r.Context())
-	if msg := p.mayName(b.Agent, false); msg != "" {
-		writeError(w, http.StatusForbidden, "forbidden", "agent", msg)
+	p, _ := httpapi.PrincipalFrom(r.Context())
+	if msg := mayName(p, b.Agent, false); msg != "" {
+		httpapi.WriteError(w, http.StatusForbidden, "forbidden", "agent", msg)
 		return
 	}
 	var reply link.BatchReply
@@ -478,16 +439,16 @@ func (s *Server) applyBatch(w http.ResponseWriter, r *http.Request, events bool,
 	}
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			writeError(w, http.StatusNotFound, "not_found", "agent", fmt.Sprintf("agent %q has not joined: heartbeat first", b.Agent))
+			httpapi.WriteError(w, http.StatusNotFound, "not_found", "agent", fmt.Sprintf("agent %q has not joined: heartbeat first", b.Agent))
 			return
 		}
 		s.storeError(w, r, err, "records")
 		return
 	}
-	writeJSON(w, http.StatusOK, reply)
+	httpapi.WriteJSON(w, http.StatusOK, reply)
 }
 
-func (s *Server) agentSamples(w http.ResponseWriter, r *http.Request) {
+func (s *Protocol) agentSamples(w http.ResponseWriter, r *http.Request) {
 	s.applyBatch(w, r, false, func(tx store.Tx, a store.Agent, recs []link.Record) error {
 		var samples []core.Sample
 		var events []core.Event
@@ -525,7 +486,7 @@ func (s *Server) agentSamples(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func (s *Server) agentEvents(w http.ResponseWriter, r *http.Request) {
+func (s *Protocol) agentEvents(w http.ResponseWriter, r *http.Request) {
 	now := s.clock.Now()
 	s.applyBatch(w, r, true, func(tx store.Tx, a store.Agent, recs []link.Record) error {
 		var events []core.Event
@@ -604,7 +565,7 @@ func commandOf(ctx context.Context, tx store.Tx, id string) (store.AgentCommand,
 	return c, err == nil, err
 }
 
-func (s *Server) agentCommands(w http.ResponseWriter, r *http.Request) {
+func (s *Protocol) agentCommands(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("agent")
 	if !agentID(w, id) || !s.speaksFor(w, r, id) {
 		return
@@ -624,12 +585,12 @@ func (s *Server) agentCommands(w http.ResponseWriter, r *http.Request) {
 		lc.ID, lc.Kind = c.ID, link.CommandKind(c.Kind)
 		out.Commands = append(out.Commands, lc)
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpapi.WriteJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) agentAck(w http.ResponseWriter, r *http.Request) {
+func (s *Protocol) agentAck(w http.ResponseWriter, r *http.Request) {
 	var req link.AckRequest
-	if !decode(w, r, &req) {
+	if !httpapi.Decode(w, r, &req) {
 		return
 	}
 	if !agentID(w, req.Agent) || !s.speaksFor(w, r, req.Agent) {
@@ -642,19 +603,19 @@ func (s *Server) agentAck(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err, "id")
 		return
 	}
-	writeJSON(w, http.StatusOK, req)
+	httpapi.WriteJSON(w, http.StatusOK, req)
 }
 
-func (s *Server) agentLogs(w http.ResponseWriter, r *http.Request) {
+func (s *Protocol) agentLogs(w http.ResponseWriter, r *http.Request) {
 	var c link.LogChunk
-	if !decode(w, r, &c) {
+	if !httpapi.Decode(w, r, &c) {
 		return
 	}
 	if !agentID(w, c.Agent) || !s.speaksFor(w, r, c.Agent) {
 		return
 	}
 	if err := store.CheckID("run", c.Run); err != nil {
-		writeValidation(w, err)
+		httpapi.WriteValidation(w, err)
 		return
 	}
 	if c.At.IsZero() {
@@ -679,208 +640,5 @@ func (s *Server) agentLogs(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err, "offset")
 		return
 	}
-	writeJSON(w, http.StatusOK, link.LogChunkReply{End: end})
-}
-
-func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	p, _ := PrincipalFrom(r.Context())
-	f := store.AgentFilter{Cursor: q.Get("cursor")}
-	if !parseStates(w, q.Get("state"), store.ParseAgentState, &f.States) {
-		return
-	}
-	if !parseLimit(w, q.Get("limit"), &f.Limit) {
-		return
-	}
-	page, err := s.store.Agents().ListAgents(r.Context(), f)
-	if err != nil {
-		s.storeError(w, r, err, "")
-		return
-	}
-	// What runs where: the live units by lease, with their jobs' teams.
-	units, err := s.store.Units().ListLiveUnits(r.Context())
-	if err != nil {
-		s.storeError(w, r, err, "")
-		return
-	}
-	type jobInfo struct {
-		team   string
-		shards int
-	}
-	jobOf := map[string]jobInfo{}
-	onLease := map[string][]string{}
-	for i := range units {
-		u := &units[i]
-		if u.State != core.JobRunning && u.State != core.JobCheckpointing {
-			continue
-		}
-		ji, ok := jobOf[u.JobID]
-		if !ok {
-			j, err := s.store.Jobs().GetJob(r.Context(), u.JobID)
-			if err != nil {
-				s.storeError(w, r, err, "")
-				return
-			}
-			ji = jobInfo{j.Team, j.Shards}
-			jobOf[u.JobID] = ji
-		}
-		if !p.seesTeam(ji.team) {
-			continue
-		}
-		for _, part := range u.Parts {
-			onLease[part.LeaseID] = append(onLease[part.LeaseID], u.Key(ji.shards))
-		}
-	}
-	out := NodesPage{Nodes: []NodeView{}, Next: page.Next}
-	for _, a := range page.Items {
-		jobs := onLease[a.LeaseID]
-		if a.LeaseID == "" {
-			jobs = nil
-		}
-		if p.Role != store.RoleAdmin && len(jobs) == 0 {
-			continue // a team role sees the nodes that run its jobs
-		}
-		sort.Strings(jobs)
-		v := NodeView{ID: a.ID, Lease: a.LeaseID, Offer: a.OfferID, State: string(a.State), StateAt: a.StateAt.UTC(), Joined: a.Joined.UTC(),
-			LastSeen: a.LastSeen.UTC(), Version: a.Version, Source: a.Source, GPUs: nonNilGPUs(a.GPUs), Jobs: append([]string{}, jobs...), Backlog: a.Backlog, Binding: binding(&a)}
-		out.Nodes = append(out.Nodes, v)
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-func nonNilGPUs(g []store.AgentGPU) []store.AgentGPU {
-	if g == nil {
-		return []store.AgentGPU{}
-	}
-	return g
-}
-
-func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
-	j, ok := s.visibleJob(w, r)
-	if !ok {
-		return
-	}
-	q := r.URL.Query()
-	num := func(name, unit string) (int64, bool) {
-		v := q.Get(name)
-		if v == "" {
-			return 0, true
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			writeError(w, http.StatusBadRequest, "invalid_argument", name, fmt.Sprintf("%s %q: want a whole number of %s >= 0", name, v, unit))
-			return 0, false
-		}
-		return n, true
-	}
-	offset, ok1 := num("offset", "bytes")
-	tail, ok2 := num("tail", "bytes")
-	limit, ok3 := num("limit", "bytes")
-	lines, ok4 := num("lines", "lines")
-	if !ok1 || !ok2 || !ok3 || !ok4 {
-		return
-	}
-	given := 0
-	for _, name := range []string{"offset", "tail", "lines"} {
-		if q.Get(name) != "" {
-			given++
-		}
-	}
-	if given > 1 {
-		writeError(w, http.StatusBadRequest, "invalid_argument", "tail", "offset, tail and lines: give one of them")
-		return
-	}
-	if tail > store.MaxLogRead || limit > store.MaxLogRead {
-		writeError(w, http.StatusBadRequest, "invalid_argument", "limit", fmt.Sprintf("tail and limit: at most %d bytes", store.MaxLogRead))
-		return
-	}
-	if lines > MaxTailLines {
-		writeError(w, http.StatusBadRequest, "invalid_argument", "lines", fmt.Sprintf("lines %d: at most %d", lines, MaxTailLines))
-		return
-	}
-	var lr store.LogRead
-	var err error
-	switch {
-	case lines > 0:
-		lr, err = tailLines(r.Context(), s.store.JobLogs(), j.ID, int(lines))
-	case tail > 0:
-		lr, err = s.store.JobLogs().TailLog(r.Context(), j.ID, int(tail))
-	default:
-		lr, err = s.store.JobLogs().ReadLog(r.Context(), j.ID, offset, int(limit))
-	}
-	if err != nil {
-		s.storeError(w, r, err, "offset")
-		return
-	}
-	writeJSON(w, http.StatusOK, LogView{Job: j.ID, Start: lr.Start, End: lr.End, Text: string(lr.Data)})
-}
-
-// MaxTailLines is the most lines one ?lines= read asks for.
-const MaxTailLines = 100000
-
-// tailLines returns the job's last n lines: the log read backwards from
-// its end in growing chunks until n line breaks are found, the log's
-// start is reached, or store.MaxLogRead bytes were read. A log's final
-// line counts whether or not it ends in a newline. At the byte bound the
-// text is cut to begin at a line, so a caller never sees half a line
-// first; Start says where it begins.
-func tailLines(ctx context.Context, logs store.JobLogs, jobID string, n int) (store.LogRead, error) {
-	size := 64 << 10
-	lr, err := logs.TailLog(ctx, jobID, size)
-	if err != nil {
-		return store.LogRead{}, err
-	}
-	data, start := lr.Data, lr.Start
-	for {
-		if cut, ok := lastLines(data, n); ok {
-			return store.LogRead{Data: data[cut:], Start: start + int64(cut), End: lr.End}, nil
-		}
-		if start == 0 || len(data) >= store.MaxLogRead {
-			break
-		}
-		size = min(2*size, store.MaxLogRead-len(data))
-		from := max(start-int64(size), 0)
-		prev, err := logs.ReadLog(ctx, jobID, from, int(start-from))
-		if err != nil {
-			return store.LogRead{}, err
-		}
-		if prev.Start >= start {
-			break // retention removed what came before
-		}
-		head := prev.Data[:min(int64(len(prev.Data)), start-prev.Start)]
-		data = append(append(make([]byte, 0, len(head)+len(data)), head...), data...)
-		start = prev.Start
-		if prev.Start > from {
-			break // retention: this is the oldest left
-		}
-	}
-	if cut, ok := lastLines(data, n); ok {
-		return store.LogRead{Data: data[cut:], Start: start + int64(cut), End: lr.End}, nil
-	}
-	if start > 0 {
-		// Bounded or cut by retention: begin at the first whole line.
-		if i := bytes.IndexByte(data, '\n'); i >= 0 && i+1 < len(data) {
-			data, start = data[i+1:], start+int64(i+1)
-		}
-	}
-	return store.LogRead{Data: data, Start: start, End: lr.End}, nil
-}
-
-// lastLines returns where the last n lines of data begin, and false when
-// data holds fewer than n line breaks before them (more is needed, or
-// the whole of data is fewer lines).
-func lastLines(data []byte, n int) (int, bool) {
-	end := len(data)
-	if end > 0 && data[end-1] == '\n' {
-		end--
-	}
-	for i := end - 1; i >= 0; i-- {
-		if data[i] == '\n' {
-			n--
-			if n == 0 {
-				return i + 1, true
-			}
-		}
-	}
-	return 0, false
+	httpapi.WriteJSON(w, http.StatusOK, link.LogChunkReply{End: end})
 }
