@@ -88,7 +88,7 @@ func TestImportRules(t *testing.T) {
 		}
 		checkNoWallClock(t, p)
 	}
-	for _, want := range []string{"core", "billing", "plan", "store", "agent", "kube", "loop"} {
+	for _, want := range []string{"core", "billing", "plan", "store", "agent", "kube", "loop", "api", "agentapi", "httpapi"} {
 		if !seen[want] {
 			t.Errorf("package internal/%s not found: the rule would check nothing", want)
 		}
@@ -108,7 +108,14 @@ var layers = map[string]struct{ allowed, banned []string }{
 	// The agent runs what the server decided and reports what it sees;
 	// deciding is the server's, so no decision package, and it reaches
 	// the server only through its wire protocol.
-	"agent": {banned: append([]string{"store", "server", "api", "sim", "dashboard"}, decision...)},
+	"agent": {banned: append([]string{"store", "server", "api", "agentapi", "httpapi", "sim", "dashboard"}, decision...)},
+	// The agent protocol's server side is mounted by the REST API, never
+	// the other way round; what agents report is the control loop's to
+	// act on, so it reaches no loop and no decision package.
+	"agentapi": {banned: append([]string{"api", "server", "loop", "sim", "dashboard", "readmodel", "client", "apiclient", "kube"}, decision...)},
+	// The HTTP plumbing both APIs share knows no route of its own: the
+	// store, the domain and the clock only.
+	"httpapi": {allowed: []string{"core", "store", "clock", "httpapi"}},
 	// The ledger is read by the API (usage report, dashboard) and by
 	// the control loop and the simulator (team budgets, from the
 	// engine's leases and units): it sits above the decision core and
@@ -117,14 +124,14 @@ var layers = map[string]struct{ allowed, banned []string }{
 	// Decision packages are pure: they reach no layer that does I/O.
 	// The Kubernetes scheduler keeps no store and serves nothing (see
 	// direct, below, for what it may import).
-	"kube": {banned: []string{"store", "server", "api", "apiclient", "client", "agent", "sim", "dashboard", "ledger"}},
+	"kube": {banned: []string{"store", "server", "api", "agentapi", "httpapi", "apiclient", "client", "agent", "sim", "dashboard", "ledger"}},
 	// The loop's shared steps drive the engine and a provider for both
 	// the server and the simulator: they persist nothing and serve
 	// nothing, so neither driver's layers are reachable from them.
-	"loop": {banned: []string{"store", "server", "api", "apiclient", "client", "agent", "sim", "dashboard", "kube"}},
+	"loop": {banned: []string{"store", "server", "api", "agentapi", "httpapi", "apiclient", "client", "agent", "sim", "dashboard", "kube"}},
 	// The dashboard's read model computes from the store and the ledger
 	// and knows no HTTP: the API serves it, not the other way round.
-	"readmodel": {banned: []string{"server", "api", "apiclient", "client", "agent", "sim", "dashboard", "kube", "loop"}},
+	"readmodel": {banned: []string{"server", "api", "agentapi", "httpapi", "apiclient", "client", "agent", "sim", "dashboard", "kube", "loop"}},
 	"sched":     {banned: ioLayers},
 	"fleet":     {banned: ioLayers},
 	"billing":   {banned: ioLayers},
@@ -176,7 +183,7 @@ func checkDirect(t *testing.T, p pkg, rel, top string) {
 }
 
 // ioLayers are our packages that do I/O or speak to the outside.
-var ioLayers = []string{"store", "server", "api", "agent", "provider", "client", "dashboard"}
+var ioLayers = []string{"store", "server", "api", "agentapi", "httpapi", "agent", "provider", "client", "dashboard"}
 
 // checkLayers applies layers[top] to p's dependencies.
 func checkLayers(t *testing.T, p pkg, rel, top string) {
