@@ -16,7 +16,7 @@ import (
 // Join tokens. Each lease the loop acquires from a provider gets a
 // one-time join token for its machine's agent (provider.Bootstrap): the
 // agent joins with it as that lease's machine and gets a credential of
-// its own (internal/api agentJoin); the token then joins nothing else.
+// its own (internal/agentapi agentJoin); the token then joins nothing else.
 // The store keeps only its hash, so the secret lives in this loop's
 // memory while the lease waits for its provider: a retried Acquire (the
 // provider failed, the next tick asks again) carries the same token
