@@ -332,6 +332,7 @@ func newJobsCmd() *cobra.Command {
 	cmd.Flags().StringVar(&f.Tier, "tier", "", "only this tier")
 	addPageFlags(cmd, &f.Limit, &f.Cursor)
 	cmd.Flags().BoolVar(&all, "all", false, "follow the cursor to the last page")
+	attachJobsKube(cmd, &cf, &f, &states) // jobs_kube.go
 	return cmd
 }
 

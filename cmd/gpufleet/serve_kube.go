@@ -47,10 +47,12 @@ func attachKube(cmd *cobra.Command) {
 	cmd.Flags().Int("kube-api-burst", 200, "with --kubernetes: requests allowed at once above --kube-api-qps")
 	var pool nodePoolFlags // serve_nodepool.go
 	pool.add(cmd)
+	var dcgm dcgmFlags // serve_dcgm.go
+	dcgm.add(cmd)
 	run := cmd.RunE
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if !on {
-			for _, f := range append([]string{"kubeconfig", "scheduler-name", "kube-team", "kube-api-qps", "kube-api-burst"}, pool.flags()...) {
+			for _, f := range slices.Concat([]string{"kubeconfig", "scheduler-name", "kube-team", "kube-api-qps", "kube-api-burst"}, pool.flags(), dcgm.flags()) {
 				if cmd.Flags().Changed(f) {
 					return usageError{fmt.Errorf("--%s needs --kubernetes", f)}
 				}
@@ -60,11 +62,15 @@ func attachKube(cmd *cobra.Command) {
 		if err := pool.check(cmd); err != nil {
 			return err
 		}
-		return serveKube(cmd, kubeconfig, schedulerName, teams, &pool)
+		d, err := dcgm.build(cmd)
+		if err != nil {
+			return err
+		}
+		return serveKube(cmd, kubeconfig, schedulerName, teams, &pool, d)
 	}
 }
 
-func serveKube(cmd *cobra.Command, kubeconfig, schedulerName string, teamFlags []string, pool *nodePoolFlags) error {
+func serveKube(cmd *cobra.Command, kubeconfig, schedulerName string, teamFlags []string, pool *nodePoolFlags, dcgm *kube.DCGM) error {
 	fl := cmd.Flags()
 	str := func(name string) string { v, _ := fl.GetString(name); return v }
 	c, err := loadCatalog(str("catalog"))
@@ -88,7 +94,7 @@ func serveKube(cmd *cobra.Command, kubeconfig, schedulerName string, teamFlags [
 	if err != nil {
 		return err
 	}
-	cfg, from, err := kubeConfig(kubeconfig)
+	cfg, from, err := kubeConfig(kubeconfig, "serve")
 	if err != nil {
 		return err
 	}
@@ -109,7 +115,7 @@ func serveKube(cmd *cobra.Command, kubeconfig, schedulerName string, teamFlags [
 	}
 	s, err := kube.New(kube.Config{Client: client, Options: kube.Options{SchedulerName: schedulerName, Teams: teams, Catalog: c.Offers,
 		Quotas: pol.Kubernetes.QuotaTeams()},
-		Engine: ecfg, Tick: tick, Log: log, NodePool: np})
+		Engine: ecfg, Tick: tick, Log: log, NodePool: np, DCGM: dcgm})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -139,7 +145,7 @@ func serveKube(cmd *cobra.Command, kubeconfig, schedulerName string, teamFlags [
 	}()
 	defer srv.Close()
 	log.Info("gpufleet scheduling on kubernetes", "kubeconfig", from, "host", cfg.Host, "scheduler_name", schedulerName,
-		"policy", pol.Name, "policy_source", pol.Source, "teams", teamList(teams), "quotas", quotaList(pol.Kubernetes.Quotas), "api_qps", cfg.QPS, "api_burst", cfg.Burst, "health", "http://"+ln.Addr().String()+"/healthz", "metrics", "http://"+ln.Addr().String()+"/metrics")
+		"policy", pol.Name, "policy_source", pol.Source, "teams", teamList(teams), "quotas", quotaList(pol.Kubernetes.Quotas), "api_qps", cfg.QPS, "api_burst", cfg.Burst, "dcgm", dcgmText(dcgm), "health", "http://"+ln.Addr().String()+"/healthz", "metrics", "http://"+ln.Addr().String()+"/metrics")
 	return s.Run(ctx)
 }
 
@@ -203,8 +209,9 @@ func quotaList(q map[string]map[string]int) string {
 }
 
 // kubeConfig is the client configuration from --kubeconfig, else
-// $KUBECONFIG, else the pod's service account; from says which.
-func kubeConfig(flag string) (*rest.Config, string, error) {
+// $KUBECONFIG, else the pod's service account; from says which. cmd
+// names the command in errors.
+func kubeConfig(flag, cmd string) (*rest.Config, string, error) {
 	rules, from := &clientcmd.ClientConfigLoadingRules{ExplicitPath: flag}, "--kubeconfig "+flag
 	if flag == "" {
 		// KUBECONFIG may list several files, merged as kubectl does.
@@ -213,13 +220,13 @@ func kubeConfig(flag string) (*rest.Config, string, error) {
 	if flag != "" || len(rules.Precedence) > 0 {
 		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 		if err != nil {
-			return nil, "", fmt.Errorf("serve: kubeconfig from %s: %w", from, err)
+			return nil, "", fmt.Errorf("%s: kubeconfig from %s: %w", cmd, from, err)
 		}
 		return cfg, from, nil
 	}
 	cfg, err := rest.InClusterConfig()
 	if err != nil {
-		return nil, "", usageError{fmt.Errorf("serve --kubernetes: no --kubeconfig, no KUBECONFIG, and not in a cluster: %w", err)}
+		return nil, "", usageError{fmt.Errorf("%s --kubernetes: no --kubeconfig, no KUBECONFIG, and not in a cluster: %w", cmd, err)}
 	}
 	return cfg, "in-cluster service account", nil
 }

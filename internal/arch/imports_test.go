@@ -150,7 +150,9 @@ var direct = map[string]struct{ ours, outside []string }{
 	// Kubernetes node pool (provider/kubenodes) for nodes as leases. No
 	// store, no server, no API: the cluster is the state.
 	"kube": {
-		ours: []string{"core", "clock", "engine", "sched", "policy", "pricing", "provider", "provider/kubenodes"},
+		// fleet for the idle ladder's readings, and promtext to read
+		// the cluster's dcgm-exporter pods (telemetry.go, dcgm.go).
+		ours: []string{"core", "clock", "engine", "sched", "fleet", "policy", "pricing", "provider", "provider/kubenodes", "promtext"},
 		// and the Prometheus client for its metrics (metrics.go).
 		outside: []string{"k8s.io/", "github.com/prometheus/client_golang/"},
 	},

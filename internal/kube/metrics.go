@@ -41,6 +41,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.oldest
 	ch <- c.gpus
 	ch <- c.steps
+	c.s.tele.describe(ch)
 }
 
 var tiers = []string{"core", "regular", "offline"}
@@ -53,6 +54,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		s.mu.Unlock()
 	}
 	ch <- prometheus.MustNewConstMetric(c.steps, prometheus.CounterValue, float64(c.lastSteps.Load()))
+	s.tele.collect(ch)
 
 	nodes, err := s.nodes.List(labels.Everything())
 	if err != nil {

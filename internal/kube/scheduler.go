@@ -46,6 +46,9 @@ type Config struct {
 	// OnFinish, when set, hears of every pod of gpufleet's that ended:
 	// its exit code (0 for Succeeded) and why.
 	OnFinish func(pod PodRef, code int, reason string)
+	// DCGM, when set, scrapes the cluster's dcgm-exporter pods for the
+	// idle ladder (dcgm.go, telemetry.go).
+	DCGM *DCGM
 }
 
 // Scheduler is the loop: each tick it takes the informers' nodes and
@@ -76,7 +79,8 @@ type Scheduler struct {
 	// history carries the fair-share history from step to step.
 	history engine.State
 	steps   int
-	pool    *nodePool // nil without Config.NodePool
+	pool    *nodePool  // nil without Config.NodePool
+	tele    *telemetry // nil without Config.DCGM
 }
 
 // New makes a Scheduler; Run starts it.
@@ -98,6 +102,7 @@ func New(cfg Config) (*Scheduler, error) {
 	f := informers.NewSharedInformerFactory(cfg.Client, 0)
 	s := &Scheduler{cfg: cfg, factory: f, kick: make(chan struct{}, 1),
 		assumed: map[types.UID]string{}, evicted: map[types.UID]time.Time{}, refused: map[types.UID]time.Time{}, recreate: map[string]*corev1.Pod{}, pool: newNodePool(cfg.NodePool)}
+	s.tele = newTelemetry(cfg.DCGM)
 	pi := f.Core().V1().Pods()
 	ni := f.Core().V1().Nodes()
 	s.pods, s.nodes = pi.Lister(), ni.Lister()
@@ -153,6 +158,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 	}
 	s.cfg.Log.Info("kubernetes scheduler running", "scheduler_name", s.cfg.schedulerName(), "tick", s.cfg.Tick)
+	if s.tele != nil {
+		go s.scrapeLoop(ctx)
+	}
 	t := time.NewTicker(s.cfg.Tick)
 	defer t.Stop()
 	for {
@@ -201,7 +209,9 @@ func (s *Scheduler) Step(ctx context.Context) (err error) {
 	w := Build(nodes, pods, s.cfg.Options)
 	s.poolBefore(w, nodes, now)
 	w.State.History, w.State.HistoryAt = s.history.History, s.history.HistoryAt
+	s.telemetryBefore(w, now)
 	d := engine.Step(w.State, now, s.cfg.Engine)
+	s.telemetryDecided(ctx, &d)
 	a := w.Actions(d)
 	created := engine.Apply(w.State, d)
 	s.history.History, s.history.HistoryAt = w.State.History, w.State.HistoryAt

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/promtext"
 )
 
 // The DCGM exporter metrics DCGM reads. Memory is in MiB, power in W,
@@ -89,7 +90,7 @@ func (d *DCGM) Sample(ctx context.Context) ([]Reading, error) {
 // UUID is empty and ParentUUID holds it; its Name is the profile
 // (GPU_I_PROFILE).
 func ParseDCGM(src string, body []byte) ([]Reading, error) {
-	samples, err := ParsePromText(src, body)
+	samples, err := promtext.Parse(src, body)
 	if err != nil {
 		return nil, err
 	}

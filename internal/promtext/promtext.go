@@ -1,4 +1,4 @@
-package gpu
+package promtext
 
 import (
 	"bytes"
@@ -13,8 +13,8 @@ type Label struct {
 	Name, Value string
 }
 
-// PromSample is one sample line of the Prometheus text format.
-type PromSample struct {
+// Sample is one sample line of the Prometheus text format.
+type Sample struct {
 	Line   int
 	Name   string
 	Labels []Label
@@ -25,7 +25,7 @@ type PromSample struct {
 
 // Label returns the value of the label called name, and whether it is
 // there.
-func (s PromSample) Label(name string) (string, bool) {
+func (s Sample) Label(name string) (string, bool) {
 	for _, l := range s.Labels {
 		if l.Name == name {
 			return l.Value, true
@@ -34,7 +34,7 @@ func (s PromSample) Label(name string) (string, bool) {
 	return "", false
 }
 
-// ParsePromText parses the Prometheus text exposition format — what a
+// Parse parses the Prometheus text exposition format — what a
 // DCGM exporter serves — into its sample lines, in order. It accepts at
 // least what prometheus/common's expfmt.TextParser accepts, with the same
 // names, labels and values: values as Go's ParseFloat reads them less hex
@@ -50,9 +50,9 @@ func (s PromSample) Label(name string) (string, bool) {
 // It is a parser of our own rather than expfmt so that an error, and
 // ParseDCGM's errors after it, can say on which line they are (expfmt
 // keeps no line per sample), and so that one sample costs no protobuf
-// message; FuzzParsePromText checks it against expfmt.
-func ParsePromText(src string, body []byte) ([]PromSample, error) {
-	var out []PromSample
+// message; FuzzParse checks it against expfmt.
+func Parse(src string, body []byte) ([]Sample, error) {
+	var out []Sample
 	line := 0
 	for len(body) > 0 {
 		line++
@@ -157,8 +157,8 @@ func parseQuoted(s string, i int) (string, int, *core.ParseError) {
 	return "", 0, &core.ParseError{Value: s[i:], Problem: "unterminated string at", Allowed: "a closing double quote"}
 }
 
-func parsePromLine(s string) (PromSample, *core.ParseError) {
-	var p PromSample
+func parsePromLine(s string) (Sample, *core.ParseError) {
+	var p Sample
 	i := 0
 	if s[0] != '{' {
 		name, next, err := parseName(s, 0, false)
