@@ -1,17 +1,20 @@
-// Package loop holds the steps of the control loop that the live server
-// (internal/server) and the simulator (internal/sim) share, so that they
-// differ only in clock, provider, executor and persistence:
+// Package loop is the control loop that the live server
+// (internal/server) and the simulator (internal/sim) both run, so that
+// they differ only in clock, provider, executor and persistence. Turn is
+// one turn of it:
 //
-//	observe (Observe: the provider's events) → engine.Step → engine.Apply
-//	→ act (Act: release, then acquire every requested lease)
+//	Observe (the provider's events) → Driver.Inputs (executor, agents,
+//	cancellations) → engine.Step → engine.Apply → Driver.Commit
+//	→ Release → Acquire (every requested lease) → Driver.Acquired
 //
 // What a machine's event does to the state — ready, a reclaim notice
 // (the engine decides the checkpoints), reclaimed, failed — and what a
 // provider's answer to an acquisition does — launched, refused for
-// capacity — are written here once. Each driver adds only its own
-// bookkeeping through Hooks: the server its events' persistence and the
-// agents' join tokens, the simulator its accounting and virtual finishes.
-// No decision is made here: every one is the engine's.
+// capacity — are written here once, and so is their order. Each driver
+// adds only its own bookkeeping through a Driver and Hooks: the server
+// its store and the agents' join tokens, the simulator its accounting
+// and virtual finishes. No decision is made here: every one is the
+// engine's.
 package loop
 
 import (

@@ -16,8 +16,10 @@ import (
 	"github.com/gpufleet/gpufleet/internal/store"
 )
 
-// Tick runs one step of the loop at the clock's now: load, provider
-// events, cancellations, finishes, engine.Step, persist, act.
+// Tick runs one step of the loop at the clock's now: it loads the state
+// (kept between ticks while this replica leads, live.go), sets what the
+// budgets and the joined machines say, and runs loop.Turn — the
+// simulator's turn — with the store as its record (turn, below).
 //
 // A panic in the step (the engine refuses to decide on a state whose
 // capacity accounting is broken, say one a changed catalog made) is a
@@ -41,33 +43,69 @@ func (l *Loop) Tick(ctx context.Context) (err error) {
 func (l *Loop) tick(ctx context.Context) error {
 	now := l.cfg.Clock.Now()
 	began := time.Now() // latency is wall time, whatever the loop's clock
-	var version int64   // the loop state's, once saved
 	st, ls, err := l.loadState(ctx)
 	if err != nil {
 		return err
 	}
-	base := newBaseline(st)
 	st.Offers, st.TimeOfUse = l.cfg.RentOffers, l.cfg.TimeOfUse
 	l.setSpent(ctx, st, now) // the ledger's month-to-date spend, for budgets (ledger.go)
 	l.setJoined(ctx, st)     // machines joined by hand, leased before renting (joined.go)
-	var events []core.Event
-
-	// Provider events (internal/loop, shared with the simulator).
-	evs, ack, err := loop.Observe(ctx, st, l.cfg.Provider, now, l.cfg.Engine, loop.Hooks{})
+	t := &turn{l: l, base: newBaseline(st), loaded: ls.Version}
+	err = loop.Turn(ctx, st, l.cfg.Provider, now, l.cfg.Engine, t, t.hooks(ctx, now))
+	if t.committed {
+		l.metrics.observe(st, t.ag.agents, now, time.Since(began))
+	}
 	if err != nil {
 		return fmt.Errorf("tick: %w", err)
 	}
-	events = append(events, evs...)
+	l.keepState(st, t.version)
+	return nil
+}
 
-	// Agents: their reports, their silence (agents.go).
-	ag, agEvents, err := l.agentsBefore(ctx, st, now)
-	if err != nil {
-		return err
+// turn is the server's side of one loop.Turn (a loop.Driver): the
+// agents' reports and the executor's exits as inputs, the store as the
+// record of what was decided and acquired.
+type turn struct {
+	l    *Loop
+	base *baseline
+	// loaded is the loop state's version as loaded; version is its
+	// version once saved.
+	loaded, version int64
+	ag              *agentTick
+	committed       bool
+	// refused are the engine's refusals for capacity before Acquire,
+	// which saves the loop state again only when they changed.
+	refused []core.Refusal
+	// ended are the leases refused with a join token that can never be
+	// used now, revoked with the acquisitions.
+	ended []string
+}
+
+// hooks make each requested lease's join token and forget it once the
+// provider answered.
+func (t *turn) hooks(ctx context.Context, now time.Time) loop.Hooks {
+	l := t.l
+	return loop.Hooks{
+		Bootstrap: func(le *engine.Lease) (provider.Bootstrap, error) { return l.bootstrap(ctx, le, now) },
+		Answered: func(le *engine.Lease, _ provider.Machine, boot provider.Bootstrap, err error) {
+			delete(l.joins, le.ID) // asked and answered: no retry will need it
+			if err != nil && boot.JoinToken != "" {
+				t.ended = append(t.ended, le.ID) // refused: its join token can never be used
+			}
+		},
 	}
-	events = append(events, agEvents...)
+}
 
-	// Units on machines that ended while the loop was away (reconcile
-	// marked them failed, reclaimed or vanished) go back to the queue.
+// Inputs applies the agents' reports and their silence (agents.go), puts
+// back in the queue the units of machines that ended while the loop was
+// away (reconcile marked them failed, reclaimed or vanished), stops the
+// units of cancelled jobs, and ends the units the executor saw exit.
+func (t *turn) Inputs(ctx context.Context, st *engine.State, now time.Time) ([]core.Event, error) {
+	ag, events, err := t.l.agentsBefore(ctx, st, now)
+	if err != nil {
+		return nil, err
+	}
+	t.ag = ag
 	live := map[string]bool{}
 	for _, le := range st.Leases {
 		if !le.State.Final() {
@@ -87,15 +125,13 @@ func (l *Loop) tick(ctx context.Context) error {
 			}
 		}
 	}
-
-	// Cancellations and finishes.
 	for _, u := range st.Units {
 		switch {
 		case u.Job.State == core.JobCancelled && !u.State.Final():
 			engine.CancelUnit(st, u, now)
 			events = append(events, core.Event{At: now, Kind: "unit.cancelled", Subject: u.Key(), Reason: "its job was cancelled"})
-		case u.State == core.JobRunning && l.cfg.Executor != nil && !ag.agentDriven(u):
-			ex, ended := l.cfg.Executor.Ended(u, now)
+		case u.State == core.JobRunning && t.l.cfg.Executor != nil && !ag.agentDriven(u):
+			ex, ended := t.l.cfg.Executor.Ended(u, now)
 			if !ended {
 				continue
 			}
@@ -109,31 +145,31 @@ func (l *Loop) tick(ctx context.Context) error {
 			events = append(events, core.Event{At: ex.At, Kind: "unit.failed", Subject: u.Key(), Attrs: attrs, Reason: ex.Reason})
 		}
 	}
+	return events, nil
+}
 
-	// The demand history the fleet prices committed terms on is loaded
-	// and saved with the loop state: a restart carries on from it.
-	d := engine.Step(st, now, l.cfg.Engine)
-	events = append(events, d.Events...)
-	events = append(events, l.unrunnableEvents(ctx, d, now)...)
-	created := engine.Apply(st, d)
+// Decided adds the reasons of waiting units no offer can ever run.
+func (t *turn) Decided(ctx context.Context, _ *engine.State, d *engine.Decisions) []core.Event {
+	return t.l.unrunnableEvents(ctx, *d, d.Now)
+}
+
+// Commit persists the turn's decisions in one transaction before any
+// machine is touched: only the units and leases it changed are written,
+// so a queue or a fleet nothing touched costs no write. The demand
+// history the fleet prices committed terms on is saved with the loop
+// state: a restart carries on from it.
+func (t *turn) Commit(ctx context.Context, st *engine.State, tu loop.Turned) error {
+	l, now, d := t.l, tu.Now, &tu.Decisions
 	l.demand = st.Demand
-	isNew := map[string]bool{}
-	for _, c := range created {
+	isNew := make(map[string]bool, len(tu.Created))
+	for _, c := range tu.Created {
 		isNew[c.ID] = true
 	}
-	released := map[string]bool{}
-	for _, r := range d.Release {
-		released[r.LeaseID] = true
-	}
-
-	// Persist the decisions, then act: only the units and leases this
-	// tick changed are written, so a queue or a fleet nothing touched
-	// costs no write.
 	jobs := jobStates(st)
-	units := base.Changed()
-	err = l.cfg.Store.Tx(ctx, func(tx store.Tx) error {
-		if len(events) > 0 {
-			if _, err := tx.Events().AppendEvents(ctx, events...); err != nil {
+	units := t.base.Changed()
+	err := l.cfg.Store.Tx(ctx, func(tx store.Tx) error {
+		if len(tu.Events) > 0 {
+			if _, err := tx.Events().AppendEvents(ctx, tu.Events...); err != nil {
 				return err
 			}
 		}
@@ -149,7 +185,7 @@ func (l *Loop) tick(ctx context.Context) error {
 				}
 				continue
 			}
-			if !base.LeaseChanged(le) {
+			if !t.base.LeaseChanged(le) {
 				continue
 			}
 			if err := tx.Leases().UpdateLease(ctx, sl); err != nil {
@@ -178,17 +214,18 @@ func (l *Loop) tick(ctx context.Context) error {
 				return err
 			}
 		}
-		if err := ag.persist(ctx, tx, st); err != nil {
+		if err := t.ag.persist(ctx, tx, st); err != nil {
 			return err
 		}
-		v, err := tx.Loop().SaveLoop(ctx, loopFromEngine(st, ls.Version))
-		version = v
+		v, err := tx.Loop().SaveLoop(ctx, loopFromEngine(st, t.loaded))
+		t.version = v
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("tick: persist decisions: %w", err)
+		return fmt.Errorf("persist decisions: %w", err)
 	}
-	ag.committed(ctx)
+	t.committed = true
+	t.ag.committed(ctx)
 	l.notify(ctx, d.Alerts, now)
 	if len(jobs) > 0 {
 		// The kept state's jobs are the store's: as written.
@@ -198,33 +235,9 @@ func (l *Loop) tick(ctx context.Context) error {
 			}
 		}
 	}
-
-	// Act: release, then acquire every lease still requested (new ones,
-	// and intents a crash or an error left behind) by its client token.
-	for _, le := range st.Leases {
-		if released[le.ID] && le.ProviderID != "" {
-			ack = append(ack, le.ProviderID)
-		}
-	}
-	for pid, err := range loop.Release(ctx, l.cfg.Provider, ack) {
-		l.cfg.Log.Warn("release failed; reconcile on restart retries it", "provider_id", pid, "err", err)
-	}
-	version, err = l.acquire(ctx, st, now, version)
-	l.metrics.observe(st, ag.agents, now, time.Since(began))
-	if err != nil {
-		return err
-	}
-	l.keepState(st, version)
-	return nil
-}
-
-// acquire calls the provider for every requested lease and saves what it
-// answered, with the loop state (saved last as version) when the
-// refusals for capacity changed (engine.OnRefused, OnLaunched). It
-// returns the loop state's version after it.
-func (l *Loop) acquire(ctx context.Context, st *engine.State, now time.Time, version int64) (int64, error) {
-	refused := slices.Clone(st.Refused)
-	var ended []string
+	// What Acquire is about to change: the refusals, and the join
+	// tokens of leases no longer waiting for a machine.
+	t.refused = slices.Clone(st.Refused)
 	if len(l.joins) > 0 {
 		waiting := map[string]bool{}
 		for _, le := range st.Leases {
@@ -238,34 +251,40 @@ func (l *Loop) acquire(ctx context.Context, st *engine.State, now time.Time, ver
 			}
 		}
 	}
-	got := loop.Acquire(ctx, st, l.cfg.Provider, now, loop.Hooks{
-		Bootstrap: func(le *engine.Lease) (provider.Bootstrap, error) { return l.bootstrap(ctx, le, now) },
-		Answered: func(le *engine.Lease, _ provider.Machine, boot provider.Bootstrap, err error) {
-			delete(l.joins, le.ID) // asked and answered: no retry will need it
-			if err != nil && boot.JoinToken != "" {
-				ended = append(ended, le.ID) // refused: its join token can never be used
-			}
-		},
-	})
+	return nil
+}
+
+// ReleaseFailed logs: the reconcile at the next start retries it.
+func (t *turn) ReleaseFailed(pid string, err error) error {
+	t.l.cfg.Log.Warn("release failed; reconcile on restart retries it", "provider_id", pid, "err", err)
+	return nil
+}
+
+// Acquired saves what the provider answered, with the loop state when
+// the refusals for capacity changed (engine.OnRefused, OnLaunched). A
+// lease whose acquisition was postponed stays requested: the next tick
+// asks again with the same client token.
+func (t *turn) Acquired(ctx context.Context, st *engine.State, now time.Time, got loop.Acquired) error {
+	l := t.l
 	for id, err := range got.Postponed {
 		l.cfg.Log.Warn("acquire postponed; retrying next tick", "lease", id, "err", err)
 	}
-	changed, events := got.Changed, got.Events
-	if len(changed) == 0 {
-		return version, nil
+	if len(got.Changed) == 0 {
+		return nil
 	}
+	version := t.version
 	saved := version
 	err := l.cfg.Store.Tx(ctx, func(tx store.Tx) error {
 		saved = version
-		for _, le := range changed {
+		for _, le := range got.Changed {
 			if err := tx.Leases().UpdateLease(ctx, leaseFromEngine(le)); err != nil {
 				return err
 			}
 		}
-		if err := revokeEnded(ctx, tx, ended, now); err != nil {
+		if err := revokeEnded(ctx, tx, t.ended, now); err != nil {
 			return err
 		}
-		if !sameRefusals(refused, st.Refused) {
+		if !sameRefusals(t.refused, st.Refused) {
 			// A refusal for capacity holds across restarts, as the
 			// simulator keeps it across steps.
 			v, err := tx.Loop().SaveLoop(ctx, loopFromEngine(st, version))
@@ -274,13 +293,14 @@ func (l *Loop) acquire(ctx context.Context, st *engine.State, now time.Time, ver
 			}
 			saved = v
 		}
-		_, err := tx.Events().AppendEvents(ctx, events...)
+		_, err := tx.Events().AppendEvents(ctx, got.Events...)
 		return err
 	})
 	if err != nil {
-		return version, fmt.Errorf("tick: save acquisitions: %w", err)
+		return fmt.Errorf("save acquisitions: %w", err)
 	}
-	return saved, nil
+	t.version = saved
+	return nil
 }
 
 // sameRefusals reports whether a and b hold the same refusals.

@@ -141,13 +141,10 @@ func Run(ctx context.Context, cfg Config, p policy.Policy) (*Result, error) {
 		if err := r.setSpent(now); err != nil {
 			return nil, err
 		}
-		r.finish(now)
-		if err := r.providerEvents(ctx, now); err != nil {
-			return nil, err
+		if err := loop.Turn(ctx, r.st, r.cloud, now, r.ecfg, r, r.hooks()); err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
 		}
-		if err := r.step(ctx, now); err != nil {
-			return nil, err
-		}
+		r.stepped(now)
 		r.prune()
 		if next == len(jobs) && r.live == 0 && r.allIdleReleased() {
 			break
@@ -165,13 +162,13 @@ func Run(ctx context.Context, cfg Config, p policy.Policy) (*Result, error) {
 
 // run is one simulation's mutable state.
 type run struct {
-	cfg        Config
-	p          policy.Policy
-	ecfg       engine.Config
-	st         *engine.State
-	cloud      *provsim.Cloud
-	clk        *clock.Manual
-	res        *Result
+	cfg   Config
+	p     policy.Policy
+	ecfg  engine.Config
+	st    *engine.State
+	cloud *provsim.Cloud
+	clk   *clock.Manual
+	res   *Result
 	// first is each unit's first start, for waiting times.
 	first map[string]time.Time
 	wake  timeHeap
@@ -188,6 +185,9 @@ type run struct {
 	// team has a budget (State.Spent then decides nothing).
 	book    *ledger.Book
 	refresh ledger.Refresh
+	// decided is the last turn's decisions, for the wake-ups they ask
+	// for once the turn is done.
+	decided *engine.Decisions
 }
 
 // setSpent sets State.Spent, what the team budgets see, to each team's
@@ -280,21 +280,6 @@ func (r *run) finish(now time.Time) {
 	}
 }
 
-// providerEvents applies the simulated cloud's events at now, as the
-// server's tick does (internal/loop), counting the work of the units a
-// reclaim stops and queueing the finish of those that run on from a
-// notice's checkpoint.
-func (r *run) providerEvents(ctx context.Context, now time.Time) error {
-	evs, ended, err := loop.Observe(ctx, r.st, r.cloud, now, r.ecfg, r.hooks())
-	if err != nil {
-		return fmt.Errorf("sim: %w", err)
-	}
-	for _, e := range evs {
-		r.event(e)
-	}
-	return r.release(ctx, ended)
-}
-
 // hooks are the simulator's bookkeeping around the shared loop steps.
 func (r *run) hooks() loop.Hooks {
 	return loop.Hooks{
@@ -317,14 +302,6 @@ func (r *run) hooks() loop.Hooks {
 	}
 }
 
-// release gives back the machines with the given provider ids.
-func (r *run) release(ctx context.Context, ids []string) error {
-	for id, err := range loop.Release(ctx, r.cloud, ids) {
-		return fmt.Errorf("sim: release %s: %w", id, err)
-	}
-	return nil
-}
-
 func (r *run) queueFinish(u *engine.Unit) {
 	left := r.cfg.Workload.Actual[u.Job.ID] - u.Done
 	heap.Push(&r.finishQ, finishAt{at: u.Start.Add(max(left, 0)), start: u.Start, u: u})
@@ -337,15 +314,25 @@ func (r *run) event(e core.Event) {
 	}
 }
 
-func (r *run) step(ctx context.Context, now time.Time) error {
+// Inputs is the simulator's side of a turn's inputs (loop.Driver): the
+// units whose virtual run ends by now finish, then the utilization
+// readings and the Uniform Progress rule see the state the step will.
+func (r *run) Inputs(_ context.Context, _ *engine.State, now time.Time) ([]core.Event, error) {
+	r.finish(now)
 	r.readings(now)
 	r.uniformProgress(now)
-	d := engine.Step(r.st, now, r.ecfg)
+	return nil, nil
+}
+
+// Decided counts the allocated time of the units the step stops or
+// moves, before Apply restarts their clocks (loop.Driver). The units
+// decided on are the ones Step carries with its decisions (the replay
+// applies nothing but Step's decisions; TestPropertyDecidedUnits checks
+// Step carries every one).
+func (r *run) Decided(_ context.Context, _ *engine.State, d *engine.Decisions) []core.Event {
+	now := d.Now
 	r.res.Steps++
 	r.res.countAlerts(d.Alerts)
-	// The units decided on are the ones Step carries with its decisions
-	// (the replay applies nothing but Step's decisions;
-	// TestPropertyDecidedUnits checks Step carries every one).
 	for i := range d.Preempt {
 		if u := d.PreemptUnit(i); u != nil {
 			r.res.addAllocated(u, u.Start, now)
@@ -356,47 +343,57 @@ func (r *run) step(ctx context.Context, now time.Time) error {
 			r.res.addAllocated(u, u.Start, now)
 		}
 	}
-	for _, e := range d.Events {
-		r.event(e)
-	}
 	r.res.Preemptions += len(d.Preempt)
 	r.res.Moves += len(d.Move)
-	engine.Apply(r.st, d)
+	return nil
+}
+
+// Commit records the turn's events and queues the virtual finish of
+// every unit the step started (loop.Driver); the first start of a unit
+// is its wait.
+func (r *run) Commit(_ context.Context, _ *engine.State, t loop.Turned) error {
+	for _, e := range t.Events {
+		r.event(e)
+	}
+	d := &t.Decisions
 	for i, p := range d.Place {
 		u := d.PlaceUnit(i)
 		if _, seen := r.first[p.Unit]; !seen {
-			r.first[p.Unit] = now
-			r.res.addWait(u, now.Sub(u.Job.Submit))
+			r.first[p.Unit] = t.Now
+			r.res.addWait(u, t.Now.Sub(u.Job.Submit))
 		}
 		r.queueFinish(u)
 	}
 	for i := range d.Move {
 		r.queueFinish(d.MoveUnit(i))
 	}
-	// Release, then acquire, as the server's tick acts (internal/loop):
-	// capacity a released machine frees is there for this step's
-	// acquisitions.
-	var release []string
-	if len(d.Release) > 0 {
-		machine := map[string]string{}
-		for _, le := range r.st.Leases {
-			machine[le.ID] = le.ProviderID
-		}
-		for _, rel := range d.Release {
-			if pid := machine[rel.LeaseID]; pid != "" {
-				release = append(release, pid)
-			}
-		}
-	}
-	if err := r.release(ctx, release); err != nil {
-		return err
-	}
-	got := loop.Acquire(ctx, r.st, r.cloud, now, r.hooks())
+	r.decided = d
+	return nil
+}
+
+// ReleaseFailed stops the replay: the simulated cloud releases what it
+// launched, so a failure is a bug (loop.Driver).
+func (r *run) ReleaseFailed(_ string, err error) error { return err }
+
+// Acquired records the provider's answers (loop.Driver); an acquisition
+// the simulated cloud postponed is a bug and stops the replay.
+func (r *run) Acquired(_ context.Context, _ *engine.State, _ time.Time, got loop.Acquired) error {
 	for id, err := range got.Postponed {
-		return fmt.Errorf("sim: acquire for lease %s: %w", id, err)
+		return fmt.Errorf("acquire for lease %s: %w", id, err)
 	}
 	for _, e := range got.Events {
 		r.event(e)
+	}
+	return nil
+}
+
+// stepped schedules the next steps the turn's decisions ask for and
+// samples the fleet.
+func (r *run) stepped(now time.Time) {
+	d := r.decided
+	r.decided = nil
+	if d == nil {
+		return
 	}
 	for _, k := range d.Kept {
 		if k.Until.After(now) {
@@ -414,13 +411,12 @@ func (r *run) step(ctx context.Context, now time.Time) error {
 	}
 	if len(waiting) > 0 || len(d.Defer) > 0 {
 		d.Waiting = waiting
-		r.wakeAt(now.Add(r.nextWaitCheck(d, now)))
+		r.wakeAt(now.Add(r.nextWaitCheck(*d, now)))
 	}
 	r.res.sample(now, r.st)
 	if r.cfg.Stepped != nil {
 		r.cfg.Stepped(now)
 	}
-	return nil
 }
 
 // uncapped is waiting less the units of teams at their budget cap: the
