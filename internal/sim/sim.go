@@ -165,13 +165,13 @@ func Run(ctx context.Context, cfg Config, p policy.Policy) (*Result, error) {
 
 // run is one simulation's mutable state.
 type run struct {
-	cfg        Config
-	p          policy.Policy
-	ecfg       engine.Config
-	st         *engine.State
-	cloud      *provsim.Cloud
-	clk        *clock.Manual
-	res        *Result
+	cfg   Config
+	p     policy.Policy
+	ecfg  engine.Config
+	st    *engine.State
+	cloud *provsim.Cloud
+	clk   *clock.Manual
+	res   *Result
 	// first is each unit's first start, for waiting times.
 	first map[string]time.Time
 	wake  timeHeap
@@ -586,7 +586,12 @@ func NewWorkload(tw trace.Workload, offers []core.Offer, limit int) *Workload {
 			continue
 		}
 		w.Jobs = append(w.Jobs, j)
+		// The trace's duration; the job's estimate is its users' (the
+		// profile's estimates: the duration itself by default).
 		w.Actual[j.ID] = j.EstDuration
+		if len(tw.Actual) == len(tw.Jobs) {
+			w.Actual[j.ID] = tw.Actual[i]
+		}
 	}
 	return w
 }
