@@ -451,6 +451,8 @@ func FuzzParseProfile(f *testing.F) {
 	f.Add([]byte("start: 2024-01-01T09:00:00\ntime_zone: UTC+8\ncheckpoint_interval: 0\n"))
 	f.Add([]byte("name: &n x\ndefault_team: *n\n"))
 	f.Add([]byte("seed: 1\n---\nseed: 2\n"))
+	f.Add([]byte("estimates: {mode: scaled, factor: 2.5, noise: 0.25, missing: 10%}\n"))
+	f.Add([]byte("estimates: none\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		p, err := ParseProfile("fuzz.yaml", in)
 		if err != nil {
