@@ -58,7 +58,8 @@ func (st *State) Estimate(u *Unit) time.Duration {
 	return st.Durations.PredictDuration(u.Job.Team, commandOf(u.Job), u.Job.EstDuration, 0)
 }
 
-// EstimateReason is Estimate with why, for the API and audit.
+// EstimateReason is Estimate with why, in words (for audit; the API does
+// not show it yet).
 func (st *State) EstimateReason(u *Unit) (time.Duration, string) {
 	if !st.learn {
 		if u.Job.EstDuration > 0 {
@@ -101,7 +102,7 @@ func (st *State) useLearning(on bool) {
 	}
 }
 
-// learn teaches the model a unit that succeeded: its run time (the work
+// learnFrom teaches the model a unit that succeeded: its run time (the work
 // done, at finish) against its user's estimate. When that changes what
 // the model predicts for its team, the team's other units are planned
 // again (through leave and enter, so the live view follows).
