@@ -18,6 +18,17 @@ type DemandPoint struct {
 	Milli int64
 }
 
+// DurationRuns are a team's last run times of one command (its command
+// line, else its image; "" for neither), in whole seconds, oldest first:
+// what the engine learned of how long its jobs run (plan.DurationModel).
+// It lives here because the store keeps them across restarts and the
+// store persists core types only.
+type DurationRuns struct {
+	Team    string
+	Command string
+	Seconds []int64
+}
+
 // Refusal is an offer's billing mode that the provider refused to rent
 // for lack of capacity: the fleet asks for it again no sooner than Until
 // (fleet.Refused). Wait is the interval that set Until; the next refusal

@@ -361,7 +361,7 @@ func OnReclaimNotice(st *State, leaseID string, now, reclaimAt time.Time, cfg Co
 	st.Changed() // the node leaves; its units checkpoint
 	var su []fleet.SpotUnit
 	for _, u := range ix.on[leaseID] {
-		remaining := u.Job.EstDuration - u.Done - now.Sub(u.Start)
+		remaining := st.Estimate(u) - u.Done - now.Sub(u.Start)
 		su = append(su, fleet.SpotUnit{Unit: u.Key(), LeaseID: leaseID, Reclaims: u.Reclaims, Remaining: max(remaining, 0), Deadline: u.Job.Deadline})
 	}
 	rs := fleet.OnReclaimNotice(now, reclaimAt, su, cfg.Fleet)
@@ -406,6 +406,7 @@ func FinishUnit(st *State, u *Unit, now time.Time) {
 		u.Done += now.Sub(u.Start)
 		u.State, u.Parts, u.End = core.JobSucceeded, nil, now
 		st.ended()
+		st.learnFrom(u)
 	}
 }
 

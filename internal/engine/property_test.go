@@ -19,6 +19,11 @@ type arrival struct {
 type runSpec struct {
 	arrivals     []arrival
 	reclaimEvery time.Duration
+	// learn plans on learned durations (Config.LearnDurations); actualBP,
+	// when set, makes each job's work its estimate times this many basis
+	// points (else the estimate).
+	learn    bool
+	actualBP int64
 }
 
 func genSpec(t *rapid.T) runSpec {
@@ -53,7 +58,7 @@ func (s runSpec) runHooks(t fatal, onStep, onApplied func(h *harness, d *Decisio
 	spot.Plans[0].Reclaim = &core.ReclaimModel{Bucket: ">20%", MonthlyRateBP: 2500, NoticeSeconds: 120}
 	weekly := hourlyOffer("wk", "V100", 4, "1")
 	weekly.Plans = append(weekly.Plans, core.PricePlan{Mode: core.Weekly, Price: mustMoney("300"), Per: core.Week, Granularity: core.Week.Seconds(), Term: core.Week.Seconds()})
-	h := newHarness(t, []core.Offer{od, spot, weekly}, Config{})
+	h := newHarness(t, []core.Offer{od, spot, weekly}, Config{LearnDurations: s.learn})
 	h.tick = 10 * time.Minute
 	h.onStep, h.onApplied = onStep, onApplied
 	var created []string
@@ -61,7 +66,11 @@ func (s runSpec) runHooks(t fatal, onStep, onApplied func(h *harness, d *Decisio
 		for _, a := range s.arrivals {
 			if h.now.Sub(t0) == a.at {
 				j := a.job
-				h.submit(&j, j.EstDuration)
+				actual := j.EstDuration
+				if s.actualBP > 0 {
+					actual = time.Duration(core.MulDivHalfEven(int64(actual), s.actualBP, 10000))
+				}
+				h.submit(&j, actual)
 			}
 		}
 		for _, l := range h.st.Leases {

@@ -7,6 +7,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/billing"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/fleet"
+	"github.com/gpufleet/gpufleet/internal/plan"
 	"github.com/gpufleet/gpufleet/internal/sched"
 )
 
@@ -77,6 +78,11 @@ type Unit struct {
 	// useI is its index in the view's allocation per team and class, plus
 	// one (0: none), as last found (history.go: addUse checks it).
 	useI int
+	// est is the duration the engine plans it on (State.Estimate, as of
+	// its last update), and plan the planning copy of its job the
+	// scheduler sees when est is not the user's estimate (durations.go).
+	est  time.Duration
+	plan *core.Job
 }
 
 // JoinedPrefix starts the id of a lease Step decided on a joined
@@ -117,6 +123,13 @@ type State struct {
 	// Demand is the fleet's recent demand (fleet.DemandKeep of it, oldest
 	// first), recorded by Apply: what committed terms are priced on.
 	Demand []fleet.DemandPoint
+	// Durations is what finished units taught of how long jobs run and
+	// how far their users' estimates were off (durations.go), recorded by
+	// FinishUnit: what units are planned on when Config.LearnDurations is
+	// set. A caller that keeps the state across restarts keeps it.
+	Durations plan.DurationModel
+	// learn is the last Step's Config.LearnDurations.
+	learn bool
 	// Refused are the offers' modes the provider lately refused for
 	// capacity, in offer and mode order (fleet.Refused): Step rents none
 	// while it holds. OnRefused records a refusal, OnLaunched clears its

@@ -21,6 +21,11 @@ type Config struct {
 	// NoAcquire stops renting for demand (the reserved base is still
 	// kept) and NoRelease stops releasing: a static fleet.
 	NoAcquire, NoRelease bool
+	// LearnDurations plans units on the durations learned from history
+	// (State.Estimate: estimates corrected by their team's record, runs
+	// without one predicted from their team's command) rather than on
+	// their users' estimates as given (durations.go).
+	LearnDurations bool
 }
 
 // Place is a placement by lease ID.
@@ -243,6 +248,9 @@ func (sc *scratch) rebuild(st *State, now time.Time, register bool) {
 	// a neighbour's).
 	parts := sc.parts[:0]
 	for i, u := range st.Units {
+		if register {
+			st.setEstimate(u)
+		}
 		where := outOfView
 		switch u.State {
 		case core.JobRunning, core.JobCheckpointing:
@@ -270,7 +278,7 @@ func (sc *scratch) rebuild(st *State, now time.Time, register bool) {
 				break
 			}
 			where = inRunning
-			a := sched.Allocation{Unit: u.Unit, Start: u.Start, LastCheckpoint: u.LastCheckpoint, Done: u.Done}
+			a := sched.Allocation{Unit: u.schedUnit(), Start: u.Start, LastCheckpoint: u.LastCheckpoint, Done: u.Done}
 			if len(parts) > first {
 				a.Parts = parts[first:len(parts):len(parts)]
 			}
@@ -310,10 +318,10 @@ func (v *view) refresh(now time.Time) {
 		if u.DeferredUntil.After(now) {
 			continue
 		}
-		su := u.Unit
+		su := u.schedUnit()
 		if u.NoSpot && u.Job.Interruptible {
 			// Keep it off spot: the scheduler sees it as non-interruptible.
-			j := *u.Job
+			j := *su.Job
 			j.Interruptible = false
 			su.Job = &j
 		}
@@ -389,8 +397,11 @@ func (st *State) shapes() sched.MachineShapes {
 	return out
 }
 
-// Step decides everything for now. It does not change st.
+// Step decides everything for now. It does not change st, beyond its
+// working marks: the live view, and whether units are planned on learned
+// durations (cfg.LearnDurations: durations.go).
 func Step(st *State, now time.Time, cfg Config) Decisions {
+	st.useLearning(cfg.LearnDurations)
 	v := build(st, now)
 	sc := st.scratchOf()
 	d := Decisions{Now: now, HalfLife: cfg.Sched.FairShareHalfLife()}

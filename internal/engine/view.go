@@ -2,13 +2,14 @@ package engine
 
 import (
 	"fmt"
-	"github.com/gpufleet/gpufleet/internal/capacity"
 	"maps"
 	"reflect"
 	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/gpufleet/gpufleet/internal/capacity"
 
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/sched"
@@ -81,6 +82,7 @@ func (sc *scratch) sync(st *State) bool {
 		for _, u := range st.Units[sc.nUnits:] {
 			u.seq, u.where = sc.nextSeq, outOfView
 			sc.nextSeq++
+			st.setEstimate(u)
 			v.enter(u, leases)
 		}
 		sc.nUnits, sc.lastUnit = len(st.Units), st.Units[len(st.Units)-1]
@@ -141,7 +143,7 @@ func (v *view) enter(u *Unit, leases map[string]*Lease) {
 		}
 		v.take(u, parts)
 		i := bySeq(v.runningOf, u.seq)
-		v.running = slices.Insert(v.running, i, sched.Allocation{Unit: u.Unit, Start: u.Start, LastCheckpoint: u.LastCheckpoint, Done: u.Done, Parts: parts})
+		v.running = slices.Insert(v.running, i, sched.Allocation{Unit: u.schedUnit(), Start: u.Start, LastCheckpoint: u.LastCheckpoint, Done: u.Done, Parts: parts})
 		v.runningOf = slices.Insert(v.runningOf, i, u)
 	case core.JobPending, core.JobPreempted, core.JobAdmitted:
 		u.where = inQueue
@@ -221,12 +223,13 @@ func (v *view) take(u *Unit, parts []sched.Part) {
 	}
 }
 
-// estEnd is when u's current run is estimated to end, if known.
+// estEnd is when u's current run is estimated to end (on its planned
+// duration), if known.
 func estEnd(u *Unit) (time.Time, bool) {
-	if u.Job.EstDuration <= 0 {
+	if u.est <= 0 {
 		return time.Time{}, false
 	}
-	return u.Start.Add(u.Job.EstDuration), true
+	return u.Start.Add(u.est), true
 }
 
 // give returns u's share of the nodes of parts: what take took
@@ -352,6 +355,13 @@ func checkView(st *State, now time.Time) {
 	f.refresh(now)
 	var diffs []string
 	diff := func(format string, args ...any) { diffs = append(diffs, fmt.Sprintf(format, args...)) }
+	// Every unit in the view is planned on what the model says now
+	// (durations.go): a finish that changed it re-planned its team.
+	for _, u := range st.Units {
+		if u.where != outOfView && u.est != st.Estimate(u) {
+			diff("unit %s: planned on %s, the model says %s", u.Key(), u.est, st.Estimate(u))
+		}
+	}
 	for i, l := range st.Leases {
 		if l.node != nodeOf[i] || l.runs != runs[i] {
 			diff("lease %s: node %d runs %d, fresh %d and %d", l.ID, nodeOf[i], runs[i], l.node, l.runs)

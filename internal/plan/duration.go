@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
@@ -14,8 +15,8 @@ import (
 // a duration for a job without an estimate (the median run of its team
 // and command) and corrects an estimate by the team's median ratio. It
 // is plain data, meant to be kept with the loop's state as the demand
-// history is, so that a server and a replay predict alike; this session
-// built the model, not its place in the engine's state (docs/planner.md).
+// history is, so that a server and a replay predict alike: engine.State
+// keeps one (State.Durations), taught by every unit that succeeds.
 type DurationModel struct {
 	// Runs are the last DurationKeep run times per team and command
 	// (DurationKey), in seconds, oldest first.
@@ -34,6 +35,12 @@ const minRatios = 3
 
 // DurationKey is the key of a team's command in DurationModel.Runs.
 func DurationKey(team, command string) string { return team + "\x00" + command }
+
+// SplitDurationKey is the team and command of a DurationKey.
+func SplitDurationKey(k string) (team, command string) {
+	team, command, _ = strings.Cut(k, "\x00")
+	return team, command
+}
 
 // Observe records a finished run: its time, and, when the user gave an
 // estimate, the ratio of the two. Runs that did not run (actual <= 0) are
@@ -66,20 +73,65 @@ func keepLast(xs []int64) []int64 {
 // the user's estimate times the team's median ratio of actual to
 // estimated time (once it has minRatios of them), else the estimate; with
 // no estimate, the median run of the team's command, else fallback.
+// PredictDuration is the same duration without the reason.
 func (m *DurationModel) Predict(team, command string, estimate, fallback time.Duration) (time.Duration, string) {
+	d := m.PredictDuration(team, command, estimate, fallback)
 	if estimate > 0 {
-		if r := m.Ratios[team]; len(r) >= minRatios {
-			bp := median(r)
-			d := time.Duration(core.MulDivHalfEven(int64(estimate), bp, 10000))
-			return max(d, time.Second), fmt.Sprintf("the estimate %s × %d.%02d%%, the median ratio of %s's last %d runs to their estimates", estimate, bp/100, bp%100, team, len(r))
+		if bp, ok := m.Ratio(team); ok {
+			return d, fmt.Sprintf("the estimate %s × %d.%02d%%, the median ratio of %s's last %d runs to their estimates", estimate, bp/100, bp%100, team, len(m.Ratios[team]))
 		}
-		return estimate, "the user's estimate"
+		return d, "the user's estimate"
 	}
-	if r := m.Runs[DurationKey(team, command)]; len(r) > 0 {
-		return time.Duration(median(r)) * time.Second, fmt.Sprintf("the median of %s's last %d runs of this command", team, len(r))
+	if _, ok := m.Typical(team, command); ok {
+		return d, fmt.Sprintf("the median of %s's last %d runs of this command", team, len(m.Runs[DurationKey(team, command)]))
 	}
-	return fallback, "no estimate and no history: the default"
+	return d, "no estimate and no history: the default"
 }
+
+// PredictDuration is Predict's duration: what an engine plans on, at no
+// cost of words.
+func (m *DurationModel) PredictDuration(team, command string, estimate, fallback time.Duration) time.Duration {
+	if estimate > 0 {
+		if bp, ok := m.Ratio(team); ok {
+			return Corrected(estimate, bp)
+		}
+		return estimate
+	}
+	if d, ok := m.Typical(team, command); ok {
+		return d
+	}
+	return fallback
+}
+
+// Corrected is estimate times a ratio in basis points, at least a second:
+// an estimate corrected by a team's ratio. A ratio of 10000 (estimates
+// right) gives the estimate itself.
+func Corrected(estimate time.Duration, bp int64) time.Duration {
+	if bp == 10000 {
+		return estimate
+	}
+	return max(time.Duration(core.MulDivHalfEven(int64(estimate), bp, 10000)), time.Second)
+}
+
+// Ratio is the team's median ratio of actual to estimated run time, in
+// basis points, once it has minRatios of them (ok false before).
+func (m *DurationModel) Ratio(team string) (bp int64, ok bool) {
+	if r := m.Ratios[team]; len(r) >= minRatios {
+		return median(r), true
+	}
+	return 0, false
+}
+
+// Typical is the median run of the team's command (ok false with none).
+func (m *DurationModel) Typical(team, command string) (time.Duration, bool) {
+	if r := m.Runs[DurationKey(team, command)]; len(r) > 0 {
+		return time.Duration(median(r)) * time.Second, true
+	}
+	return 0, false
+}
+
+// Empty reports whether the model has learned nothing.
+func (m *DurationModel) Empty() bool { return len(m.Runs) == 0 && len(m.Ratios) == 0 }
 
 // median is the lower median of xs.
 func median(xs []int64) int64 {

@@ -53,6 +53,9 @@ type Policy struct {
 	Preemption    Preemption    `json:"preemption" yaml:"preemption"`
 	Backfill      Backfill      `json:"backfill" yaml:"backfill"`
 	FairShare     FairShare     `json:"fair_share" yaml:"fair_share"`
+	// Durations is whether work is planned on durations learned from
+	// history rather than on its users' estimates as given.
+	Durations Durations `json:"durations" yaml:"durations"`
 	// Kubernetes is what serve --kubernetes reads besides the engine's
 	// knobs (docs/kubernetes.md); empty elsewhere.
 	Kubernetes Kubernetes `json:"kubernetes,omitzero" yaml:"kubernetes,omitempty"`
@@ -140,14 +143,14 @@ type Release struct {
 // ActAfter later the next rungs, the last doing Action. A GPU whose unit
 // shows no process for ZombieAfter is a zombie.
 type Idle struct {
-	UtilPct          int      `json:"util_pct" yaml:"util_pct"`
-	Window           Duration `json:"window" yaml:"window"`
-	BurstToleranceBP int      `json:"burst_tolerance_bp" yaml:"burst_tolerance_bp"`
-	For              Duration `json:"for" yaml:"for"`
-	NotifyAfter Duration         `json:"notify_after" yaml:"notify_after"`
-	ActAfter    Duration         `json:"act_after" yaml:"act_after"`
-	Action      fleet.IdleAction `json:"action" yaml:"action"`
-	ZombieAfter Duration         `json:"zombie_after" yaml:"zombie_after"`
+	UtilPct          int              `json:"util_pct" yaml:"util_pct"`
+	Window           Duration         `json:"window" yaml:"window"`
+	BurstToleranceBP int              `json:"burst_tolerance_bp" yaml:"burst_tolerance_bp"`
+	For              Duration         `json:"for" yaml:"for"`
+	NotifyAfter      Duration         `json:"notify_after" yaml:"notify_after"`
+	ActAfter         Duration         `json:"act_after" yaml:"act_after"`
+	Action           fleet.IdleAction `json:"action" yaml:"action"`
+	ZombieAfter      Duration         `json:"zombie_after" yaml:"zombie_after"`
 	// Notify is where serve sends the notify and action rungs and zombies
 	// as signed webhooks; empty: nowhere (the events alone).
 	Notify Notify `json:"notify,omitzero" yaml:"notify,omitempty"`
@@ -198,6 +201,16 @@ type Preemption struct {
 // Backfill runs smaller work ahead of a reservation when it ends in time.
 type Backfill struct {
 	Enabled bool `json:"enabled" yaml:"enabled"`
+}
+
+// Durations is learning how long work runs ("feedback"): with Learn, a
+// job is planned on its user's estimate corrected by the ratio of actual
+// to estimated run time its team's last jobs showed, and a job without
+// an estimate on the median run of its team's command; without, on the
+// estimate as given (none: renting.default_duration). The engine learns
+// from every job that succeeds either way (engine.Config.LearnDurations).
+type Durations struct {
+	Learn bool `json:"learn" yaml:"learn"`
 }
 
 // FairShare is the fair-share history's half-life.
@@ -348,6 +361,7 @@ func Preset(name string) (Policy, error) {
 		p.Doc = "gpufleet's default: cost- and fragmentation-aware placement, sharing, preemption, backfill, cheapest offer and term per useful GPU-hour (spot for interruptible work), release just before the billing boundary, consolidation, off-peak deferral, deadlines and p99 wait targets kept"
 		p.WaitP99 = map[core.Tier]Duration{core.TierCore: Duration(15 * time.Minute), core.TierRegular: Duration(time.Hour), core.TierOffline: Duration(4 * time.Hour)}
 		p.Deadlines = Deadlines{Aware: true, Margin: Duration(5 * time.Minute)}
+		p.Durations.Learn = true
 	case "static-peak":
 		p.Doc = "a fixed fleet sized for the peak concurrent GPU demand, on monthly terms, rented from the start"
 		p.BillingModes = []core.BillingMode{core.Monthly}
@@ -676,7 +690,7 @@ func (p Policy) Engine(offers []core.Offer, now time.Time) (engine.Config, error
 	if sc.RiskLead == 0 {
 		sc.RiskLead = -1 // sched: zero is the default, negative none
 	}
-	return engine.Config{Sched: sc, Fleet: fc, NoAcquire: !p.Renting.Enabled, NoRelease: !p.Release.Enabled}, nil
+	return engine.Config{Sched: sc, Fleet: fc, NoAcquire: !p.Renting.Enabled, NoRelease: !p.Release.Enabled, LearnDurations: p.Durations.Learn}, nil
 }
 
 // committedModels lists the GPU models with a plan in mode.

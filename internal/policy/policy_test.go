@@ -47,7 +47,7 @@ func TestPresetsConvert(t *testing.T) {
 		name string
 		want engine.Config
 	}{
-		{"gpufleet", engine.Config{}},
+		{"gpufleet", engine.Config{LearnDurations: true}},
 		{"static-peak", engine.Config{NoAcquire: true, NoRelease: true, Fleet: fleet.Config{NoConsolidation: true}}},
 		{"reactive", engine.Config{Fleet: fleet.Config{WaitTarget: zero, IgnoreBoundary: true, MinIdle: 10 * time.Minute, NoConsolidation: true}}},
 		{"autostop", engine.Config{Fleet: fleet.Config{WaitTarget: zero, IgnoreBoundary: true, MinIdle: 10 * time.Minute, NoPacking: true, NoConsolidation: true}}},
@@ -119,6 +119,23 @@ func TestParse(t *testing.T) {
 	if diff := cmp.Diff(want, p); diff != "" {
 		t.Errorf("Parse (-want +got):\n%s", diff)
 	}
+	// Learning durations: on in gpufleet, off in the baselines, a key a
+	// file may turn off (and the hash tells the two apart).
+	off, err := Parse("off.yaml", []byte("durations:\n  learn: false\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !Default().Durations.Learn || off.Durations.Learn || off.Hash() == Default().Hash() {
+		t.Errorf("durations.learn: preset %v, file %v (hashes %s, %s)", Default().Durations.Learn, off.Durations.Learn, Default().Hash(), off.Hash())
+	}
+	if c, err := off.Engine(nil, time.Time{}); err != nil || c.LearnDurations {
+		t.Errorf("durations.learn false: engine LearnDurations %v, %v", c.LearnDurations, err)
+	}
+	for _, name := range PresetNames[1:] {
+		if b, _ := Preset(name); b.Durations.Learn {
+			t.Errorf("baseline %s learns durations", name)
+		}
+	}
 	// A file with only a base is that preset, named after the file.
 	p, err = Parse("dir/ca.yml", []byte("base: reactive\n"))
 	if err != nil {
@@ -155,6 +172,8 @@ func TestParseErrors(t *testing.T) {
 		{"bad action", "idle:\n  action: email\n", `p.yaml:2: idle.action: invalid value "email": want one of share, downsize, stop, none`},
 		{"not a number", "spot:\n  max_reclaims: three\n", `p.yaml:2: spot.max_reclaims: invalid value "three": want a whole number`},
 		{"not a bool", "preemption:\n  enabled: yes\n", `p.yaml:2: preemption.enabled: invalid value "yes": want true or false`},
+		{"durations not a bool", "durations:\n  learn: sometimes\n", `p.yaml:2: durations.learn: invalid value "sometimes": want true or false`},
+		{"durations unknown key", "durations:\n  lern: true\n", `p.yaml:2: durations.lern: unknown key in durations "lern": want one of learn`},
 		{"reserved on demand", "reserved:\n  mode: on-demand\n", `p.yaml:2: reserved.mode: invalid value "on-demand": want a committed mode: daily, weekly or monthly`},
 		{"reserved outside modes", "billing_modes: [on-demand]\nreserved:\n  gpus:\n    V100: 2\n", `p.yaml:2: reserved.mode: invalid value "monthly": want one of billing_modes [on-demand]`},
 		{"negative reserved", "reserved:\n  gpus:\n    V100: -2\n", `p.yaml:3: reserved.gpus.V100: invalid value "-2": want a GPU model and a count of GPUs 0..1000000`},

@@ -217,6 +217,37 @@ func TestServerEqualsSimulatorUnderCapacity(t *testing.T) {
 	compareParity(t, want, got)
 }
 
+// TestServerEqualsSimulatorLearned is the comparison (SQLite) on the
+// first 700 jobs with the estimates users give in a profile's scaled
+// mode — about twice the run time, ± 50%, one job in ten without one —
+// under the default policy, which plans on durations learned from the
+// jobs that finish: both loops learn the same model and plan alike.
+func TestServerEqualsSimulatorLearned(t *testing.T) {
+	prof := trace.DefaultProfile()
+	prof.Estimates = trace.Estimates{Mode: trace.EstimatesScaled, FactorMilli: 2000, NoiseMilli: 500, MissingPPM: 100_000}
+	fx := newParityFixtureWith(t, prof)
+	if !fx.pol.Durations.Learn {
+		t.Fatal("the default policy does not learn durations")
+	}
+	fx.w.Jobs = fx.w.Jobs[:700]
+	biased, none := 0, 0
+	for _, j := range fx.w.Jobs {
+		switch {
+		case j.EstDuration == 0:
+			none++
+		case j.EstDuration != fx.w.Actual[j.ID]:
+			biased++
+		}
+	}
+	if none == 0 || biased < 500 {
+		t.Fatalf("%d jobs without an estimate and %d with one off; want some and most", none, biased)
+	}
+	want, steps := fx.simulate(t)
+	path := t.TempDir() + "/parity.db"
+	got := fx.serve(t, func() (store.Store, error) { return sqlite.Open(context.Background(), path, sqlite.Options{}) }, steps)
+	compareParity(t, want, got)
+}
+
 func money(m core.Micros) string {
 	return fmt.Sprintf("%d.%06d", m/core.MicrosPerUnit, m%core.MicrosPerUnit)
 }
@@ -235,10 +266,16 @@ type parityFixture struct {
 
 func newParityFixture(t *testing.T) *parityFixture {
 	t.Helper()
+	return newParityFixtureWith(t, trace.DefaultProfile())
+}
+
+// newParityFixtureWith is newParityFixture under the workload profile p.
+func newParityFixtureWith(t *testing.T, p *trace.Profile) *parityFixture {
+	t.Helper()
 	gc := trace.DefaultGenConfig()
 	gc.Jobs = parityJobs
 	tr := trace.Generate(gc, parityTraceSeed)
-	tw, err := tr.Workload(trace.DefaultProfile())
+	tw, err := tr.Workload(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +388,7 @@ func (fx *parityFixture) serve(t *testing.T, open func() (store.Store, error), s
 	ecfg.Fleet = ecfg.Fleet.Defaults()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	loop, err := NewLoop(Config{Store: st, Provider: cloud, Offers: fx.offers, RentOffers: rent, TimeOfUse: fx.pol.Tariff(fx.offers),
-		Engine: ecfg, Clock: clk, Log: log, Executor: VirtualTime{}})
+		Engine: ecfg, Clock: clk, Log: log, Executor: VirtualTime{Actual: fx.w.Actual}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,22 +30,32 @@ type Exit struct {
 }
 
 // VirtualTime is the simulator's executor: every run takes its job's
-// estimated duration of virtual time (less the work saved before it) and
-// exits 0; a job without an estimate never ends. No process runs. It is
-// for replays and tests on a manual clock, where the loop must decide
+// actual duration of virtual time (less the work saved before it) and
+// exits 0; a job without one never ends. No process runs. It is for
+// replays and tests on a manual clock, where the loop must decide
 // exactly as the simulator does; a server that runs jobs uses agents.
-type VirtualTime struct{}
+type VirtualTime struct {
+	// Actual is how long each job runs, by job ID, as the simulator's
+	// workload has it (sim.Workload.Actual); a job not in it runs its
+	// estimated duration.
+	Actual map[string]time.Duration
+}
 
 // Ended implements Executor.
-func (VirtualTime) Ended(u *engine.Unit, now time.Time) (Exit, bool) {
-	if u.Job.EstDuration <= 0 {
+func (v VirtualTime) Ended(u *engine.Unit, now time.Time) (Exit, bool) {
+	d, ok := v.Actual[u.Job.ID]
+	what := "actual"
+	if !ok {
+		d, what = u.Job.EstDuration, "estimated"
+	}
+	if d <= 0 {
 		return Exit{}, false
 	}
-	at := u.Start.Add(u.Job.EstDuration - u.Done)
+	at := u.Start.Add(d - u.Done)
 	if at.After(now) {
 		return Exit{}, false
 	}
-	return Exit{At: at, Code: 0, Reason: fmt.Sprintf("virtual time: its estimated duration %s has run and it exited 0 (no process runs under the virtual-time executor)", u.Job.EstDuration)}, true
+	return Exit{At: at, Code: 0, Reason: fmt.Sprintf("virtual time: its %s duration %s has run and it exited 0 (no process runs under the virtual-time executor)", what, d)}, true
 }
 
 // sleepCommand is what an agent runs for a job that gave no command: a

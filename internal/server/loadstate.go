@@ -3,10 +3,12 @@ package server
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/engine"
+	"github.com/gpufleet/gpufleet/internal/plan"
 	"github.com/gpufleet/gpufleet/internal/sched"
 	"github.com/gpufleet/gpufleet/internal/store"
 )
@@ -194,11 +196,41 @@ func loadEngineState(ctx context.Context, a store.Aggregates, offer func(id stri
 	}
 	st.NextID, st.Spent, st.History, st.HistoryAt, st.Ladder, st.BudgetAlerted = ls.NextID, ls.Spent, ls.History, ls.HistoryAt, ls.Ladder, ls.BudgetAlerted
 	st.Demand, st.Refused = ls.Demand, ls.Refused
+	st.Durations = durationsFromLoop(ls)
 	return st, ls, nil
+}
+
+// durationsFromLoop is the duration model a saved loop state holds.
+func durationsFromLoop(ls store.LoopState) plan.DurationModel {
+	var m plan.DurationModel
+	if len(ls.Runs) > 0 {
+		m.Runs = make(map[string][]int64, len(ls.Runs))
+		for _, r := range ls.Runs {
+			m.Runs[plan.DurationKey(r.Team, r.Command)] = r.Seconds
+		}
+	}
+	if len(ls.Ratios) > 0 {
+		m.Ratios = ls.Ratios
+	}
+	return m
+}
+
+// durationsToLoop is m as the loop state saves it: runs in team and
+// command order.
+func durationsToLoop(m *plan.DurationModel) (runs []core.DurationRuns, ratios map[string][]int64) {
+	for _, k := range slices.Sorted(maps.Keys(m.Runs)) {
+		team, cmd := plan.SplitDurationKey(k)
+		runs = append(runs, core.DurationRuns{Team: team, Command: cmd, Seconds: m.Runs[k]})
+	}
+	if len(m.Ratios) > 0 {
+		ratios = m.Ratios
+	}
+	return runs, ratios
 }
 
 // loopFromEngine returns the store.LoopState of st, to be saved with version
 // (the Version last loaded or saved).
 func loopFromEngine(st *engine.State, version int64) store.LoopState {
-	return store.LoopState{NextID: st.NextID, Spent: st.Spent, History: st.History, HistoryAt: st.HistoryAt, Demand: st.Demand, Refused: st.Refused, Ladder: st.Ladder, BudgetAlerted: st.BudgetAlerted, Version: version}
+	runs, ratios := durationsToLoop(&st.Durations)
+	return store.LoopState{NextID: st.NextID, Spent: st.Spent, History: st.History, HistoryAt: st.HistoryAt, Demand: st.Demand, Runs: runs, Ratios: ratios, Refused: st.Refused, Ladder: st.Ladder, BudgetAlerted: st.BudgetAlerted, Version: version}
 }

@@ -582,7 +582,12 @@ func NewWorkload(tw trace.Workload, offers []core.Offer, limit int) *Workload {
 			continue
 		}
 		w.Jobs = append(w.Jobs, j)
+		// The trace's duration; the job's estimate is its users' (the
+		// profile's estimates: the duration itself by default).
 		w.Actual[j.ID] = j.EstDuration
+		if len(tw.Actual) == len(tw.Jobs) {
+			w.Actual[j.ID] = tw.Actual[i]
+		}
 	}
 	return w
 }

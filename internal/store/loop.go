@@ -23,6 +23,13 @@ type LoopState struct {
 	// Demand is the fleet's recent demand, oldest first (engine.State's
 	// Demand): what committed terms are priced on.
 	Demand []core.DemandPoint
+	// Runs and Ratios are what finished jobs taught the engine of how
+	// long work runs (engine.State's Durations, a plan.DurationModel):
+	// Runs per team and command, in team then command order, each once;
+	// Ratios per team, the last ratios of a run's time to its user's
+	// estimate in basis points, oldest first.
+	Runs   []core.DurationRuns
+	Ratios map[string][]int64
 	// Refused are the offers' modes the provider lately refused for
 	// capacity, in offer and mode order (engine.State's Refused): not
 	// rented again before their Until.
@@ -85,6 +92,33 @@ func ValidateLoop(s *LoopState) error {
 			return &core.FieldError{Field: fmt.Sprintf("demand[%d]", i), Value: fmt.Sprintf("%d at %s", p.Milli, p.At.Format(time.RFC3339Nano)), Allowed: "a share >= 0 at a time not before the last point's"}
 		}
 	}
+	for i, r := range s.Runs {
+		f := fmt.Sprintf("runs[%d]", i)
+		if err := CheckID(f+".team", r.Team); err != nil {
+			return err
+		}
+		if err := CheckText(f+".command", r.Command); err != nil {
+			return err
+		}
+		if i > 0 && !runsBefore(s.Runs[i-1], r) {
+			return &core.FieldError{Field: f, Value: r.Team + " " + r.Command, Allowed: "teams and commands in order, each once"}
+		}
+		for _, v := range r.Seconds {
+			if v < 0 {
+				return &core.FieldError{Field: f + ".seconds", Value: fmt.Sprint(v), Allowed: "run times >= 0"}
+			}
+		}
+	}
+	for team, rs := range s.Ratios {
+		if err := CheckID("ratios", team); err != nil {
+			return err
+		}
+		for _, v := range rs {
+			if v < 0 {
+				return &core.FieldError{Field: "ratios[" + team + "]", Value: fmt.Sprint(v), Allowed: "ratios >= 0 basis points"}
+			}
+		}
+	}
 	for i, r := range s.Refused {
 		if err := CheckText(fmt.Sprintf("refused[%d].offer", i), r.Offer); err != nil {
 			return err
@@ -108,6 +142,11 @@ func ValidateLoop(s *LoopState) error {
 		}
 	}
 	return nil
+}
+
+// runsBefore orders duration runs by team, then command.
+func runsBefore(a, b core.DurationRuns) bool {
+	return a.Team < b.Team || a.Team == b.Team && a.Command < b.Command
 }
 
 // refusalBefore orders refusals by offer, then mode.

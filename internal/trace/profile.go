@@ -59,9 +59,93 @@ type Profile struct {
 	// gpu_type is where a job ran, which may not be on offer), so that
 	// DefaultGPUModels apply to every job.
 	IgnoreTraceGPUModel bool
-	// Seed varies which jobs the interruptible shares pick; the choice is
-	// a hash of Seed and the job id, never a random draw at read time.
+	// Seed varies which jobs the interruptible shares pick, and the
+	// noise and the missing share of Estimates; each choice is a hash of
+	// Seed and the job id, never a random draw at read time.
 	Seed uint64
+	// Estimates is how users estimate their jobs' durations: a trace
+	// records only how long they ran.
+	Estimates Estimates
+}
+
+// Estimates is how a profile's users estimate durations. A job's
+// estimate is its recorded duration (EstimatesExact, the default), none
+// (EstimatesNone), or its duration times FactorMilli/1000 times a draw
+// uniform in 1 ± NoiseMilli/1000 (EstimatesScaled), at least a second.
+// In exact and scaled modes a share MissingPPM of the jobs gives none.
+// The draws are hashes of the profile's Seed and the job's id.
+type Estimates struct {
+	Mode        string
+	FactorMilli int64
+	NoiseMilli  int64
+	MissingPPM  int64
+}
+
+// The estimate modes.
+const (
+	EstimatesExact  = "exact"
+	EstimatesNone   = "none"
+	EstimatesScaled = "scaled"
+)
+
+// Limits on Estimates.
+const (
+	// MaxFactorMilli is the largest estimate factor: 1000 × the duration.
+	MaxFactorMilli = 1_000_000
+	// MaxNoiseMilli is the largest noise: ± 99.9%.
+	MaxNoiseMilli = 999
+)
+
+// Estimate is the estimate, in seconds, the profile's users give a job
+// of id that ran duration seconds (0: none).
+func (p *Profile) Estimate(id string, duration int64) int64 {
+	e := p.Estimates
+	switch e.Mode {
+	case EstimatesNone:
+		return 0
+	case "", EstimatesExact:
+		if e.MissingPPM > 0 && p.draw("estimate-missing", id)%PPM < uint64(e.MissingPPM) {
+			return 0
+		}
+		return duration
+	}
+	if e.MissingPPM > 0 && p.draw("estimate-missing", id)%PPM < uint64(e.MissingPPM) {
+		return 0
+	}
+	if duration <= 0 {
+		return duration
+	}
+	// factor × (1 + noise × (2u - 1)) for u uniform in [0, 1), in millionths.
+	u := int64(p.draw("estimate-noise", id) % PPM)
+	scale := e.FactorMilli * (PPM + e.NoiseMilli*(2*u-PPM)/1000) / 1000 // millionths of the duration
+	est := core.MulDivHalfEven(duration, scale, PPM)
+	return min(max(est, 1), MaxSeconds)
+}
+
+// draw is a hash of the profile's seed, a salt and id (FNV-1a, then a
+// splitmix64 finish): a draw that depends on nothing else.
+func (p *Profile) draw(salt, id string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := range 8 {
+		h ^= (p.Seed >> (8 * i)) & 0xff
+		h *= 1099511628211
+	}
+	for i := 0; i < len(salt); i++ {
+		h ^= uint64(salt[i])
+		h *= 1099511628211
+	}
+	h ^= 0xff // the salt's end
+	h *= 1099511628211
+	for i := 0; i < len(id); i++ {
+		h ^= uint64(id[i])
+		h *= 1099511628211
+	}
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	return h
 }
 
 // TierRule assigns Tier to the jobs that meet all of its conditions; a
@@ -135,6 +219,7 @@ func DefaultProfile() *Profile {
 		},
 		CheckpointInterval: 30 * 60,
 		DefaultTeam:        "default",
+		Estimates:          Estimates{Mode: EstimatesExact},
 	}
 }
 
@@ -222,6 +307,10 @@ type Workload struct {
 	// Skipped are the trace's own skips and the jobs left out here
 	// (CPU-only jobs: gpufleet schedules GPUs), each with its reason.
 	Skipped []Skip
+	// Actual is how long each job of Jobs ran (the trace's duration), by
+	// index: a job's EstDuration is its users' estimate of it (the
+	// profile's Estimates; the duration itself by default).
+	Actual []time.Duration
 }
 
 // Workload converts t into jobs under p: what the trace records wins,
@@ -232,6 +321,7 @@ func (t *Trace) Workload(p *Profile) (Workload, error) {
 	start := p.StartFor(t)
 	w := Workload{Start: start, Skipped: slices.Clone(t.Skipped)}
 	w.Jobs = make([]core.Job, 0, len(t.Jobs))
+	w.Actual = make([]time.Duration, 0, len(t.Jobs))
 	// In whole seconds from start's: a derived deadline may lie further
 	// out than a time.Duration reaches.
 	at := func(s int64) time.Time {
@@ -292,7 +382,7 @@ func (t *Trace) Workload(p *Profile) (Workload, error) {
 				MemMiB:       j.MemMiB,
 			},
 			Shards:             j.Shards,
-			EstDuration:        time.Duration(j.Duration) * time.Second,
+			EstDuration:        time.Duration(p.Estimate(j.ID, j.Duration)) * time.Second,
 			Deferrable:         pol.Deferrable,
 			CheckpointInterval: time.Duration(p.CheckpointInterval) * time.Second,
 			Submit:             at(j.Submit),
@@ -316,6 +406,7 @@ func (t *Trace) Workload(p *Profile) (Workload, error) {
 			return Workload{}, fmt.Errorf("trace %s: job %q: %w", t.Name, j.ID, err)
 		}
 		w.Jobs = append(w.Jobs, cj)
+		w.Actual = append(w.Actual, time.Duration(j.Duration)*time.Second)
 	}
 	return w, nil
 }
@@ -395,6 +486,24 @@ func (p *Profile) Validate() error {
 	}
 	if p.DefaultGPUMemMiB < 0 || p.DefaultGPUMemMiB > MaxGPUMemMiB {
 		return bad("default_gpu_mem_mib", p.DefaultGPUMemMiB, fmt.Sprintf("0..%d MiB", MaxGPUMemMiB))
+	}
+	e := p.Estimates
+	switch e.Mode {
+	case "", EstimatesExact, EstimatesNone, EstimatesScaled:
+	default:
+		return bad("estimates.mode", e.Mode, estimateModes)
+	}
+	if e.Mode != EstimatesScaled && (e.FactorMilli != 0 || e.NoiseMilli != 0) {
+		return bad("estimates.mode", e.Mode, "scaled when a factor or noise is set")
+	}
+	if e.Mode == EstimatesScaled && (e.FactorMilli < 1 || e.FactorMilli > MaxFactorMilli) {
+		return bad("estimates.factor", formatMilli(e.FactorMilli), factorText)
+	}
+	if e.NoiseMilli < 0 || e.NoiseMilli > MaxNoiseMilli {
+		return bad("estimates.noise", formatMilli(e.NoiseMilli), noiseText)
+	}
+	if e.MissingPPM < 0 || e.MissingPPM > PPM {
+		return bad("estimates.missing", formatShare(e.MissingPPM), missingText)
 	}
 	return nil
 }
@@ -638,12 +747,20 @@ func (d *pdec) span(e entry, zeroOK bool) (int64, error) {
 	return v, nil
 }
 
+const (
+	estimateModes = "exact, none or scaled"
+	factorText    = "a factor 0.001..1000 of the duration, such as 2 or 0.5 (at most 3 decimals)"
+	noiseText     = "a spread 0..0.999 around the factor, such as 0.5 for ± 50% (at most 3 decimals)"
+	missingText   = "a share of the jobs: a percentage (10%) or a fraction 0..1 (0.1), at most 4 decimals of a percent"
+)
+
 var (
 	profileKeys = []string{"name", "start", "time_zone", "default_tier", "tier_rules", "tiers", "checkpoint_interval",
-		"default_team", "default_gpu_model", "default_gpu_mem_mib", "ignore_trace_gpu_model", "seed"}
-	ruleKeys   = []string{"tier", "teams", "users", "min_gpus", "max_gpus", "min_duration", "max_duration"}
-	policyKeys = []string{"interruptible", "deadline_slack", "deferrable"}
-	tierNames  = []string{"core", "regular", "offline"}
+		"default_team", "default_gpu_model", "default_gpu_mem_mib", "ignore_trace_gpu_model", "seed", "estimates"}
+	estimateKeys = []string{"mode", "factor", "noise", "missing"}
+	ruleKeys     = []string{"tier", "teams", "users", "min_gpus", "max_gpus", "min_duration", "max_duration"}
+	policyKeys   = []string{"interruptible", "deadline_slack", "deferrable"}
+	tierNames    = []string{"core", "regular", "offline"}
 )
 
 const tierText = "core, regular or offline"
@@ -729,6 +846,10 @@ func (d *pdec) profile(n *yaml.Node, p *Profile) error {
 			if p.IgnoreTraceGPUModel, err = d.boolean(e); err != nil {
 				return err
 			}
+		case "estimates":
+			if p.Estimates, err = d.estimates(e); err != nil {
+				return err
+			}
 		case "seed":
 			s, err := d.scalar(e, "a whole number 0..18446744073709551615")
 			if err != nil {
@@ -747,6 +868,79 @@ func (d *pdec) profile(n *yaml.Node, p *Profile) error {
 		p.Start = t
 	}
 	return nil
+}
+
+// estimates reads estimates: a mode alone (exact, none, scaled) or a
+// mapping of mode, factor, noise and missing.
+func (d *pdec) estimates(e entry) (Estimates, error) {
+	var out Estimates
+	mode := func(e entry) (string, error) {
+		s, err := d.scalar(e, estimateModes)
+		if err != nil {
+			return "", err
+		}
+		m := strings.ToLower(strings.TrimSpace(s))
+		if m != EstimatesExact && m != EstimatesNone && m != EstimatesScaled {
+			return "", d.fail(e.val, e.field, s, "", estimateModes)
+		}
+		return m, nil
+	}
+	if e.val.Kind == yaml.ScalarNode {
+		m, err := mode(entry{key: e.key, field: e.field + ".mode", val: e.val})
+		out.Mode = m
+		if m == EstimatesScaled {
+			out.FactorMilli = 1000
+		}
+		return out, err
+	}
+	entries, err := d.mapping(e.val, e.field, estimateKeys)
+	if err != nil {
+		return out, err
+	}
+	out.Mode = EstimatesExact
+	for _, x := range entries {
+		switch x.key {
+		case "mode":
+			if out.Mode, err = mode(x); err != nil {
+				return out, err
+			}
+		case "factor", "noise":
+			allowed := factorText
+			if x.key == "noise" {
+				allowed = noiseText
+			}
+			s, err := d.scalar(x, allowed)
+			if err != nil {
+				return out, err
+			}
+			v, exact, ok := parseFixed(strings.TrimSuffix(strings.TrimSpace(s), "x"), 3)
+			if !ok || !exact || x.key == "factor" && (v < 1 || v > MaxFactorMilli) || x.key == "noise" && v > MaxNoiseMilli {
+				return out, d.fail(x.val, x.field, s, "", allowed)
+			}
+			if x.key == "factor" {
+				out.FactorMilli = v
+			} else {
+				out.NoiseMilli = v
+			}
+		case "missing":
+			s, err := d.scalar(x, missingText)
+			if err != nil {
+				return out, err
+			}
+			v, ok := parseShare(s)
+			if !ok {
+				return out, d.fail(x.val, x.field, s, "", missingText)
+			}
+			out.MissingPPM = v
+		}
+	}
+	if out.Mode == EstimatesScaled && out.FactorMilli == 0 {
+		out.FactorMilli = 1000
+	}
+	if out.Mode != EstimatesScaled && (out.FactorMilli != 0 || out.NoiseMilli != 0) {
+		return out, &ProfileError{File: d.file, Line: e.val.Line, Field: e.field + ".mode", Value: out.Mode, Allowed: "scaled when a factor or noise is set"}
+	}
+	return out, nil
 }
 
 func (d *pdec) tier(e entry) (core.Tier, error) {
@@ -985,6 +1179,16 @@ func (p *Profile) Describe() string {
 	fmt.Fprintf(&b, "default_gpu_mem_mib: %d\n", p.DefaultGPUMemMiB)
 	fmt.Fprintf(&b, "ignore_trace_gpu_model: %t\n", p.IgnoreTraceGPUModel)
 	fmt.Fprintf(&b, "seed: %d\n", p.Seed)
+	e := p.Estimates
+	mode := e.Mode
+	if mode == "" {
+		mode = EstimatesExact
+	}
+	fmt.Fprintf(&b, "estimates: # what users estimate a job's duration as\n  mode: %s\n", mode)
+	if mode == EstimatesScaled {
+		fmt.Fprintf(&b, "  factor: %s\n  noise: %s\n", formatMilli(e.FactorMilli), formatMilli(e.NoiseMilli))
+	}
+	fmt.Fprintf(&b, "  missing: %s\n", formatShare(e.MissingPPM))
 	return b.String()
 }
 

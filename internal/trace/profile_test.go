@@ -2,6 +2,7 @@ package trace
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -76,6 +77,7 @@ func TestLoadProfileExample(t *testing.T) {
 		DefaultGPUMemMiB:    40960,
 		IgnoreTraceGPUModel: true,
 		Seed:                42,
+		Estimates:           Estimates{Mode: EstimatesExact},
 	}
 	if diff := cmp.Diff(want, got, cmpProfile); diff != "" {
 		t.Errorf("profile (-want +got):\n%s", diff)
@@ -251,6 +253,7 @@ func TestWorkload(t *testing.T) {
 				Shards:  3, Deferrable: true, Deadline: at(1000), CheckpointInterval: 30 * time.Minute},
 		},
 		Skipped: []Skip{{ID: "cpu", Reason: "cpu-only job (no GPUs)"}},
+		Actual:  []time.Duration{600 * time.Second, 5 * time.Hour, 100 * time.Second},
 	}
 	if diff := cmp.Diff(want, w, cmpProfile); diff != "" {
 		t.Errorf("workload (-want +got):\n%s", diff)
@@ -412,6 +415,12 @@ func genProfile(t *rapid.T) *Profile {
 	p.DefaultGPUMemMiB = rapid.Int64Range(0, MaxGPUMemMiB).Draw(t, "mem")
 	p.IgnoreTraceGPUModel = rapid.Bool().Draw(t, "ignore")
 	p.Seed = rapid.Uint64().Draw(t, "seed")
+	p.Estimates = Estimates{Mode: rapid.SampledFrom([]string{EstimatesExact, EstimatesNone, EstimatesScaled}).Draw(t, "estimates"),
+		MissingPPM: rapid.Int64Range(0, PPM).Draw(t, "missing")}
+	if p.Estimates.Mode == EstimatesScaled {
+		p.Estimates.FactorMilli = rapid.Int64Range(1, MaxFactorMilli).Draw(t, "factor")
+		p.Estimates.NoiseMilli = rapid.Int64Range(0, MaxNoiseMilli).Draw(t, "noise")
+	}
 	return p
 }
 
@@ -442,6 +451,8 @@ func FuzzParseProfile(f *testing.F) {
 	f.Add([]byte("start: 2024-01-01T09:00:00\ntime_zone: UTC+8\ncheckpoint_interval: 0\n"))
 	f.Add([]byte("name: &n x\ndefault_team: *n\n"))
 	f.Add([]byte("seed: 1\n---\nseed: 2\n"))
+	f.Add([]byte("estimates: {mode: scaled, factor: 2.5, noise: 0.25, missing: 10%}\n"))
+	f.Add([]byte("estimates: none\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		p, err := ParseProfile("fuzz.yaml", in)
 		if err != nil {
@@ -482,5 +493,110 @@ func TestWorkloadFarDeadline(t *testing.T) {
 	}
 	if !w.Jobs[0].Submit.Equal(start.Add(time.Duration(MaxSeconds) * time.Second)) {
 		t.Errorf("submit %v", w.Jobs[0].Submit)
+	}
+}
+
+// TestEstimates: the profile's estimates mode gives jobs their
+// duration, none, or a scaled and noisy one, the same for a job however
+// the rest of the trace looks and across runs, different across seeds;
+// the actual durations are kept beside.
+func TestEstimates(t *testing.T) {
+	var jobs []Job
+	for i := range 2000 {
+		jobs = append(jobs, Job{ID: fmt.Sprintf("j%d", i), Submit: int64(i), Duration: 3600, GPUs: 1, GPUMilli: 1000})
+	}
+	tr := Trace{Name: "t", Jobs: jobs}
+	load := func(yaml string) Workload {
+		t.Helper()
+		p, err := ParseProfile("p.yaml", []byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := tr.Workload(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range w.Jobs {
+			if w.Actual[i] != time.Hour {
+				t.Fatalf("%s: actual %s, want the trace's hour", yaml, w.Actual[i])
+			}
+		}
+		return w
+	}
+	for _, j := range load("estimates: exact\n").Jobs {
+		if j.EstDuration != time.Hour {
+			t.Fatalf("exact: %s", j.EstDuration)
+		}
+	}
+	for _, j := range load("estimates: none\n").Jobs {
+		if j.EstDuration != 0 {
+			t.Fatalf("none: %s", j.EstDuration)
+		}
+	}
+	for _, j := range load("estimates: {mode: scaled, factor: 2}\n").Jobs {
+		if j.EstDuration != 2*time.Hour {
+			t.Fatalf("scaled 2 without noise: %s", j.EstDuration)
+		}
+	}
+	noisy := "estimates:\n  mode: scaled\n  factor: 2\n  noise: 0.5\n  missing: 10%\n"
+	w := load(noisy)
+	missing, lo, hi := 0, 0, 0
+	var sum time.Duration
+	for _, j := range w.Jobs {
+		switch d := j.EstDuration; {
+		case d == 0:
+			missing++
+		case d < time.Hour || d > 3*time.Hour:
+			t.Fatalf("factor 2 ± 50%%: %s", d)
+		case d < 2*time.Hour:
+			lo++
+			sum += d
+		default:
+			hi++
+			sum += d
+		}
+	}
+	if missing < 150 || missing > 250 || lo < 800 || hi < 800 {
+		t.Errorf("2000 jobs: %d without an estimate (want about 200), %d below 2h and %d above", missing, lo, hi)
+	}
+	if mean := sum / time.Duration(lo+hi); mean < 115*time.Minute || mean > 125*time.Minute {
+		t.Errorf("mean estimate %s, want about 2h", mean)
+	}
+	again := load(noisy)
+	other := load(noisy + "seed: 7\n")
+	same := 0
+	for i := range w.Jobs {
+		if w.Jobs[i].EstDuration != again.Jobs[i].EstDuration {
+			t.Fatal("the same profile estimated a job differently twice")
+		}
+		if w.Jobs[i].EstDuration == other.Jobs[i].EstDuration {
+			same++
+		}
+	}
+	if same > 400 {
+		t.Errorf("seeds 0 and 7 agree on %d of 2000 estimates", same)
+	}
+	// A job's estimate does not depend on the other jobs.
+	tr.Jobs = jobs[1000:]
+	if part := load(noisy); part.Jobs[0].EstDuration != w.Jobs[1000].EstDuration {
+		t.Error("a job's estimate changed with the rest of the trace")
+	}
+}
+
+// TestEstimatesErrors: bad estimates name the field, the value and what
+// is allowed.
+func TestEstimatesErrors(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"estimates: guess\n", `p.yaml:1: estimates.mode: invalid value "guess": want exact, none or scaled`},
+		{"estimates: {mode: scaled, factor: 0}\n", `p.yaml:1: estimates.factor: invalid value "0": want a factor 0.001..1000 of the duration`},
+		{"estimates: {mode: scaled, factor: 2, noise: 1}\n", `p.yaml:1: estimates.noise: invalid value "1": want a spread 0..0.999 around the factor`},
+		{"estimates: {mode: exact, factor: 2}\n", `p.yaml:1: estimates.mode: invalid value "exact": want scaled when a factor or noise is set`},
+		{"estimates: {missing: 120%}\n", `p.yaml:1: estimates.missing: invalid value "120%": want a share of the jobs`},
+		{"estimates: {mode: none, spread: 2}\n", `p.yaml:1: estimates: unknown key "spread": want one of mode, factor, noise, missing`},
+	} {
+		_, err := ParseProfile("p.yaml", []byte(tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v\nwant %s", tc.yaml, err, tc.want)
+		}
 	}
 }

@@ -142,6 +142,18 @@ func testBadInput(t *testing.T, open Opener) {
 			return err
 		}, "spent[ml]", core.Micros(-1).String()},
 		{"loop: negative next id", func() error { _, err := s.Loop().SaveLoop(c, store.LoopState{NextID: -1}); return err }, "next_id", "-1"},
+		{"loop: runs out of order", func() error {
+			_, err := s.Loop().SaveLoop(c, store.LoopState{Runs: []core.DurationRuns{{Team: "ml", Command: "b"}, {Team: "ml", Command: "a"}}})
+			return err
+		}, "runs[1]", "ml a"},
+		{"loop: negative run", func() error {
+			_, err := s.Loop().SaveLoop(c, store.LoopState{Runs: []core.DurationRuns{{Team: "ml", Seconds: []int64{5, -1}}}})
+			return err
+		}, "runs[0].seconds", "-1"},
+		{"loop: negative ratio", func() error {
+			_, err := s.Loop().SaveLoop(c, store.LoopState{Ratios: map[string][]int64{"ml": {-3}}})
+			return err
+		}, "ratios[ml]", "-3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.op()

@@ -26,6 +26,8 @@ func testLoop(t *testing.T, open Opener) {
 		Demand:        []core.DemandPoint{{At: at(1), Milli: 0}, {At: at(2).Add(1500 * time.Microsecond), Milli: 2500}, {At: at(2).Add(1500 * time.Microsecond), Milli: 3000}, {At: at(6), Milli: 1000}},
 		Ladder:        map[string]core.LadderState{"L1/0": {LowSince: at(3), Rung: 2, Unit: "j1", Window: []core.UtilPoint{{At: at(1).Add(1500 * time.Microsecond), Pct: 35}, {At: at(2), Pct: 0}}}, "L1/1": {NoProcSince: at(4), Zombie: true, Unit: "j1#2"}},
 		BudgetAlerted: map[string]bool{"ml": true},
+		Runs:          []core.DurationRuns{{Team: "ml", Command: "", Seconds: []int64{0, 3600}}, {Team: "ml", Command: "python train.py --lr 0.1", Seconds: []int64{7200, 5400, 9000}}, {Team: "web", Command: "nginx:1.27", Seconds: []int64{60}}},
+		Ratios:        map[string][]int64{"ml": {10000, 20000, 5000}, "web": {12345}},
 	}
 	v, err := s.Loop().SaveLoop(c, st)
 	ok(t, err, "first save")

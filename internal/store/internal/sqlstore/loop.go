@@ -21,6 +21,8 @@ type loopDoc struct {
 	HistoryAt     *time.Time                  `json:"history_at,omitempty"`
 	Demand        *demandDoc                  `json:"demand,omitempty"`
 	Refused       []refusalDoc                `json:"refused,omitempty"`
+	Runs          []runsDoc                   `json:"runs,omitempty"`
+	Ratios        map[string][]int64          `json:"ratios,omitempty"`
 	Ladder        map[string]ladderDoc        `json:"ladder"`
 	BudgetAlerted map[string]bool             `json:"budget_alerted"`
 }
@@ -62,6 +64,13 @@ func demandFromDoc(d *demandDoc) ([]core.DemandPoint, error) {
 		out[i] = core.DemandPoint{At: at, Milli: d.Milli[i]}
 	}
 	return out, nil
+}
+
+// runsDoc is a core.DurationRuns.
+type runsDoc struct {
+	Team    string  `json:"team"`
+	Command string  `json:"command"`
+	Seconds []int64 `json:"seconds"`
 }
 
 // refusalDoc is a core.Refusal.
@@ -111,6 +120,12 @@ func toDoc(s *store.LoopState) loopDoc {
 			d.History[k] = v
 		}
 	}
+	for _, r := range s.Runs {
+		d.Runs = append(d.Runs, runsDoc{Team: r.Team, Command: r.Command, Seconds: r.Seconds})
+	}
+	if len(s.Ratios) > 0 {
+		d.Ratios = s.Ratios
+	}
 	for _, r := range s.Refused {
 		d.Refused = append(d.Refused, refusalDoc{Offer: r.Offer, Mode: string(r.Mode), Until: store.Micro(r.Until), WaitNS: int64(r.Wait)})
 	}
@@ -141,6 +156,10 @@ func fromDoc(d *loopDoc) store.LoopState {
 			s.History[k] = core.Usage(v)
 		}
 	}
+	for _, r := range d.Runs {
+		s.Runs = append(s.Runs, core.DurationRuns{Team: r.Team, Command: r.Command, Seconds: r.Seconds})
+	}
+	s.Ratios = d.Ratios
 	for _, r := range d.Refused {
 		s.Refused = append(s.Refused, core.Refusal{Offer: r.Offer, Mode: core.BillingMode(r.Mode), Until: r.Until.UTC(), Wait: time.Duration(r.WaitNS)})
 	}
