@@ -4219,6 +4219,9 @@ type GetPolicyResponse struct {
 				Margin *string `json:"margin,omitempty"`
 			} `json:"deadlines,omitempty"`
 			Doc       *string `json:"doc,omitempty"`
+			Durations *struct {
+				Learn *bool `json:"learn,omitempty"`
+			} `json:"durations,omitempty"`
 			FairShare *struct {
 				// HalfLife a duration as Go writes one: 90s, 5m0s, 1h30m0s
 				HalfLife *string `json:"half_life,omitempty"`
@@ -7229,6 +7232,9 @@ func ParseGetPolicyResponse(rsp *http.Response) (*GetPolicyResponse, error) {
 					Margin *string `json:"margin,omitempty"`
 				} `json:"deadlines,omitempty"`
 				Doc       *string `json:"doc,omitempty"`
+				Durations *struct {
+					Learn *bool `json:"learn,omitempty"`
+				} `json:"durations,omitempty"`
 				FairShare *struct {
 					// HalfLife a duration as Go writes one: 90s, 5m0s, 1h30m0s
 					HalfLife *string `json:"half_life,omitempty"`
