@@ -344,7 +344,6 @@ func ReportReservation(ctx context.Context, client kubernetes.Interface, namespa
 	return nil
 }
 
-
 // reserve makes the step's new reservation pods (each once, however
 // many pods were placed on its GPU), before the pods are annotated.
 func (s *Scheduler) reserve(ctx context.Context, binds [][]Bind, now time.Time) {

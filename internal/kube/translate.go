@@ -679,6 +679,7 @@ func (w *World) ending(p *corev1.Pod, s Spec, free map[string][]int) {
 	w.State.Units = append(w.State.Units, &engine.Unit{Unit: sched.Unit{Job: j}, State: core.JobRunning, Since: start, Start: start,
 		Parts: []engine.Assigned{{LeaseID: p.Spec.NodeName, GPUs: gs}}})
 }
+
 // gangProblem says why the pods of a gang cannot be one unit yet, or "".
 func gangProblem(pods []*corev1.Pod, specs map[*corev1.Pod]Spec) string {
 	first := specs[pods[0]]
