@@ -110,6 +110,7 @@ type sharing struct {
 	all     []*reservation          // by name, being deleted too
 	at      map[string]map[int]*reservation
 	names   map[string]bool
+	ended   []*corev1.Pod             // reservation pods that ended: deleted
 	made    map[string]map[int]string // this step's new reservations: node, index
 	nodeMem map[string]int64
 	maxMem  int64
@@ -126,6 +127,12 @@ func newSharing(pods []*corev1.Pod, machines map[string]*Machine, ns string) *sh
 		sh.names[p.Name] = true
 		if p.Spec.NodeName == "" {
 			continue // made bound: not one of gpufleet's
+		}
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			if p.DeletionTimestamp == nil {
+				sh.ended = append(sh.ended, p)
+			}
+			continue
 		}
 		r := &reservation{pod: p, node: p.Spec.NodeName, idx: -1}
 		sh.all = append(sh.all, r)

@@ -142,9 +142,15 @@ func TestBuildShares(t *testing.T) {
 // TestBuildSharesNewGPU: shares that fit no used GPU get a new
 // reservation, two shares placed on one new GPU in one step the same
 // one; memory is never oversubscribed: a share that fits no GPU waits.
+// A reservation pod that ended is deleted.
 func TestBuildSharesNewGPU(t *testing.T) {
 	nodes := []*corev1.Node{gpuNode("n1", 2, "A100").label(LabelGPUMemory, "81920").Node}
+	// A reservation the kubelet refused (no GPU left to it): deleted, and
+	// its name is not taken again while it is there.
+	refused := reservationOf("gpu-n1-0", "n1", "")
+	refused.Status.Phase = corev1.PodFailed
 	pods := []*corev1.Pod{
+		refused,
 		gpuPod("r", "whole", 1).on("n1").Pod,
 		sharePod("r", "a", "0.5").Pod,
 		sharePod("r", "b", "0.5").Pod,
@@ -161,8 +167,11 @@ func TestBuildSharesNewGPU(t *testing.T) {
 	}
 	// a and b fill the one free GPU (its memory too: 40 + 40 GiB), so c
 	// (10 GiB more) waits.
-	if d := cmp.Diff([]string{"a gpu-n1-0 create", "b gpu-n1-0 create"}, placed, cmpSorted); d != "" {
+	if d := cmp.Diff([]string{"a gpu-n1-1 create", "b gpu-n1-1 create"}, placed, cmpSorted); d != "" {
 		t.Errorf("placed (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]PodRef{{Namespace: ReservationNamespace, Name: "gpu-n1-0", UID: "uid-gpu-n1-0"}}, a.Release); d != "" {
+		t.Errorf("released (-want +got):\n%s", d)
 	}
 	var waiting []string
 	for _, wt := range a.Wait {

@@ -445,11 +445,11 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, o Options) *World {
 	// or a team whose pod was preempted could be given its quota twice.
 	var ending []endingPod
 	for _, p := range pods {
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if isReservation(p, o) {
+			reservations = append(reservations, p) // ended ones too: their names are taken
 			continue
 		}
-		if isReservation(p, o) {
-			reservations = append(reservations, p)
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		mine := p.Spec.SchedulerName == name
@@ -545,6 +545,9 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, o Options) *World {
 		if r.pod.DeletionTimestamp == nil {
 			w.Release = append(w.Release, refOf(r.pod))
 		}
+	}
+	for _, p := range sh.ended {
+		w.Release = append(w.Release, refOf(p)) // the kubelet refused it (no GPU left), or it failed
 	}
 
 	free := map[string][]int{} // each node's GPU indexes not yet given to a unit
