@@ -143,7 +143,9 @@ var direct = map[string]struct{ ours, outside []string }{
 	// Kubernetes node pool (provider/kubenodes) for nodes as leases. No
 	// store, no server, no API: the cluster is the state.
 	"kube": {
-		ours: []string{"core", "clock", "engine", "sched", "policy", "pricing", "provider", "provider/kubenodes"},
+		// capacity: what fits on a GPU that pods share (share.go), by the
+		// engine's one rule.
+		ours: []string{"core", "clock", "engine", "sched", "policy", "pricing", "provider", "provider/kubenodes", "capacity"},
 		// and the Prometheus client for its metrics (metrics.go).
 		outside: []string{"k8s.io/", "github.com/prometheus/client_golang/"},
 	},

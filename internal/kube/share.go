@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/gpufleet/gpufleet/internal/capacity"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/engine"
 )
@@ -68,24 +69,28 @@ func isReservation(p *corev1.Pod, o Options) bool {
 
 // reservation is a reservation pod as Build sees it.
 type reservation struct {
-	pod     *corev1.Pod
-	node    string
-	users   int
-	idx     int // its GPU index on its node's lease; -1: none
-	milli   core.Milli
-	mem     int64 // MiB free
-	nodeMem int64 // MiB per GPU of the node (0 unknown)
+	pod   *corev1.Pod
+	node  string
+	users int
+	idx   int // its GPU index on its node's lease; -1: none
+	// gpu is the reserved GPU as the engine sees it, a node of one GPU:
+	// the capacity module's Take says what fits on it, as the engine's.
+	gpu core.Node
 }
 
 func (r *reservation) id() string { return r.pod.Annotations[KeyGPUID] }
 
-// need is the GPU memory a share takes on a GPU of mem MiB: what it asked
-// for, else its fraction of the GPU's (capacity.GPUMem's rule).
+// shareRequest is the engine's request of a pod that shares a GPU.
+func shareRequest(s Spec) core.Request {
+	return core.Request{GPUs: 1, MilliPerGPU: s.Milli, MemPerGPUMiB: s.MemMiB}
+}
+
+// need is the GPU memory (MiB) a share takes on a GPU of mem MiB, by the
+// capacity module's one rule: what it asked for, else its fraction of
+// the GPU's.
 func need(s Spec, mem int64) int64 {
-	if s.MemMiB > 0 {
-		return s.MemMiB
-	}
-	return mem * int64(s.Milli) / int64(core.WholeGPU)
+	r := shareRequest(s)
+	return capacity.GPUMem(&core.Node{GPUMemMiB: mem}, &r)
 }
 
 // take takes a share from the reservation's GPU, if it fits there (the
@@ -94,13 +99,8 @@ func (r *reservation) take(s Spec) bool {
 	if r.idx < 0 {
 		return false
 	}
-	m := need(s, r.nodeMem)
-	if r.milli < s.Milli || r.mem < m || (r.nodeMem == 0 && s.MemMiB > 0) {
-		return false
-	}
-	r.milli -= s.Milli
-	r.mem -= m
-	return true
+	req := shareRequest(s)
+	return capacity.Take(&r.gpu, &req, []int{0}) == nil
 }
 
 // sharing is a step's reservations and the shares on them.
@@ -199,8 +199,9 @@ func (sh *sharing) index(free map[string][]int) {
 		if gs == nil {
 			continue // its node is not capacity, or has no GPU left for it
 		}
-		r.idx, r.milli, r.nodeMem = gs[0], core.WholeGPU, sh.nodeMem[r.node]
-		r.mem = r.nodeMem
+		mem := sh.nodeMem[r.node]
+		r.idx = gs[0]
+		r.gpu = core.Node{LeaseID: r.node, GPUMemMiB: mem, GPUs: []core.GPU{{FreeMilli: core.WholeGPU, FreeMemMiB: mem}}}
 		if sh.at[r.node] == nil {
 			sh.at[r.node] = map[int]*reservation{}
 		}
@@ -231,7 +232,7 @@ func (w *World) sharedUnit(u *engine.Unit, p *corev1.Pod, s Spec) bool {
 	if id := r.id(); id != "" {
 		w.Binds = append(w.Binds, []Bind{{Pod: refOf(p), Node: r.node, Cond: condOf(p),
 			Reason: fmt.Sprintf("shares the GPU reservation pod %s/%s holds (%s)", w.shared.ns, r.pod.Name, id),
-			Share:  &Share{Reservation: r.pod.Name, Namespace: w.shared.ns, Node: r.node, DeviceID: id, MemMiB: need(s, r.nodeMem)}}})
+			Share:  &Share{Reservation: r.pod.Name, Namespace: w.shared.ns, Node: r.node, DeviceID: id, MemMiB: need(s, r.gpu.GPUMemMiB)}}})
 		return true
 	}
 	w.Waits = append(w.Waits, Wait{Pod: refOf(p), Cond: condOf(p), Reason: waitingForDevice(r.node, w.shared.ns, r.pod.Name)})
