@@ -193,3 +193,36 @@ var cmpSorted = cmp.Transformer("sort", func(in []string) []string {
 	}
 	return out
 })
+
+// FuzzShareSpec: whatever a pod's gpu-fraction and gpu-memory say, it
+// is refused with the key named, or read as a share of 1..999
+// milli-GPUs (0 with memory alone) and at least 1 MiB when memory is
+// given.
+func FuzzShareSpec(f *testing.F) {
+	for _, s := range [][2]string{{"0.5", ""}, {"0.25", "20Gi"}, {"", "2000Mi"}, {"1", ""}, {"NaN", "1e3"}, {"-0", "-1Gi"}, {"0.9995", "1Ei"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, frac, mem string) {
+		p := gpuPod("r", "a", 0)
+		if frac != "" {
+			p.ann(KeyGPUFraction, frac)
+		}
+		if mem != "" {
+			p.ann(KeyGPUMemory, mem)
+		}
+		s, err := PodSpec(p.Pod, Options{})
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), KeyGPUFraction+": ") && !strings.HasPrefix(err.Error(), KeyGPUMemory+": ") &&
+				!strings.HasPrefix(err.Error(), "resources nvidia.com/gpu: ") {
+				t.Fatalf("error %q names neither key", err)
+			}
+			return
+		}
+		if frac == "" && mem == "" {
+			return
+		}
+		if s.GPUs != 1 || s.Milli < 0 || s.Milli >= core.WholeGPU || (frac != "" && s.Milli < 1) || (mem != "" && s.MemMiB < 1) {
+			t.Fatalf("fraction %q, memory %q read as %d GPUs, %d milli, %d MiB", frac, mem, s.GPUs, s.Milli, s.MemMiB)
+		}
+	})
+}
