@@ -279,8 +279,7 @@ func TestClusterShare(t *testing.T) {
 	// still waits.
 	stop()
 	startScheduler(t, client)
-	grace := "10s"
-	create(t, c, sharePod("ml", "f-tenth", "0.1").ann(kubetest.PodCompleteDelay, grace).Pod)
+	create(t, c, sharePod("ml", "f-tenth", "0.1").ann(kubetest.PodCompleteDelay, "15s").Pod)
 	eventually(t, 30*time.Second, "f-tenth bound beside the others", func() (bool, string) {
 		p := getPod(t, c, "ml", "f-tenth")
 		return p != nil && p.Spec.NodeName != "" && p.Annotations[KeyGPUGroup] == res.Name && p.Annotations[KeyGPUID] == res.Annotations[KeyGPUID] && p.Annotations[KeyGPUMemoryLimit] == "8192",
@@ -295,30 +294,50 @@ func TestClusterShare(t *testing.T) {
 		t.Fatalf("after the restart %s was bound: its memory does not fit", waiting)
 	}
 
-	// The pods sharing the GPU end: the reservation stays while one runs
-	// and is released when the last (f-tenth, Succeeded after 10 s)
-	// ends; the GPU goes to one of gpufleet's pods waiting (kube-scheduler's
-	// goes first: two schedulers binding at once to one free GPU is a
-	// race of theirs that the kubelet settles, not the sharing's).
-	zero := int64(0)
-	for _, n := range []string{"whole-k", "f-half", "f-mem", "f-quarter"} {
-		if err := c.Client.CoreV1().Pods("ml").Delete(context.Background(), n, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	eventually(t, 10*time.Second, "the fractions gone", func() (bool, string) {
-		b, _ := book(t, c)
-		n := 0
-		for _, x := range []string{"whole-k", "f-half", "f-mem", "f-quarter"} {
-			if b.pods["ml/"+x] != nil {
-				n++
+	// The pods sharing the GPU end: the share that waited is bound in
+	// their room, on the same GPU; the reservation stays while one share
+	// runs and is released when the last (f-tenth, Succeeded after its
+	// 15 s) ends; the GPU goes to the whole-GPU pod of gpufleet's that
+	// waits (kube-scheduler's is deleted first: two schedulers binding at
+	// once to one free GPU is a race of theirs that the kubelet settles,
+	// not the sharing's).
+	del := func(names ...string) {
+		t.Helper()
+		zero := int64(0)
+		for _, n := range names {
+			if err := c.Client.CoreV1().Pods("ml").Delete(context.Background(), n, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+				t.Fatal(err)
 			}
 		}
-		return n == 0, fmt.Sprint(n, " left")
+		eventually(t, 10*time.Second, fmt.Sprint(names, " deleted"), func() (bool, string) {
+			b, err := book(t, c)
+			if err != nil {
+				return false, err.Error()
+			}
+			var left []string
+			for _, n := range names {
+				if b.pods["ml/"+n] != nil {
+					left = append(left, n)
+				}
+			}
+			return len(left) == 0, fmt.Sprint(left, " left")
+		})
+	}
+	gone := []string{"whole-k"}
+	for _, n := range []string{"f-half", "f-mem", "f-quarter"} {
+		if n != waiting {
+			gone = append(gone, n)
+		}
+	}
+	del(gone...)
+	eventually(t, 10*time.Second, waiting+" bound in the room they left", func() (bool, string) {
+		p := getPod(t, c, "ml", waiting)
+		return p.Spec.NodeName != "" && p.Annotations[KeyGPUGroup] == res.Name && p.Annotations[KeyGPUID] == res.Annotations[KeyGPUID], condOf(p)
 	})
+	del(waiting)
 	time.Sleep(time.Second)
 	if p := getPod(t, c, "ml", "f-tenth"); p.Status.Phase != corev1.PodRunning {
-		t.Fatalf("f-tenth is %s before its 10 s: the test cannot see the reservation kept", p.Status.Phase)
+		t.Fatalf("f-tenth is %s before its 15 s: the test cannot see the reservation kept", p.Status.Phase)
 	}
 	if r := getPod(t, c, ReservationNamespace, res.Name); r == nil || r.UID != res.UID {
 		t.Fatal("the reservation was released while f-tenth shares its GPU")
@@ -328,14 +347,8 @@ func TestClusterShare(t *testing.T) {
 		r := getPod(t, c, ReservationNamespace, res.Name)
 		return p.Status.Phase == corev1.PodSucceeded && r == nil, fmt.Sprintf("f-tenth %s, reservation there %t", p.Status.Phase, r != nil)
 	})
-	eventually(t, 30*time.Second, "the GPU given to a pod that waits", func() (bool, string) {
-		b, _ := book(t, c)
-		var on []string
-		for _, n := range []string{"whole-2", waiting} {
-			if b.pods["ml/"+n].Spec.NodeName != "" {
-				on = append(on, n)
-			}
-		}
-		return len(on) == 1, fmt.Sprint("bound: ", on)
+	eventually(t, 30*time.Second, "the GPU given to whole-2", func() (bool, string) {
+		p := getPod(t, c, "ml", "whole-2")
+		return p.Spec.NodeName != "", condOf(p)
 	})
 }
