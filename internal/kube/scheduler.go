@@ -444,7 +444,7 @@ func (s *Scheduler) recreateGone(ctx context.Context, pods []*corev1.Pod) {
 // as message) and a FailedScheduling event, each time the text changes.
 func (s *Scheduler) wait(ctx context.Context, wt Wait) {
 	msg := ReasonText(wt.Reason)
-	if wt.Cond == msg {
+	if wt.Cond == msg || s.cfg.Clock.Now().Before(wt.NotBefore) {
 		return
 	}
 	patch, _ := json.Marshal(map[string]any{

@@ -230,14 +230,19 @@ func (w *World) sharedUnit(u *engine.Unit, p *corev1.Pod, s Spec) bool {
 		return true
 	}
 	if id := r.id(); id != "" {
-		w.Binds = append(w.Binds, []Bind{{Pod: refOf(p), Node: r.node, Cond: condOf(p),
+		w.Binds = append(w.Binds, []Bind{{Pod: refOf(p), Node: r.node,
 			Reason: fmt.Sprintf("shares the GPU reservation pod %s/%s holds (%s)", w.shared.ns, r.pod.Name, id),
 			Share:  &Share{Reservation: r.pod.Name, Namespace: w.shared.ns, Node: r.node, DeviceID: id, MemMiB: need(s, r.gpu.GPUMemMiB)}}})
 		return true
 	}
-	w.Waits = append(w.Waits, Wait{Pod: refOf(p), Cond: condOf(p), Reason: waitingForDevice(r.node, w.shared.ns, r.pod.Name)})
+	w.Waits = append(w.Waits, Wait{Pod: refOf(p), Cond: condOf(p), Reason: waitingForDevice(r.node, w.shared.ns, r.pod.Name),
+		NotBefore: r.pod.CreationTimestamp.Add(deviceWait)})
 	return true
 }
+
+// deviceWait is how long a pod placed on a shared GPU waits for its
+// reservation's device ID before its condition says so.
+const deviceWait = 10 * time.Second
 
 func waitingForDevice(node, ns, name string) string {
 	return fmt.Sprintf("placed on %s, sharing the GPU reservation pod %s/%s holds: bound once its container reports the GPU's device ID (%s)", node, ns, name, KeyGPUID)
@@ -413,8 +418,7 @@ func (s *Scheduler) share(ctx context.Context, b Bind) bool {
 	s.shared[types.UID(b.Pod.UID)] = ann
 	s.wmu.Unlock()
 	if sr.DeviceID == "" {
-		s.wait(ctx, Wait{Pod: b.Pod, Cond: b.Cond, Reason: waitingForDevice(sr.Node, sr.Namespace, sr.Reservation)})
-		return false
+		return false // waits for the device ID; Build says so after deviceWait
 	}
 	return true
 }

@@ -14,7 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/gpufleet/gpufleet/internal/engine"
 	"github.com/gpufleet/gpufleet/internal/kubetest"
@@ -26,48 +28,66 @@ import (
 // running reservation pod is given a GPU of its node no other
 // reservation there has (GPU-<node>-<n>), and the container's
 // `gpufleet kube-reservation` writes it on the pod (ReportReservation),
-// here as client (the reservation pods' service account). It runs until
-// stop is called or the test ends.
+// here as client (the reservation pods' service account), at once for
+// each pod as the containers of many nodes would. It watches the
+// reservation pods (as the kubelets do their own) until stop is called
+// or the test ends.
 func devicePlugin(t testing.TB, c *kubetest.Cluster, client kubernetes.Interface, ns string) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			l, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: LabelReservation})
-			if err == nil {
-				used := map[string]bool{}
-				for _, p := range l.Items {
-					if id := p.Annotations[KeyGPUID]; id != "" {
-						used[id] = true
-					}
-				}
-				for _, p := range l.Items {
-					if p.Annotations[KeyGPUID] != "" || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
-						continue
-					}
-					id := ""
-					for n := 0; id == "" || used[id]; n++ {
-						id = fmt.Sprintf("GPU-%s-%d", p.Spec.NodeName, n)
-					}
-					if err := ReportReservation(ctx, client, p.Namespace, p.Name, id); err != nil {
-						if ctx.Err() == nil && !apierrors.IsNotFound(err) {
-							t.Errorf("device plugin: %v", err)
-						}
-						continue
-					}
-					used[id] = true
-				}
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
+	var mu sync.Mutex
+	given := map[string]string{} // pod UID → device ID
+	used := map[string]bool{}    // device IDs given
+	var wg sync.WaitGroup
+	seen := func(o any) {
+		p, ok := o.(*corev1.Pod)
+		if !ok || p.Labels[LabelReservation] == "" || p.Annotations[KeyGPUID] != "" || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+			return
 		}
-	}()
+		mu.Lock()
+		defer mu.Unlock()
+		if given[string(p.UID)] != "" {
+			return
+		}
+		id := ""
+		for n := 0; id == "" || used[id]; n++ {
+			id = fmt.Sprintf("GPU-%s-%d", p.Spec.NodeName, n)
+		}
+		given[string(p.UID)], used[id] = id, true
+		wg.Go(func() {
+			if err := ReportReservation(ctx, client, p.Namespace, p.Name, id); err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) {
+				t.Errorf("device plugin: %v", err)
+			}
+		})
+	}
+	gone := func(o any) {
+		if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+			o = d.Obj
+		}
+		p, ok := o.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		delete(used, given[string(p.UID)])
+		delete(given, string(p.UID))
+	}
+	f := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithNamespace(ns))
+	if _, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: seen, UpdateFunc: func(_, o any) { seen(o) }, DeleteFunc: gone}); err != nil {
+		t.Fatal(err)
+	}
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
 	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); <-done }) }
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			f.Shutdown()
+			wg.Wait()
+		})
+	}
 	t.Cleanup(stop)
 	return stop
 }
@@ -136,8 +156,8 @@ func (b gpuBook) check(gpusPerNode int, memMiB int64) string {
 	milli := map[string]int{}
 	for _, p := range b.pods {
 		f, ok := p.Annotations[KeyGPUFraction]
-		if !ok || p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
+		if !ok || PodGPUs(p) > 0 || p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue // not a share (kube-scheduler's pods of the benchmark hold whole GPUs)
 		}
 		r := b.res[p.Annotations[KeyGPUGroup]]
 		switch {
@@ -163,6 +183,9 @@ func (b gpuBook) check(gpusPerNode int, memMiB int64) string {
 		}
 	}
 	sort.Strings(bad)
+	if len(bad) > 5 {
+		bad = append(bad[:5], fmt.Sprintf("and %d more", len(bad)-5))
+	}
 	return strings.Join(bad, "; ")
 }
 

@@ -113,6 +113,10 @@ func TestBuildShares(t *testing.T) {
 	if d := cmp.Diff([]string{"placed: " + waitingForDevice("n1", ReservationNamespace, "gpu-n1-1")}, waits); d != "" {
 		t.Errorf("waits (-want +got):\n%s", d)
 	}
+	// Said only once the reservation has had its moment to report.
+	if len(w.Waits) == 1 && !w.Waits[0].NotBefore.Equal(t0.Add(deviceWait)) {
+		t.Errorf("the wait is written from %s; want %s, the reservation's making and %s", w.Waits[0].NotBefore, t0.Add(deviceWait), deviceWait)
+	}
 	d := engine.Step(w.State, t0, engine.Config{NoAcquire: true, NoRelease: true})
 	a := w.Actions(d)
 	got := map[string]Share{}

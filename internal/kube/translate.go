@@ -746,11 +746,8 @@ type Bind struct {
 	Node   string
 	Reason string
 	// Share is set for a pod that shares a GPU: what to write on it
-	// before it is bound (share.go). Cond is its PodScheduled=False
-	// message as it stands, for the reason it waits with until its
-	// reservation pod reports the GPU.
+	// before it is bound (share.go).
 	Share *Share
-	Cond  string
 }
 
 // Evict is one pod to evict, and whether gpufleet recreates it (a bare
@@ -768,6 +765,10 @@ type Wait struct {
 	Pod    PodRef
 	Reason string
 	Cond   string
+	// NotBefore, when set, holds the reason back until then: a pod placed
+	// on a shared GPU whose reservation has just been made waits a moment
+	// for its device ID, not worth two writes.
+	NotBefore time.Time
 }
 
 // Actions is what one step's decisions come to on the cluster.
@@ -825,7 +826,7 @@ func (w *World) Actions(d engine.Decisions) Actions {
 			binds, why = podsOnParts(g, pl)
 		}
 		if why == "" && g.share != nil {
-			binds[0].Share, binds[0].Cond = w.shared.place(pl.Parts[0], *g.share), condOf(g.pods[0])
+			binds[0].Share = w.shared.place(pl.Parts[0], *g.share)
 		}
 		if why != "" {
 			for _, p := range g.pods {
