@@ -85,9 +85,11 @@ type Scheduler struct {
 	// pods that share a GPU (by UID) that it does not show yet.
 	made   map[string]*corev1.Pod
 	shared map[types.UID]map[string]string
-	// unmade are this step's reservation pods whose creation failed: the
-	// pods placed on them wait for the next step.
-	unmade map[string]bool
+	// reserving are this step's reservation pods being made (closed when
+	// done), unmade those whose creation failed: the pods placed on them
+	// wait for the next step.
+	reserving map[string]chan struct{}
+	unmade    map[string]bool
 }
 
 // New makes a Scheduler; Run starts it.

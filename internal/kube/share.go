@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -357,40 +356,43 @@ func ReportReservation(ctx context.Context, client kubernetes.Interface, namespa
 	return nil
 }
 
-// reserve makes the step's new reservation pods (each once, however
-// many pods were placed on its GPU), before the pods are annotated.
+// reserve starts making the step's new reservation pods (each once,
+// however many pods were placed on its GPU); the pods placed on one are
+// annotated once it is made (share), while the step's other bindings go
+// on.
 func (s *Scheduler) reserve(ctx context.Context, binds [][]Bind, now time.Time) {
+	s.reserving = map[string]chan struct{}{}
 	s.unmade = map[string]bool{}
-	todo := map[string]*Share{}
 	for _, bs := range binds {
 		for _, b := range bs {
-			if b.Share != nil && b.Share.Create {
-				todo[b.Share.Namespace+"/"+b.Share.Reservation] = b.Share
+			sr := b.Share
+			if sr == nil || !sr.Create || s.reserving[sr.Reservation] != nil {
+				continue
 			}
+			done := make(chan struct{})
+			s.reserving[sr.Reservation] = done
+			key := sr.Namespace + "/" + sr.Reservation
+			go func() {
+				defer close(done)
+				p, err := s.cfg.Client.CoreV1().Pods(sr.Namespace).Create(ctx, ReservationPod(s.cfg.Options, sr.Reservation, sr.Node), metav1.CreateOptions{})
+				s.wmu.Lock()
+				defer s.wmu.Unlock()
+				switch {
+				case err == nil:
+					if p.CreationTimestamp.IsZero() {
+						p.CreationTimestamp = metav1.NewTime(now)
+					}
+					s.made[key] = p
+					s.cfg.Log.Info("reserved a GPU to share", "reservation", key, "node", sr.Node)
+				case apierrors.IsAlreadyExists(err):
+					// Made by an earlier step the informer does not show yet.
+				default:
+					s.unmade[sr.Reservation] = true
+					s.cfg.Log.Warn("making a reservation pod failed; its pods are placed again", "reservation", key, "node", sr.Node, "err", err)
+				}
+			}()
 		}
 	}
-	var wg sync.WaitGroup
-	for key, sr := range todo {
-		wg.Go(func() {
-			p, err := s.cfg.Client.CoreV1().Pods(sr.Namespace).Create(ctx, ReservationPod(s.cfg.Options, sr.Reservation, sr.Node), metav1.CreateOptions{})
-			s.wmu.Lock()
-			defer s.wmu.Unlock()
-			switch {
-			case err == nil:
-				if p.CreationTimestamp.IsZero() {
-					p.CreationTimestamp = metav1.NewTime(now)
-				}
-				s.made[key] = p
-				s.cfg.Log.Info("reserved a GPU to share", "reservation", key, "node", sr.Node)
-			case apierrors.IsAlreadyExists(err):
-				// Made by an earlier step the informer does not show yet.
-			default:
-				s.unmade[sr.Reservation] = true
-				s.cfg.Log.Warn("making a reservation pod failed; its pods are placed again", "reservation", key, "node", sr.Node, "err", err)
-			}
-		})
-	}
-	wg.Wait()
 }
 
 // share writes a pod's share (its reservation, memory limit and, once
@@ -399,6 +401,9 @@ func (s *Scheduler) reserve(ctx context.Context, binds [][]Bind, now time.Time) 
 // that reason) nor when a write failed (the next step decides again).
 func (s *Scheduler) share(ctx context.Context, b Bind) bool {
 	sr := b.Share
+	if done := s.reserving[sr.Reservation]; done != nil {
+		<-done
+	}
 	s.wmu.Lock()
 	unmade := s.unmade[sr.Reservation]
 	s.wmu.Unlock()
