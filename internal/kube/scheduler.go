@@ -463,6 +463,7 @@ func (s *Scheduler) wait(ctx context.Context, wt Wait) {
 		}
 		return
 	}
+	s.cfg.Log.Debug("waiting", "pod", wt.Pod.String(), "reason", wt.Reason)
 	s.event(ctx, wt.Pod, corev1.EventTypeWarning, "FailedScheduling", msg)
 }
 
