@@ -64,7 +64,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	simCmd := newSimCmd()
 	attachReplay(simCmd)
-	root.AddCommand(newCatalogCmd(), newQuoteCmd(), newPlanCmd(), newServeCmd(), simCmd, newTraceCmd(), newAgentCmd(), newReportCmd(), newVersionCmd(), newBenchCmd())
+	root.AddCommand(newCatalogCmd(), newQuoteCmd(), newPlanCmd(), newServeCmd(), simCmd, newTraceCmd(), newAgentCmd(), newReportCmd(), newVersionCmd(), newBenchCmd(), newKubeReservationCmd())
 	attachClient(root)
 	return root
 }

@@ -45,6 +45,7 @@ func attachKube(cmd *cobra.Command) {
 	// so it gets twice that.
 	cmd.Flags().Float32("kube-api-qps", 100, "with --kubernetes: requests per second to the apiserver (client-side limit)")
 	cmd.Flags().Int("kube-api-burst", 200, "with --kubernetes: requests allowed at once above --kube-api-qps")
+	cmd.Flags().String("kube-reservation-image", kube.DefaultReservationImage, "with --kubernetes: the image of the reservation pods of shared GPUs (runs `gpufleet kube-reservation`)")
 	var pool nodePoolFlags // serve_nodepool.go
 	pool.add(cmd)
 	var dcgm dcgmFlags // serve_dcgm.go
@@ -52,7 +53,7 @@ func attachKube(cmd *cobra.Command) {
 	run := cmd.RunE
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if !on {
-			for _, f := range slices.Concat([]string{"kubeconfig", "scheduler-name", "kube-team", "kube-api-qps", "kube-api-burst"}, pool.flags(), dcgm.flags()) {
+			for _, f := range slices.Concat([]string{"kubeconfig", "scheduler-name", "kube-team", "kube-api-qps", "kube-api-burst", "kube-reservation-image"}, pool.flags(), dcgm.flags()) {
 				if cmd.Flags().Changed(f) {
 					return usageError{fmt.Errorf("--%s needs --kubernetes", f)}
 				}
@@ -114,7 +115,7 @@ func serveKube(cmd *cobra.Command, kubeconfig, schedulerName string, teamFlags [
 		return err
 	}
 	s, err := kube.New(kube.Config{Client: client, Options: kube.Options{SchedulerName: schedulerName, Teams: teams, Catalog: c.Offers,
-		Quotas: pol.Kubernetes.QuotaTeams()},
+		Quotas: pol.Kubernetes.QuotaTeams(), ReservationImage: str("kube-reservation-image")},
 		Engine: ecfg, Tick: tick, Log: log, NodePool: np, DCGM: dcgm})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)

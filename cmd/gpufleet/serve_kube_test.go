@@ -189,3 +189,54 @@ func TestKubeTeams(t *testing.T) {
 		t.Errorf("no file section, no flag: %v, %v; want an empty map", got, err)
 	}
 }
+
+// TestKubeReservation: the reservation pod's command writes the device
+// the device plugin gave it on its own pod, then holds it until stopped;
+// without its pod's name, or with more than one device, it refuses.
+func TestKubeReservation(t *testing.T) {
+	t.Setenv("POD_NAME", "")
+	t.Setenv("POD_NAMESPACE", "")
+	if code, _, stderr := runCLI(t, "kube-reservation"); code != 2 || !strings.Contains(stderr, "POD_NAMESPACE and POD_NAME must be set") {
+		t.Errorf("kube-reservation without its pod: exit %d, stderr %q; want 2 and the variables named", code, stderr)
+	}
+	c := kubetest.Start(t)
+	c.AddNodes(t, "gpu", 1, map[string]string{kube.LabelGPUProduct: "NVIDIA-L4"}, corev1.ResourceList{kube.ResourceGPU: resource.MustParse("2")})
+	if _, err := c.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kube.ReservationNamespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := kube.ReservationPod(kube.Options{}, "gpu-gpu-0-0", "gpu-0")
+	if _, err := c.Client.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", c.Kubeconfig)
+	t.Setenv("POD_NAME", p.Name)
+	t.Setenv("POD_NAMESPACE", p.Namespace)
+	t.Setenv("NVIDIA_VISIBLE_DEVICES", "GPU-0,GPU-1")
+	if code, _, stderr := runCLI(t, "kube-reservation"); code != 1 || !strings.Contains(stderr, `NVIDIA_VISIBLE_DEVICES "GPU-0,GPU-1": want the one GPU`) {
+		t.Errorf("kube-reservation with two devices: exit %d, stderr %q; want 1 and the value refused", code, stderr)
+	}
+	t.Setenv("NVIDIA_VISIBLE_DEVICES", "GPU-8983c66a")
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb syncBuffer
+	done := make(chan int)
+	go func() { done <- run(ctx, []string{"kube-reservation"}, &out, &errb) }()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		got, err := c.Client.CoreV1().Pods(p.Namespace).Get(context.Background(), p.Name, metav1.GetOptions{})
+		if err == nil && got.Annotations[kube.KeyGPUID] == "GPU-8983c66a" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s on the reservation pod within 10 s; stderr: %s", kube.KeyGPUID, errb.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	select {
+	case code := <-done:
+		t.Fatalf("kube-reservation exited %d after reporting; it should hold the GPU until stopped: %s", code, errb.String())
+	case <-time.After(300 * time.Millisecond):
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("kube-reservation stopped: exit %d: %s", code, errb.String())
+	}
+}

@@ -9,7 +9,7 @@
 //   - the agent depends on no decision package and none of the server's:
 //     it reaches the server only through its wire protocol;
 //   - kube (the Kubernetes scheduler) imports only the engine, core,
-//     clock, sched, policy, pricing, the Kubernetes node pool and
-//     client-go (k8s.io/...), and depends on no store, server or API:
+//     clock, sched, policy, pricing, capacity (what fits on a shared
+//     GPU), the Kubernetes node pool and client-go (k8s.io/...), and depends on no store, server or API:
 //     the cluster is its state.
 package arch

@@ -151,8 +151,10 @@ var direct = map[string]struct{ ours, outside []string }{
 	// store, no server, no API: the cluster is the state.
 	"kube": {
 		// fleet for the idle ladder's readings, and promtext to read
-		// the cluster's dcgm-exporter pods (telemetry.go, dcgm.go).
-		ours: []string{"core", "clock", "engine", "sched", "fleet", "policy", "pricing", "provider", "provider/kubenodes", "promtext"},
+		// the cluster's dcgm-exporter pods (telemetry.go, dcgm.go);
+		// capacity: what fits on a GPU that pods share (share.go), by
+		// the engine's one rule.
+		ours: []string{"core", "clock", "engine", "sched", "fleet", "policy", "pricing", "provider", "provider/kubenodes", "promtext", "capacity"},
 		// and the Prometheus client for its metrics (metrics.go).
 		outside: []string{"k8s.io/", "github.com/prometheus/client_golang/"},
 	},

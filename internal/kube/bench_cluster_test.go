@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -30,7 +31,11 @@ var (
 	benchQPS      = flag.Int("kube.qps", 1000, "BenchmarkClusterBind: client QPS of both schedulers (burst twice that)")
 	benchRun      = flag.Duration("kube.run", 0, "BenchmarkClusterBind: each pod succeeds this long after it starts (KWOK), so that more pods than fit can be given; 0: pods run until deleted")
 	benchGPUFirst = flag.Bool("kube.gpufleet-first", false, "BenchmarkClusterBind: run gpufleet before kube-scheduler")
+	benchShare    = flag.Float64("kube.share", 0, "BenchmarkClusterBind: this share of the pods ask for part of one GPU (0.25 and 0.5 in turn): gpufleet.io/gpu-fraction for gpufleet, a whole nvidia.com/gpu for kube-scheduler")
 )
+
+// benchMem is the GPU memory of the benchmark's nodes (MiB).
+const benchMem = 81920
 
 // BenchmarkClusterBind runs the stock kube-scheduler and gpufleet one
 // after the other on one test cluster — the same apiserver, the same
@@ -44,16 +49,30 @@ var (
 // pods: that watch's cost alone is this process's CPU time during
 // kube-scheduler's run), and the apiserver's, etcd's and KWOK's.
 //
+// With -kube.share, that share of the pods ask for 0.25 or 0.5 of a GPU:
+// gpufleet shares GPUs among them (reservation pods, share.go; a
+// stand-in for the device plugin reports each reservation's GPU, as its
+// container would), kube-scheduler, which has only whole GPUs, gives
+// each a whole nvidia.com/gpu. Without -kube.run it also reports each
+// one's GPU allocation ratio: the GPUs the pods use (a share pod its
+// fraction) over the nvidia.com/gpu held once all are bound.
+//
 //	go test -run '^$' -bench ClusterBind -benchtime 1x ./internal/kube \
-//	    -args -kube.nodes 500 -kube.pods 2000
+//	    -args -kube.nodes 500 -kube.pods 2000 [-kube.share 0.5]
 func BenchmarkClusterBind(b *testing.B) {
 	nodes, pods, per := *benchNodes, *benchPods, *benchGPUs
 	if per < 1 || per > 8 || *benchRun == 0 && pods*per > nodes*8 {
 		b.Fatalf("-kube.pods %d of -kube.gpus %d do not fit -kube.nodes %d of 8 GPUs (give -kube.run for more)", pods, per, nodes)
 	}
+	if *benchShare < 0 || *benchShare > 1 || *benchShare > 0 && per != 1 {
+		b.Fatalf("-kube.share %v: want a share of the pods from 0 to 1, with -kube.gpus 1", *benchShare)
+	}
 	c := kubetest.Start(b)
 	start := time.Now()
-	c.AddNodes(b, "gpu", nodes, map[string]string{LabelGPUProduct: a100}, gpus(8))
+	c.AddNodes(b, "gpu", nodes, map[string]string{LabelGPUProduct: a100, LabelGPUMemory: strconv.Itoa(benchMem)}, gpus(8))
+	if _, err := c.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ReservationNamespace}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
 	b.Logf("%d nodes Ready in %s", nodes, time.Since(start).Round(time.Millisecond))
 	qps := *benchQPS
 	order := []string{"kube-scheduler", "gpufleet"}
@@ -71,7 +90,25 @@ func BenchmarkClusterBind(b *testing.B) {
 		b.ReportMetric(g.rate(), "gpufleet-pods/s")
 		b.ReportMetric(k.sched.Seconds(), "kube-scheduler-cpu-s")
 		b.ReportMetric(g.sched.Seconds(), "gpufleet-cpu-s")
+		if *benchRun == 0 {
+			b.ReportMetric(k.ratio(), "kube-scheduler-alloc-ratio")
+			b.ReportMetric(g.ratio(), "gpufleet-alloc-ratio")
+		}
 	}
+}
+
+// sharePod says whether the benchmark's pod i asks for part of a GPU,
+// and which: -kube.share of the pods, spread evenly, 0.25 and 0.5 in
+// turn.
+func sharePodOf(i int) (string, bool) {
+	s := *benchShare
+	if int(float64(i+1)*s) == int(float64(i)*s) {
+		return "", false
+	}
+	if int(float64(i)*s)%2 == 0 {
+		return "0.25", true
+	}
+	return "0.5", true
 }
 
 // bindRun is one scheduler's run.
@@ -80,13 +117,21 @@ type bindRun struct {
 	wall, firstBind       time.Duration // from the scheduler's start
 	sched, self           time.Duration // CPU: the scheduler's; this process's
 	apiserver, etcd, kwok time.Duration // CPU
+	// demand is the GPUs the pods ask for (a share as its fraction),
+	// allocated the nvidia.com/gpu held for them once all are bound
+	// (reservation pods included): without -kube.run.
+	demand    float64
+	allocated int
 }
 
 func (r bindRun) rate() float64 { return float64(r.pods) / r.wall.Seconds() }
 
+// ratio is the GPU allocation ratio: demand over GPUs allocated.
+func (r bindRun) ratio() float64 { return r.demand / float64(r.allocated) }
+
 func (r bindRun) String() string {
-	return fmt.Sprintf("%d pods bound in %s (first after %s): %.0f pods/s; CPU: scheduler %s, this process %s, kube-apiserver %s, etcd %s, kwok %s",
-		r.pods, r.wall.Round(time.Millisecond), r.firstBind.Round(time.Millisecond), r.rate(),
+	return fmt.Sprintf("%d pods bound in %s (first after %s): %.0f pods/s; GPUs: %.2f asked, %d allocated, ratio %.3f; CPU: scheduler %s, this process %s, kube-apiserver %s, etcd %s, kwok %s",
+		r.pods, r.wall.Round(time.Millisecond), r.firstBind.Round(time.Millisecond), r.rate(), r.demand, r.allocated, r.ratio(),
 		r.sched.Round(10*time.Millisecond), r.self.Round(10*time.Millisecond), r.apiserver.Round(10*time.Millisecond),
 		r.etcd.Round(10*time.Millisecond), r.kwok.Round(10*time.Millisecond))
 }
@@ -113,6 +158,12 @@ func bindPhase(b *testing.B, c *kubetest.Cluster, who string, pods, per, qps int
 		wg.Go(func() {
 			for i := range next {
 				p := gpuPod(ns, fmt.Sprintf("p-%d", i), int64(per)).scheduler(name).Pod
+				if f, ok := sharePodOf(i); ok {
+					p.Annotations[KeyGPUFraction] = f
+					if who == "gpufleet" {
+						p.Spec.Containers[0].Resources.Limits = nil // the share, not a whole GPU
+					}
+				}
 				if *benchRun > 0 {
 					p.Annotations[kubetest.PodCompleteDelay] = benchRun.String()
 				}
@@ -204,11 +255,18 @@ func bindPhase(b *testing.B, c *kubetest.Cluster, who string, pods, per, qps int
 		sctx, cancel := context.WithCancel(ctx)
 		ran := make(chan struct{})
 		go func() { defer close(ran); _ = s.Run(sctx) }()
+		// The reservation pods' containers report their GPUs (here, as
+		// the device plugin and the container would on a real node).
+		unplug := func() {}
+		if *benchShare > 0 {
+			unplug = devicePlugin(b, c, c.Client, ReservationNamespace)
+		}
 		sched0 = self0
 		stop = func() time.Duration {
 			d := selfCPU(b)
 			cancel()
 			<-ran
+			unplug()
 			return d
 		}
 	}
@@ -229,22 +287,37 @@ func bindPhase(b *testing.B, c *kubetest.Cluster, who string, pods, per, qps int
 	r.sched = stop() - sched0
 
 	// Every pod bound to a node with room: the nodes' GPUs are not
-	// over-allocated by either scheduler (with -kube.run, pods that
-	// ended hold nothing).
+	// over-allocated by either scheduler, reservation pods included,
+	// nor a shared GPU's memory (with -kube.run, pods that ended hold
+	// nothing).
 	l, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	use := map[string]int{}
 	for _, p := range l.Items {
-		if p.Status.Phase != corev1.PodSucceeded {
-			use[p.Spec.NodeName] += PodGPUs(&p)
+		if p.Spec.NodeName == "" {
+			b.Fatalf("%s: pod %s not bound", who, p.Name)
+		}
+		if p.Status.Phase == corev1.PodSucceeded {
+			continue
+		}
+		// A share pod uses its fraction of a GPU, whichever it was given.
+		if f, ok := p.Annotations[KeyGPUFraction]; ok {
+			v, _ := strconv.ParseFloat(f, 64)
+			r.demand += v
+		} else {
+			r.demand += float64(PodGPUs(&p))
 		}
 	}
-	for node, g := range use {
-		if node == "" || g > 8 {
-			b.Fatalf("%s: node %q holds %d GPUs of 8", who, node, g)
-		}
+	gb, err := book(b, c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if bad := gb.check(8, benchMem); bad != "" {
+		b.Fatalf("%s: %s", who, bad)
+	}
+	for _, g := range gb.held {
+		r.allocated += g
 	}
 	b.Logf("%s: %s", who, r)
 	// Deleted one by one, a few at once: one DeleteCollection of 10,000
@@ -270,9 +343,20 @@ func bindPhase(b *testing.B, c *kubetest.Cluster, who string, pods, per, qps int
 	for err := range derr {
 		b.Fatalf("%s: delete pod: %v", who, err)
 	}
+	// gpufleet is stopped: its reservation pods are deleted here.
+	rl, err := c.Client.CoreV1().Pods(ReservationNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, p := range rl.Items {
+		if err := c.Client.CoreV1().Pods(ReservationNamespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
+			b.Fatal(err)
+		}
+	}
 	for end := time.Now().Add(2 * time.Minute); ; {
 		l, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
-		if err == nil && len(l.Items) == 0 {
+		rl, rerr := c.Client.CoreV1().Pods(ReservationNamespace).List(ctx, metav1.ListOptions{Limit: 1})
+		if err == nil && rerr == nil && len(l.Items) == 0 && len(rl.Items) == 0 {
 			break
 		}
 		if time.Now().After(end) {

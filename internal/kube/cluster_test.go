@@ -224,7 +224,13 @@ func deployedRole(t *testing.T, c *kubetest.Cluster) kubernetes.Interface {
 			_, e = c.Client.CoreV1().Namespaces().Create(ctx, o, metav1.CreateOptions{})
 		case *corev1.ServiceAccount:
 			_, e = c.Client.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-			user = "system:serviceaccount:" + o.Namespace + ":" + o.Name
+			if o.Name == "gpufleet" {
+				user = "system:serviceaccount:" + o.Namespace + ":" + o.Name
+			}
+		case *rbacv1.Role:
+			_, e = c.Client.RbacV1().Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.RoleBinding:
+			_, e = c.Client.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.ClusterRole:
 			_, e = c.Client.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.ClusterRoleBinding:
@@ -237,18 +243,26 @@ func deployedRole(t *testing.T, c *kubetest.Cluster) kubernetes.Interface {
 		}
 	}
 	if user == "" {
-		t.Fatal("deploy/kubernetes/gpufleet.yaml has no ServiceAccount")
+		t.Fatal("deploy/kubernetes/gpufleet.yaml has no ServiceAccount gpufleet")
 	}
+	client := actAs(t, c, user)
+	// The role is enough and no more: it may not touch nodes.
+	_, err = client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "not-allowed"}}, metav1.CreateOptions{})
+	if err == nil {
+		t.Fatal("gpufleet's service account may create nodes; its role should only read them")
+	}
+	return client
+}
+
+// actAs is a client that acts as user, a service account (impersonated
+// by the admin).
+func actAs(t *testing.T, c *kubetest.Cluster, user string) kubernetes.Interface {
+	t.Helper()
 	cfg := rest.CopyConfig(c.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:serviceaccounts", "system:authenticated"}}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
-	}
-	// The role is enough and no more: it may not touch nodes.
-	_, err = client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "not-allowed"}}, metav1.CreateOptions{})
-	if err == nil {
-		t.Fatal("gpufleet's service account may create nodes; its role should only read them")
 	}
 	return client
 }

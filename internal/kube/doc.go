@@ -15,8 +15,11 @@
 // pod goes where, who is preempted and why a pod waits are the engine's.
 //
 // What it touches: only pods whose schedulerName is gpufleet's (bind,
-// evict, patch their status, recreate a bare pod it evicted) and Events
-// about them. Other pods are read only, to count the GPUs they hold.
+// evict, patch their status, recreate a bare pod it evicted, annotate
+// one that shares a GPU with its reservation, device and memory limit),
+// Events about them, and its own reservation pods (share.go: made
+// bound to a node with nvidia.com/gpu: 1 for a GPU that pods share,
+// deleted when none does). Other pods are read only, to count the GPUs they hold.
 // Nodes are read only, except with a node pool (nodepool.go,
 // provider/kubenodes): then the nodes it created, and only those (by
 // their gpufleet.io/pool label), are made, cordoned, drained and

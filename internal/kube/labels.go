@@ -47,6 +47,35 @@ const (
 	// KeyPreemptions counts how often gpufleet recreated a bare pod it
 	// preempted (set on the recreated pod).
 	KeyPreemptions = "gpufleet.io/preemptions"
+
+	// KeyGPUFraction is the share of one GPU a pod asks for, above 0 and
+	// below 1 ("0.5"); such a pod requests no nvidia.com/gpu: a
+	// reservation pod holds the whole GPU (share.go).
+	KeyGPUFraction = "gpufleet.io/gpu-fraction"
+	// KeyGPUMemory is the GPU memory a pod asks for on its shared GPU, a
+	// quantity ("20Gi"); alone, its share is that memory over the
+	// largest GPU memory of the cluster's nodes.
+	KeyGPUMemory = "gpufleet.io/gpu-memory"
+	// KeyGPUGroup, set by gpufleet on a pod that shares a GPU, names the
+	// reservation pod (in the reservation namespace) that holds the GPU.
+	KeyGPUGroup = "gpufleet.io/gpu-group"
+	// KeyGPUID is the device ID of a shared GPU as the device plugin
+	// named it (a UUID, or an index with deviceIDStrategy=index): the
+	// reservation pod's container writes it on its pod, and gpufleet
+	// copies it to each pod sharing the GPU before binding it, for the
+	// container's NVIDIA_VISIBLE_DEVICES (the downward API).
+	KeyGPUID = "gpufleet.io/gpu-id"
+	// KeyGPUMemoryLimit, set by gpufleet on a pod that shares a GPU, is
+	// the GPU memory in MiB the pod may use there: the memory it asked
+	// for, else its fraction of the GPU's memory.
+	KeyGPUMemoryLimit = "gpufleet.io/gpu-memory-limit"
+	// LabelReservation marks the reservation pods gpufleet makes: one
+	// per shared GPU, requesting nvidia.com/gpu: 1 on its node, so that
+	// the kubelet and other schedulers count the GPU as taken.
+	LabelReservation = "gpufleet.io/reservation"
+	// ReservationNamespace is where reservation pods are made (Options
+	// overrides it).
+	ReservationNamespace = "gpufleet-system"
 )
 
 // get returns key from the pod's annotations, else its labels.

@@ -81,6 +81,19 @@ type Scheduler struct {
 	steps   int
 	pool    *nodePool  // nil without Config.NodePool
 	tele    *telemetry // nil without Config.DCGM
+	// wmu guards made and shared, written by the bindings of a step,
+	// which run at once.
+	wmu sync.Mutex
+	// made are the reservation pods created (namespace/name) that the
+	// informer does not show yet, and shared the annotations written on
+	// pods that share a GPU (by UID) that it does not show yet.
+	made   map[string]*corev1.Pod
+	shared map[types.UID]map[string]string
+	// reserving are this step's reservation pods being made (closed when
+	// done), unmade those whose creation failed: the pods placed on them
+	// wait for the next step.
+	reserving map[string]chan struct{}
+	unmade    map[string]bool
 }
 
 // New makes a Scheduler; Run starts it.
@@ -101,7 +114,8 @@ func New(cfg Config) (*Scheduler, error) {
 	cfg.Engine.Fleet.NoConsolidation = cfg.Engine.Fleet.NoConsolidation || cfg.NodePool != nil // moves are not acted on
 	f := informers.NewSharedInformerFactory(cfg.Client, 0)
 	s := &Scheduler{cfg: cfg, factory: f, kick: make(chan struct{}, 1),
-		assumed: map[types.UID]string{}, evicted: map[types.UID]time.Time{}, refused: map[types.UID]time.Time{}, recreate: map[string]*corev1.Pod{}, pool: newNodePool(cfg.NodePool)}
+		assumed: map[types.UID]string{}, evicted: map[types.UID]time.Time{}, refused: map[types.UID]time.Time{}, recreate: map[string]*corev1.Pod{}, pool: newNodePool(cfg.NodePool),
+		made: map[string]*corev1.Pod{}, shared: map[types.UID]map[string]string{}}
 	s.tele = newTelemetry(cfg.DCGM)
 	pi := f.Core().V1().Pods()
 	ni := f.Core().V1().Nodes()
@@ -220,6 +234,7 @@ func (s *Scheduler) Step(ctx context.Context) (err error) {
 	for _, ev := range a.Evict {
 		s.evict(ctx, ev, pods)
 	}
+	s.reserve(ctx, a.Binds, now)
 	bound := make([][]Bind, len(a.Binds))
 	var wg sync.WaitGroup
 	for i, binds := range a.Binds {
@@ -234,6 +249,7 @@ func (s *Scheduler) Step(ctx context.Context) (err error) {
 	for _, wt := range a.Wait {
 		s.wait(ctx, wt)
 	}
+	s.release(ctx, a.Release, now)
 	s.poolAfter(ctx, w, d, created, nodes, pods, now)
 	return nil
 }
@@ -243,9 +259,29 @@ func (s *Scheduler) Step(ctx context.Context) (err error) {
 // deleted. Assumptions the informer caught up with are dropped.
 func (s *Scheduler) assume(pods []*corev1.Pod, now time.Time) []*corev1.Pod {
 	seen := map[types.UID]bool{}
-	out := make([]*corev1.Pod, 0, len(pods))
+	names := map[string]bool{}
+	out := make([]*corev1.Pod, 0, len(pods)+len(s.made))
 	for _, p := range pods {
 		seen[p.UID] = true
+		names[p.Namespace+"/"+p.Name] = true
+		if ann, ok := s.shared[p.UID]; ok {
+			if p.Annotations[KeyGPUGroup] == ann[KeyGPUGroup] && p.Annotations[KeyGPUID] == ann[KeyGPUID] {
+				delete(s.shared, p.UID)
+			} else {
+				c := p.DeepCopy()
+				if c.Annotations == nil {
+					c.Annotations = map[string]string{}
+				}
+				for k, v := range ann {
+					if v == "" {
+						delete(c.Annotations, k)
+					} else {
+						c.Annotations[k] = v
+					}
+				}
+				p = c
+			}
+		}
 		if node, ok := s.assumed[p.UID]; ok {
 			if p.Spec.NodeName != "" {
 				delete(s.assumed, p.UID)
@@ -272,6 +308,19 @@ func (s *Scheduler) assume(pods []*corev1.Pod, now time.Time) []*corev1.Pod {
 			delete(s.assumed, uid)
 		}
 	}
+	for uid := range s.shared {
+		if !seen[uid] {
+			delete(s.shared, uid)
+		}
+	}
+	for key, p := range s.made {
+		switch {
+		case names[key] || now.Sub(p.CreationTimestamp.Time) > time.Minute:
+			delete(s.made, key) // the informer shows it, or would by now: deleted since
+		default:
+			out = append(out, p)
+		}
+	}
 	for uid, at := range s.evicted {
 		if !seen[uid] || now.Sub(at) > 10*time.Minute {
 			delete(s.evicted, uid)
@@ -285,6 +334,11 @@ func (s *Scheduler) assume(pods []*corev1.Pod, now time.Time) []*corev1.Pod {
 // gang whole; if a binding fails the others stand and the next steps
 // show the gang partly bound (Build's reason).
 func (s *Scheduler) bindAll(ctx context.Context, binds []Bind) []Bind {
+	if len(binds) == 1 && binds[0].Share != nil {
+		if !s.share(ctx, binds[0]) {
+			return nil
+		}
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(binds))
 	for i, b := range binds {
@@ -402,7 +456,7 @@ func (s *Scheduler) recreateGone(ctx context.Context, pods []*corev1.Pod) {
 // as message) and a FailedScheduling event, each time the text changes.
 func (s *Scheduler) wait(ctx context.Context, wt Wait) {
 	msg := ReasonText(wt.Reason)
-	if wt.Cond == msg {
+	if wt.Cond == msg || s.cfg.Clock.Now().Before(wt.NotBefore) {
 		return
 	}
 	patch, _ := json.Marshal(map[string]any{
@@ -419,6 +473,7 @@ func (s *Scheduler) wait(ctx context.Context, wt Wait) {
 		}
 		return
 	}
+	s.cfg.Log.Debug("waiting", "pod", wt.Pod.String(), "reason", wt.Reason)
 	s.event(ctx, wt.Pod, corev1.EventTypeWarning, "FailedScheduling", msg)
 }
 

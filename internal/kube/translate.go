@@ -2,6 +2,7 @@ package kube
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/engine"
@@ -30,6 +32,21 @@ type Options struct {
 	// their quotas per GPU model, cohorts and fair-share weights: the
 	// engine's State.Teams. None: no team is quota-managed.
 	Quotas []core.Team
+	// ReservationNamespace is where the reservation pods of shared GPUs
+	// are made (default ReservationNamespace); ReservationImage and
+	// ReservationServiceAccount are their container's image (default
+	// DefaultReservationImage, which runs `gpufleet kube-reservation`)
+	// and service account (default "gpufleet-reservation").
+	ReservationNamespace      string
+	ReservationImage          string
+	ReservationServiceAccount string
+}
+
+func (o Options) reservationNamespace() string {
+	if o.ReservationNamespace == "" {
+		return ReservationNamespace
+	}
+	return o.ReservationNamespace
 }
 
 func (o Options) schedulerName() string {
@@ -159,12 +176,23 @@ type Spec struct {
 	Interruptible bool
 	Gang          string
 	GangSize      int
+	// Milli is the share of one GPU a pod that shares a GPU asks for
+	// (gpufleet.io/gpu-fraction), MemMiB the GPU memory
+	// (gpufleet.io/gpu-memory); both 0 for a pod of whole GPUs.
+	Milli  core.Milli
+	MemMiB int64
 }
+
+// Shares reports whether the pod asks for a share of one GPU.
+func (s Spec) Shares() bool { return s.Milli > 0 || s.MemMiB > 0 }
 
 // PodSpec reads what pod asks. An error names the key, the value and
 // what is allowed; the pod then waits with it as its reason.
 func PodSpec(p *corev1.Pod, o Options) (Spec, error) {
 	s := Spec{Team: o.Team(p.Namespace), Tier: core.TierRegular, GPUs: PodGPUs(p)}
+	if err := shareSpec(p, &s); err != nil {
+		return s, err
+	}
 	if s.GPUs < 1 {
 		return s, &core.FieldError{Field: "resources nvidia.com/gpu", Value: "0", Allowed: "gpufleet schedules GPU pods: request at least 1 nvidia.com/gpu"}
 	}
@@ -202,6 +230,9 @@ func PodSpec(p *corev1.Pod, o Options) (Spec, error) {
 		return s, err
 	}
 	if g, ok := get(a, l, KeyGang); ok && g != "" {
+		if s.Shares() {
+			return s, &core.FieldError{Field: KeyGang, Value: g, Allowed: "no gang for a pod that shares a GPU (" + KeyGPUFraction + ", " + KeyGPUMemory + "): a gang's pods take whole GPUs"}
+		}
 		s.Gang = g
 		v, _ := get(a, l, KeyGangSize)
 		n, err := strconv.Atoi(v)
@@ -212,6 +243,41 @@ func PodSpec(p *corev1.Pod, o Options) (Spec, error) {
 	}
 	s.Models = podModels(p)
 	return s, nil
+}
+
+// shareSpec reads a pod's share of one GPU (gpufleet.io/gpu-fraction,
+// gpufleet.io/gpu-memory) into s; a pod that shares a GPU is one GPU's
+// worth of work that requests no nvidia.com/gpu.
+func shareSpec(p *corev1.Pod, s *Spec) error {
+	frac, hasF := get(p.Annotations, p.Labels, KeyGPUFraction)
+	mem, hasM := get(p.Annotations, p.Labels, KeyGPUMemory)
+	if !hasF && !hasM {
+		return nil
+	}
+	if s.GPUs > 0 {
+		key, val := KeyGPUFraction, frac
+		if !hasF {
+			key, val = KeyGPUMemory, mem
+		}
+		return &core.FieldError{Field: key, Value: val, Allowed: fmt.Sprintf("a pod that shares a GPU requests no nvidia.com/gpu (this one requests %d): the reservation pod gpufleet makes holds the whole GPU", s.GPUs)}
+	}
+	if hasF {
+		f, err := strconv.ParseFloat(strings.TrimSpace(frac), 64)
+		m := math.Round(f * float64(core.WholeGPU))
+		if err != nil || !(f > 0 && f < 1) || m < 1 || m >= float64(core.WholeGPU) {
+			return &core.FieldError{Field: KeyGPUFraction, Value: frac, Allowed: "a share of one GPU above 0 and below 1, to a thousandth (0.25, 0.5); a whole GPU is nvidia.com/gpu: 1"}
+		}
+		s.Milli = core.Milli(m)
+	}
+	if hasM {
+		q, err := resource.ParseQuantity(strings.TrimSpace(mem))
+		if err != nil || q.Value() < 1<<20 {
+			return &core.FieldError{Field: KeyGPUMemory, Value: mem, Allowed: "GPU memory as a quantity of at least 1Mi (20Gi, 2000Mi)"}
+		}
+		s.MemMiB = (q.Value() + 1<<20 - 1) >> 20
+	}
+	s.GPUs = 1
+	return nil
 }
 
 func boolKey(a, l map[string]string, key string) (bool, error) {
@@ -329,6 +395,8 @@ func refOf(p *corev1.Pod) PodRef {
 type group struct {
 	pods   []*corev1.Pod // by name
 	perPod int
+	// share is set for a pod that shares a GPU (one pod, one GPU).
+	share *Spec
 }
 
 // World is the engine's state made from a snapshot of the cluster, with
@@ -337,16 +405,27 @@ type World struct {
 	State *engine.State
 	// Waits are the pods that are no unit (a bad annotation, an
 	// incomplete gang) and why: they wait with that reason.
-	Waits  []Wait
-	groups map[string]*group
+	Waits []Wait
+	// Binds are pods already placed on a shared GPU (gpufleet.io/gpu-group)
+	// whose reservation pod has reported its device since: they are bound
+	// now, each a list of its own.
+	Binds [][]Bind
+	// Release are the reservation pods no pod shares any more: deleted,
+	// their GPU freed.
+	Release []PodRef
+	groups  map[string]*group
+	shared  *sharing
 }
 
 // Build makes the engine's state from the cluster's nodes and pods: a
 // ready lease per GPU node (its GPUs less those held by pods that are no
 // unit: other schedulers' pods, pods being deleted, gpufleet's pods that
-// are bound but unreadable), a running unit per bound pod (or gang) of
-// gpufleet's, a pending unit per unbound one. Lease ids are node names;
-// unit keys are namespace/pod or namespace/gang/name.
+// are bound but unreadable, reservation pods no pod shares), a running
+// unit per bound pod (or gang) of gpufleet's and per pod placed on a
+// shared GPU, a pending unit per unbound one. Lease ids are node names;
+// unit keys are namespace/pod or namespace/gang/name. A reservation pod
+// that pods share is one GPU index of its node, and the units of its
+// pods take their shares of that index (share.go).
 func Build(nodes []*corev1.Node, pods []*corev1.Pod, o Options) *World {
 	w := &World{State: &engine.State{Spent: map[string]core.Micros{}, Teams: slices.Clone(o.Quotas)}, groups: map[string]*group{}}
 	machines := map[string]*Machine{}
@@ -360,12 +439,16 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, o Options) *World {
 	sort.Strings(names)
 	name := o.schedulerName()
 	held := map[string]int{} // GPUs on each node held by no unit
-	var ours []*corev1.Pod
+	var ours, reservations []*corev1.Pod
 	// ending are gpufleet's bound pods being deleted (a victim in its
 	// grace period): their GPUs stay their team's until they are gone,
 	// or a team whose pod was preempted could be given its quota twice.
 	var ending []endingPod
 	for _, p := range pods {
+		if isReservation(p, o) {
+			reservations = append(reservations, p) // ended ones too: their names are taken
+			continue
+		}
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
@@ -390,6 +473,8 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, o Options) *World {
 		}
 		return a.Name < b.Name
 	})
+	sh := newSharing(reservations, machines, o.reservationNamespace())
+	w.shared = sh
 
 	// Pods into groups: one per pod, one per gang, in pod order.
 	type entry struct {
@@ -409,11 +494,19 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, o Options) *World {
 	specs := map[*corev1.Pod]Spec{}
 	for _, p := range ours {
 		s, err := PodSpec(p, o)
+		if err == nil && s.Shares() {
+			err = sh.resolve(&s)
+		}
 		if err != nil {
 			problem(p, err.Error())
 			continue
 		}
 		specs[p] = s
+		if s.Shares() {
+			sh.use(p, s)
+			entries = append(entries, &entry{key: p.Namespace + "/" + p.Name, g: &group{pods: []*corev1.Pod{p}, perPod: 1, share: &s}, s: s})
+			continue
+		}
 		if s.Gang == "" {
 			entries = append(entries, &entry{key: p.Namespace + "/" + p.Name, g: &group{pods: []*corev1.Pod{p}, perPod: s.GPUs}, s: s})
 			continue
@@ -427,6 +520,14 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, o Options) *World {
 		}
 		e.g.pods = append(e.g.pods, p)
 	}
+	for i := range ending {
+		e := &ending[i]
+		if e.spec.Shares() {
+			if err := sh.resolve(&e.spec); err == nil {
+				sh.use(e.pod, e.spec)
+			}
+		}
+	}
 	good := entries[:0]
 	for _, e := range entries {
 		if why := gangProblem(e.g.pods, specs); why != "" {
@@ -436,6 +537,17 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, o Options) *World {
 			continue
 		}
 		good = append(good, e)
+	}
+	// A reservation no pod shares, or one being deleted, holds its GPU
+	// and is no index: nothing may be placed on it.
+	for _, r := range sh.idle() {
+		held[r.pod.Spec.NodeName]++
+		if r.pod.DeletionTimestamp == nil {
+			w.Release = append(w.Release, refOf(r.pod))
+		}
+	}
+	for _, p := range sh.ended {
+		w.Release = append(w.Release, refOf(p)) // the kubelet refused it (no GPU left), or it failed
 	}
 
 	free := map[string][]int{} // each node's GPU indexes not yet given to a unit
@@ -455,6 +567,7 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, o Options) *World {
 		}
 		free[n] = idx
 	}
+	sh.index(free)
 
 	for _, e := range ending {
 		w.ending(e.pod, e.spec, free)
@@ -471,6 +584,9 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, o Options) *World {
 			Request:     core.Request{GPUs: g.perPod * len(g.pods), MilliPerGPU: core.WholeGPU, Models: s.Models},
 			EstDuration: s.Duration, Deadline: s.Deadline, Interruptible: s.Interruptible, Deferrable: s.Deferrable,
 			Submit: submit, State: core.JobPending}
+		if g.share != nil {
+			j.Request.MilliPerGPU, j.Request.MemPerGPUMiB = s.Milli, s.MemMiB
+		}
 		if err := j.Validate(); err != nil {
 			for _, p := range g.pods {
 				problem(p, err.Error())
@@ -478,6 +594,14 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, o Options) *World {
 			continue
 		}
 		u := &engine.Unit{Unit: sched.Unit{Job: j}, State: core.JobPending, Since: submit}
+		if g.share != nil {
+			if !w.sharedUnit(u, g.pods[0], s) {
+				continue
+			}
+			w.groups[e.key] = g
+			w.State.Units = append(w.State.Units, u)
+			continue
+		}
 		var bound int
 		for _, p := range g.pods {
 			if p.Spec.NodeName == "" {
@@ -524,10 +648,22 @@ type endingPod struct {
 
 // ending adds a pod being deleted as a running unit of its team that
 // nothing may preempt or place (its key names it as ending): it holds its
-// GPUs on its node and in its team's quota until it is gone. A pod on a
-// node that is not capacity holds nothing gpufleet counts.
+// GPUs (or its share of one) on its node and in its team's quota until
+// it is gone. A pod on a node that is not capacity holds nothing
+// gpufleet counts.
 func (w *World) ending(p *corev1.Pod, s Spec, free map[string][]int) {
-	gs := takeGPUs(free, p.Spec.NodeName, s.GPUs)
+	req := core.Request{GPUs: s.GPUs, MilliPerGPU: core.WholeGPU, Models: s.Models}
+	var gs []int
+	if s.Shares() {
+		req.MilliPerGPU, req.MemPerGPUMiB = s.Milli, s.MemMiB
+		r := w.shared.holding(p)
+		if r == nil || !r.take(s) {
+			return
+		}
+		gs = []int{r.idx}
+	} else {
+		gs = takeGPUs(free, p.Spec.NodeName, s.GPUs)
+	}
 	if gs == nil {
 		return
 	}
@@ -536,10 +672,11 @@ func (w *World) ending(p *corev1.Pod, s Spec, free map[string][]int) {
 		start = p.Status.StartTime.Time
 	}
 	j := &core.Job{ID: p.Namespace + "/ending/" + p.Name + "/" + string(p.UID), Team: s.Team, Tier: s.Tier,
-		Request: core.Request{GPUs: s.GPUs, MilliPerGPU: core.WholeGPU, Models: s.Models},
-		Submit:  start, State: core.JobRunning}
+		Request: req, Submit: start, State: core.JobRunning}
 	if j.Validate() != nil {
-		free[p.Spec.NodeName] = append(free[p.Spec.NodeName], gs...)
+		if !s.Shares() {
+			free[p.Spec.NodeName] = append(free[p.Spec.NodeName], gs...)
+		}
 		return
 	}
 	w.State.Units = append(w.State.Units, &engine.Unit{Unit: sched.Unit{Job: j}, State: core.JobRunning, Since: start, Start: start,
@@ -608,6 +745,9 @@ type Bind struct {
 	Pod    PodRef
 	Node   string
 	Reason string
+	// Share is set for a pod that shares a GPU: what to write on it
+	// before it is bound (share.go).
+	Share *Share
 }
 
 // Evict is one pod to evict, and whether gpufleet recreates it (a bare
@@ -625,6 +765,10 @@ type Wait struct {
 	Pod    PodRef
 	Reason string
 	Cond   string
+	// NotBefore, when set, holds the reason back until then: a pod placed
+	// on a shared GPU whose reservation has just been made waits a moment
+	// for its device ID, not worth two writes.
+	NotBefore time.Time
 }
 
 // Actions is what one step's decisions come to on the cluster.
@@ -633,6 +777,8 @@ type Actions struct {
 	Binds [][]Bind
 	Evict []Evict
 	Wait  []Wait
+	// Release are reservation pods to delete: no pod shares their GPU.
+	Release []PodRef
 }
 
 // Actions turns the engine's decisions into what to do on the cluster.
@@ -679,6 +825,9 @@ func (w *World) Actions(d engine.Decisions) Actions {
 		if why == "" {
 			binds, why = podsOnParts(g, pl)
 		}
+		if why == "" && g.share != nil {
+			binds[0].Share = w.shared.place(pl.Parts[0], *g.share)
+		}
 		if why != "" {
 			for _, p := range g.pods {
 				a.Wait = append(a.Wait, Wait{Pod: refOf(p), Reason: why, Cond: condOf(p)})
@@ -703,6 +852,8 @@ func (w *World) Actions(d engine.Decisions) Actions {
 		wait(df.Unit.Key(), df.Reason)
 	}
 	a.Wait = append(a.Wait, w.Waits...)
+	a.Binds = append(a.Binds, w.Binds...)
+	a.Release = w.Release
 	return a
 }
 
