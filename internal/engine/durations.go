@@ -8,7 +8,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/sched"
 )
 
-// Durations learned from history ("feedback", issue 24 item 1). Every
+// Durations learned from history ("feedback"). Every
 // unit that succeeds teaches State.Durations (a plan.DurationModel) its
 // run time and, when its user gave an estimate, the ratio of the two
 // (FinishUnit). With Config.LearnDurations the engine plans each unit on
