@@ -53,6 +53,9 @@ func (m *DurationModel) Observe(team, command string, estimate, actual time.Dura
 		m.Runs = map[string][]int64{}
 	}
 	k := DurationKey(team, command)
+	if _, known := m.Runs[k]; !known && len(m.Runs) >= DurationCommands {
+		m.forgetOne()
+	}
 	m.Runs[k] = keepLast(append(m.Runs[k], int64(actual/time.Second)))
 	if estimate > 0 {
 		if m.Ratios == nil {
@@ -60,6 +63,28 @@ func (m *DurationModel) Observe(team, command string, estimate, actual time.Dura
 		}
 		m.Ratios[team] = keepLast(append(m.Ratios[team], core.MulDivHalfEven(int64(actual), 10000, int64(estimate))))
 	}
+}
+
+// DurationCommands is how many team commands a DurationModel keeps runs
+// of. The model is saved with the loop state at every tick, so it must
+// not grow with every command line ever run: jobs whose command lines
+// carry a run id never repeat, and their entries would pile up.
+const DurationCommands = 4096
+
+// forgetOne drops the entry with the fewest runs (the smallest key among
+// those): a command seen once is the likeliest never to come back, and
+// one that repeats keeps its history however many unique ones pass. The
+// choice depends only on the model, so a server and a replay forget
+// alike.
+func (m *DurationModel) forgetOne() {
+	var drop string
+	least := -1
+	for k, r := range m.Runs {
+		if least < 0 || len(r) < least || len(r) == least && k < drop {
+			drop, least = k, len(r)
+		}
+	}
+	delete(m.Runs, drop)
 }
 
 func keepLast(xs []int64) []int64 {

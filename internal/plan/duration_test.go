@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -47,5 +48,27 @@ func TestDurationModel(t *testing.T) {
 	m.Observe("ml", "train.py", h, 0)
 	if n := len(m.Ratios["ml"]); n != DurationKeep {
 		t.Errorf("a run that did not run was recorded (%d ratios)", n)
+	}
+}
+
+// The model keeps at most DurationCommands commands; a flood of command
+// lines that never repeat does not push out one that does.
+func TestDurationModelBounded(t *testing.T) {
+	var m DurationModel
+	for range 3 {
+		m.Observe("ml", "train.py", 0, time.Hour)
+	}
+	for i := range 3 * DurationCommands {
+		m.Observe("ml", fmt.Sprintf("train.py --run-id %d", i), 0, time.Minute)
+		if len(m.Runs) > DurationCommands {
+			t.Fatalf("after %d unique commands the model keeps %d, want at most %d", i+1, len(m.Runs), DurationCommands)
+		}
+	}
+	if d, ok := m.Typical("ml", "train.py"); !ok || d != time.Hour {
+		t.Errorf("the repeated command's typical run %s (%v), want 1h", d, ok)
+	}
+	last := fmt.Sprintf("train.py --run-id %d", 3*DurationCommands-1)
+	if _, ok := m.Typical("ml", last); !ok {
+		t.Errorf("the newest command was forgotten at once")
 	}
 }
