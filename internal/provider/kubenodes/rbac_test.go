@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,6 +28,7 @@ import (
 func applyRBAC(t *testing.T, c *kubetest.Cluster, files ...string) kubernetes.Interface {
 	t.Helper()
 	ctx := context.Background()
+	var rules []rbacv1.PolicyRule
 	for _, f := range files {
 		b, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "kubernetes", f))
 		if err != nil {
@@ -39,6 +41,7 @@ func applyRBAC(t *testing.T, c *kubetest.Cluster, files ...string) kubernetes.In
 			}
 			switch o := obj.(type) {
 			case *rbacv1.ClusterRole:
+				rules = append(rules, o.Rules...)
 				_, err = c.Client.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
 			case *rbacv1.ClusterRoleBinding:
 				_, err = c.Client.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
@@ -54,7 +57,36 @@ func applyRBAC(t *testing.T, c *kubetest.Cluster, files ...string) kubernetes.In
 	if err != nil {
 		t.Fatal(err)
 	}
+	waitAllowed(t, client, rules)
 	return client
+}
+
+// waitAllowed waits until client may do what each rule grants: the
+// apiserver's RBAC authorizer reads roles and bindings through an
+// informer, so a binding just created takes effect a moment later (on a
+// loaded machine, after the first request that needs it).
+func waitAllowed(t *testing.T, client kubernetes.Interface, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, r := range rules {
+		if len(r.APIGroups) == 0 || len(r.Resources) == 0 || len(r.Verbs) == 0 {
+			continue
+		}
+		resource, sub, _ := strings.Cut(r.Resources[0], "/")
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Group: r.APIGroups[0], Resource: resource, Subresource: sub, Verb: r.Verbs[0]}}}
+		for {
+			got, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+			if err == nil && got.Status.Allowed {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the shipped roles do not take effect within 30 s: %s %s: %v", r.Verbs[0], r.Resources[0], err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 }
 
 // TestPoolUnderShippedRBAC: with gpufleet.yaml and node-pool.yaml applied
