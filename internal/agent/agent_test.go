@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -113,8 +115,9 @@ func TestRunEndToEnd(t *testing.T) {
 
 	// A long job, then the server's stop: the job sees its checkpoint
 	// signal and exits on its own, within the grace.
+	trapped := filepath.Join(t.TempDir(), "trapped")
 	srv.Push(link.Command{ID: "c2", Kind: link.CommandRun, Job: link.JobSpec{ID: "train", GPUs: []string{"0"},
-		Command: []string{"bash", "-c", `trap 'echo "saved at $GPUFLEET_CHECKPOINT_DIR"; exit 0' USR1; while true; do sleep 0.02; done`}}})
+		Command: []string{"bash", "-c", `trap 'echo "saved at $GPUFLEET_CHECKPOINT_DIR"; exit 0' USR1; : > ` + trapped + `; while true; do sleep 0.02; done`}}})
 	waitFor(t, srv, "the job in a heartbeat and a sample", func() bool {
 		for _, r := range srv.Records() {
 			if r.Kind == link.KindSample && r.Sample.GPU == 0 && len(r.Sample.Jobs) == 1 && r.Sample.Jobs[0].Job == "train" {
@@ -123,6 +126,9 @@ func TestRunEndToEnd(t *testing.T) {
 		}
 		return false
 	})
+	// The stop must find the job's trap set: a USR1 before bash has
+	// read it ends the job by the signal's default action.
+	waitFor(t, srv, "the job's trap", func() bool { _, err := os.Stat(trapped); return err == nil })
 	srv.Push(link.Command{ID: "c3", Kind: link.CommandStop, Job: link.JobSpec{ID: "train"}, Reason: "spot reclaim in 2 minutes"})
 	waitFor(t, srv, "the stopped job's exit", func() bool { return len(events(srv, "job-exited", "train")) == 1 })
 	if sig := events(srv, "job-signal", "train"); len(sig) != 1 || sig[0].Attrs["signal"] != "USR1" || sig[0].Reason != "spot reclaim in 2 minutes" {
