@@ -70,7 +70,9 @@ func (w testWriter) Write(b []byte) (int, error) {
 // event.
 func waitFor(t *testing.T, p *ssh.Provider, id string, want provider.State) provider.Event {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	// Generous: on a loaded machine copying the binary over ssh alone
+	// has taken 16 s; this waits for an outcome, it times nothing.
+	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) {
 		evs, err := p.Poll(context.Background(), time.Now())
 		if err != nil {
@@ -87,7 +89,7 @@ func waitFor(t *testing.T, p *ssh.Provider, id string, want provider.State) prov
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("machine %s not %s after 20 s", id, want)
+	t.Fatalf("machine %s not %s after 90 s", id, want)
 	return provider.Event{}
 }
 
