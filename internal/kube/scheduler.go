@@ -56,7 +56,8 @@ type Config struct {
 // the cluster (Actions). It keeps no state of its own beyond what it
 // has asked of the cluster and not yet seen in the informers (the
 // bindings and evictions in flight, as kube-scheduler's assume cache
-// does) and the bare pods it evicted and must recreate.
+// does); the bare pods it evicted and must recreate are recorded in the
+// cluster too (recreate.go).
 type Scheduler struct {
 	cfg     Config
 	factory informers.SharedInformerFactory
