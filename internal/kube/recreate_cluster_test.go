@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -183,4 +184,68 @@ func TestClusterNodeGone(t *testing.T) {
 	if !lost {
 		t.Error("no NodeLost event on the pod")
 	}
+}
+
+// TestClusterGangBindFailed: one pod of a gang is deleted between the
+// decision and its binding, so that binding fails; the pod bound is
+// evicted (a GangUnbound event says why) and made again, so the gang is
+// not left holding half its GPUs; once the missing pod is back, the
+// gang is placed whole.
+func TestClusterGangBindFailed(t *testing.T) {
+	c := kubetest.Start(t)
+	c.AddNodes(t, "gpu", 1, map[string]string{LabelGPUProduct: a100}, gpus(8))
+	namespace(t, c, "ml")
+	client := deployedRole(t, c)
+	s, err := New(Config{Client: client, Tick: 250 * time.Millisecond,
+		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	s.beforeBind = func(b Bind) {
+		if b.Pod.Name != "g-1" {
+			return
+		}
+		once.Do(func() {
+			zero := int64(0)
+			if err := c.Client.CoreV1().Pods("ml").Delete(context.Background(), "g-1", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+				t.Errorf("deleting g-1 mid-gang: %v", err)
+			}
+		})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	g1 := gpuPod("ml", "g-1", 4).gang("g", 2)
+	create(t, c, gpuPod("ml", "g-0", 4).gang("g", 2).Pod)
+	create(t, c, g1.DeepCopy())
+	var first *corev1.Pod
+	eventually(t, 30*time.Second, "g-0 bound and evicted", func() (bool, string) {
+		for _, e := range events(t, c, "ml", "g-0") {
+			if e.Reason == "GangUnbound" {
+				t.Logf("g-0's event: %s", e.Message)
+				first = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: e.InvolvedObject.UID}}
+				return true, ""
+			}
+		}
+		p := getPod(t, c, "ml", "g-0")
+		if p == nil {
+			return false, "g-0 gone"
+		}
+		return false, "g-0 on " + p.Spec.NodeName
+	})
+	eventually(t, 30*time.Second, "g-0 made again, unbound", func() (bool, string) {
+		p := getPod(t, c, "ml", "g-0")
+		if p == nil {
+			return false, "gone"
+		}
+		return p.UID != first.UID && p.Spec.NodeName == "" && len(records(t, c)) == 0, p.Spec.NodeName
+	})
+	create(t, c, g1.DeepCopy())
+	eventually(t, 30*time.Second, "the gang placed whole", func() (bool, string) {
+		a, b := getPod(t, c, "ml", "g-0"), getPod(t, c, "ml", "g-1")
+		return a != nil && b != nil && a.Spec.NodeName == "gpu-0" && b.Spec.NodeName == "gpu-0", ""
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -97,8 +98,10 @@ type Scheduler struct {
 	// wait for the next step.
 	reserving map[string]chan struct{}
 	unmade    map[string]bool
-	// afterEvict, for tests, runs once an eviction is posted.
+	// afterEvict, for tests, runs once an eviction is posted;
+	// beforeBind before a binding is posted.
 	afterEvict func()
+	beforeBind func(Bind)
 }
 
 // New makes a Scheduler; Run starts it.
@@ -247,9 +250,12 @@ func (s *Scheduler) Step(ctx context.Context) (err error) {
 		wg.Go(func() { bound[i] = s.bindAll(ctx, binds) })
 	}
 	wg.Wait()
-	for _, bs := range bound {
+	for i, bs := range bound {
 		for _, b := range bs {
 			s.assumed[types.UID(b.Pod.UID)] = b.Node
+		}
+		if len(bs) > 0 && len(bs) < len(a.Binds[i]) {
+			s.unbind(ctx, a.Binds[i], bs, pods)
 		}
 	}
 	for _, wt := range a.Wait {
@@ -349,6 +355,9 @@ func (s *Scheduler) bindAll(ctx context.Context, binds []Bind) []Bind {
 	errs := make([]error, len(binds))
 	for i, b := range binds {
 		wg.Go(func() {
+			if s.beforeBind != nil {
+				s.beforeBind(b)
+			}
 			errs[i] = s.cfg.Client.CoreV1().Pods(b.Pod.Namespace).Bind(ctx, &corev1.Binding{
 				ObjectMeta: metav1.ObjectMeta{Namespace: b.Pod.Namespace, Name: b.Pod.Name, UID: types.UID(b.Pod.UID)},
 				Target:     corev1.ObjectReference{Kind: "Node", Name: b.Node},
@@ -367,6 +376,55 @@ func (s *Scheduler) bindAll(ctx context.Context, binds []Bind) []Bind {
 		s.event(ctx, b.Pod, corev1.EventTypeNormal, "Scheduled", fmt.Sprintf("Successfully assigned %s to %s (gpufleet: %s)", b.Pod, b.Node, b.Reason))
 	}
 	return ok
+}
+
+// unbind evicts the pods of a gang bound when the bindings of others
+// failed (a pod deleted, a node gone, between the decision and the
+// binding): a gang partly bound would hold its GPUs and never run
+// whole. The bound part is evicted (a bare pod recorded and made again
+// once gone), so the gang waits and is placed whole again.
+func (s *Scheduler) unbind(ctx context.Context, binds, bound []Bind, pods []*corev1.Pod) {
+	ok := map[string]bool{}
+	for _, b := range bound {
+		ok[b.Pod.String()] = true
+	}
+	var failed []string
+	for _, b := range binds {
+		if !ok[b.Pod.String()] {
+			failed = append(failed, b.Pod.String())
+		}
+	}
+	byUID := map[types.UID]*corev1.Pod{}
+	for _, p := range pods {
+		byUID[p.UID] = p
+	}
+	why := fmt.Sprintf("the binding of %d of its gang's %d pods failed (%s): the gang is placed whole or not at all", len(failed), len(binds), strings.Join(failed, ", "))
+	for _, b := range bound {
+		uid := types.UID(b.Pod.UID)
+		key := b.Pod.String()
+		pod := byUID[uid]
+		recreate := pod != nil && bare(pod)
+		if recreate {
+			p := pod.DeepCopy()
+			p.Spec.NodeName = b.Node
+			s.keep(ctx, p)
+		}
+		err := kubenodes.EvictOnce(ctx, s.cfg.Client, b.Pod.Namespace, b.Pod.Name, &metav1.Preconditions{UID: &uid})
+		if err != nil && !apierrors.IsNotFound(err) {
+			if r, ok := s.recreate[key]; ok && r.uid == uid {
+				s.forget(ctx, key)
+			}
+			s.cfg.Log.Warn("evicting the bound part of a gang failed; it stays bound", "pod", key, "err", err)
+			continue
+		}
+		s.evicted[uid] = s.cfg.Clock.Now()
+		what := "its controller recreates it"
+		if recreate {
+			what = "gpufleet recreates it from its spec once it is gone"
+		}
+		s.cfg.Log.Warn("gang partly bound: bound pod evicted", "pod", key, "node", b.Node, "reason", why)
+		s.event(ctx, b.Pod, corev1.EventTypeWarning, "GangUnbound", fmt.Sprintf("gpufleet: evicted from %s: %s; %s", b.Node, why, what))
+	}
 }
 
 // evict evicts a victim through the Eviction API: the kubelet sends its
