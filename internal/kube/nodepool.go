@@ -302,6 +302,9 @@ func (s *Scheduler) drained(ctx context.Context, p *corev1.Pod, node string, now
 		what = "gpufleet recreates it from its spec once it is gone, and it waits for capacity"
 	}
 	s.cfg.Log.Info("evicted for node release", "pod", refOf(p).String(), "node", node, "recreate", bare(p))
+	if s.afterEvict != nil {
+		s.afterEvict()
+	}
 	s.event(ctx, refOf(p), corev1.EventTypeWarning, "Evicted", fmt.Sprintf("gpufleet: evicted (SIGTERM, then its grace period): node %s is released at its billing boundary; %s", node, what))
 }
 
