@@ -55,7 +55,7 @@ func (t fakeTxn) Exec(_ context.Context, q string, _ ...any) (int64, error) {
 	return 1, nil
 }
 func (t fakeTxn) Query(context.Context, string, ...any) (Rows, error) { return nil, nil }
-func (t fakeTxn) QueryRow(context.Context, string, ...any) Row       { return nil }
+func (t fakeTxn) QueryRow(context.Context, string, ...any) Row        { return nil }
 func (t fakeTxn) Commit(context.Context) error {
 	t.b.rec("COMMIT")
 	return t.b.commitErr
