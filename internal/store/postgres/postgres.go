@@ -36,6 +36,9 @@ type Options struct {
 	MaxConns int32
 }
 
+// groupLanes is how many batches of grouped submissions run at once.
+const groupLanes = 4
+
 // Store is a store.Store on a PostgreSQL database.
 type Store struct {
 	*sqlstore.Store
@@ -101,7 +104,12 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	return &Store{Store: sqlstore.New(b), pool: pool, schema: opts.Schema, leaders: map[int]func(){}}, nil
+	st := sqlstore.New(b)
+	// Grouped submissions: a few batches side by side, as PostgreSQL
+	// runs transactions side by side (the round trips of one batch
+	// overlap another's commit).
+	st.SetGroupLanes(groupLanes)
+	return &Store{Store: st, pool: pool, schema: opts.Schema, leaders: map[int]func(){}}, nil
 }
 
 // Close gives up any leadership held and closes the pool.

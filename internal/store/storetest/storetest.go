@@ -52,6 +52,7 @@ func Run(t *testing.T, open Opener) {
 		{"Tx", testTx},
 		{"Pagination", testPagination},
 		{"Concurrency", testConcurrency},
+		{"GroupCommit", testGroupCommit},
 		{"Restart", testRestart},
 		{"BadInput", testBadInput},
 		{"RowErrors", testRowErrors},

@@ -84,7 +84,8 @@ func (o *ops) SubmitJob(ctx context.Context, j core.Job, key string) (store.Job,
 	fp := store.JobFingerprint(&j)
 	out := store.Job{Job: j, StateAt: j.Submit, IdempotencyKey: key}
 	var created bool
-	err := o.atomic(ctx, func(q Querier) error {
+	body := func(ctx context.Context, q Querier) error {
+		created, out = false, store.Job{Job: j, StateAt: j.Submit, IdempotencyKey: key}
 		r := j.Request
 		var seq int64
 		err := q.QueryRow(ctx, `INSERT INTO jobs (id, team_id, user_name, tier, state, state_at, gpus, milli_per_gpu, mem_per_gpu_mib,
@@ -128,7 +129,15 @@ func (o *ops) SubmitJob(ctx context.Context, j core.Job, key string) (store.Job,
 			return err
 		}
 		return o.reserveUnits(ctx, q, &j, false)
-	})
+	}
+	var err error
+	if o.tx == nil {
+		// Alone, a submission is a transaction of its own: grouped with
+		// those submitted at the same time, one commit serves them all.
+		err = o.s.grouped(ctx, body)
+	} else {
+		err = o.atomic(ctx, func(q Querier) error { return body(ctx, q) })
+	}
 	if err != nil {
 		return store.Job{}, false, err
 	}

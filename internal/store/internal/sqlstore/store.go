@@ -16,13 +16,18 @@ const maxAttempts = 20
 
 // Store implements store.Store over a Backend.
 type Store struct {
-	b Backend
+	b     Backend
+	group grouper
 }
 
 var _ store.Store = (*Store)(nil)
 
 // New returns a store over b, whose schema must be migrated.
-func New(b Backend) *Store { return &Store{b: b} }
+func New(b Backend) *Store {
+	s := &Store{b: b}
+	s.group = grouper{s: s, lanes: 1}
+	return s
+}
 
 // Backend returns the store's backend.
 func (s *Store) Backend() Backend { return s.b }
