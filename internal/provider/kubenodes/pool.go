@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/gpufleet/gpufleet/internal/clock"
 	"github.com/gpufleet/gpufleet/internal/core"
@@ -508,23 +509,35 @@ func (p *Pool) get(ctx context.Context, name string) (*corev1.Node, error) {
 // annotated with when its drain began (kept if it was begun before).
 // It returns that time.
 func (p *Pool) Cordon(ctx context.Context, name string) (time.Time, error) {
-	n, err := p.get(ctx, name)
-	if err != nil {
-		return time.Time{}, err
-	}
-	if since, ok := Draining(n); ok {
-		return since, nil
-	}
-	now := p.cfg.Clock.Now()
-	patch, _ := json.Marshal(map[string]any{
-		"metadata": map[string]any{"resourceVersion": n.ResourceVersion, "annotations": map[string]string{AnnotationDraining: now.UTC().Format(time.RFC3339Nano)}},
-		"spec":     map[string]any{"unschedulable": true},
+	// The patch is conditional on the node as read, so that two
+	// releases cannot both start a drain; the kubelet (KWOK here)
+	// writes the node's status meanwhile, so a conflict reads it again.
+	var since time.Time
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := p.get(ctx, name)
+		if err != nil {
+			return err
+		}
+		if s, ok := Draining(n); ok {
+			since = s
+			return nil
+		}
+		now := p.cfg.Clock.Now()
+		patch, _ := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": n.ResourceVersion, "annotations": map[string]string{AnnotationDraining: now.UTC().Format(time.RFC3339Nano)}},
+			"spec":     map[string]any{"unschedulable": true},
+		})
+		if _, err := p.cfg.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return err
+		}
+		p.cfg.Log.Debug("node cordoned for release", "node", name, "lease", n.Labels[LabelLease])
+		since = now
+		return nil
 	})
-	if _, err := p.cfg.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if err != nil {
 		return time.Time{}, fmt.Errorf("kubenodes: cordon %s: %w", name, err)
 	}
-	p.cfg.Log.Debug("node cordoned for release", "node", name, "lease", n.Labels[LabelLease])
-	return now, nil
+	return since, nil
 }
 
 // uncordon ends a release that gave up: the node takes work again.
