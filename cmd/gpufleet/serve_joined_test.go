@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,21 @@ func TestServeSimTakesHandStartedAgent(t *testing.T) {
 			}
 		}
 	}()
+	// The job is submitted once box-1 has joined: a tick between the
+	// submission and its join would rightly rent a machine for the job.
+	for joined := time.Now().Add(30 * time.Second); ; {
+		nodes, err := c.ListNodes(ctx, client.PageFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(nodes.Nodes, func(n api.NodeView) bool { return n.ID == "box-1" }) {
+			break
+		}
+		if time.Now().After(joined) {
+			t.Fatal("box-1 did not join within 30 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	marker := filepath.Join(dir, "ran")
 	if _, _, err := c.SubmitJob(ctx, api.JobRequest{ID: "j1", Team: "ml", GPUs: 1, EstDurationSeconds: 60,
 		Command: []string{"sh", "-c", "echo $CUDA_VISIBLE_DEVICES > " + marker}}, ""); err != nil {
