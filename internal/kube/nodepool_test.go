@@ -210,14 +210,17 @@ func TestClusterNodePool(t *testing.T) {
 		return draining, n.Annotations[kubenodes.AnnotationDraining]
 	})
 	mark("cordoned at the boundary")
-	var said []string
-	for _, e := range events(t, c, "default", "gf-l1") {
-		said = append(said, e.Reason+": "+e.Message)
-	}
-	if got := strings.Join(said, "\n"); !strings.Contains(got, "Acquired: gpufleet: lease L1, offer test/a100x2 on-demand") ||
-		!strings.Contains(got, "Releasing: gpufleet: cordoned and draining: released at its hour boundary") {
-		t.Errorf("gf-l1's events:\n%s\nwant Acquired and Releasing with the engine's reasons", got)
-	}
+	// The Releasing event is written just after the cordon it
+	// describes: wait for it rather than read once.
+	eventually(t, 10*time.Second, "gf-l1's Acquired and Releasing events with the engine's reasons", func() (bool, string) {
+		var said []string
+		for _, e := range events(t, c, "default", "gf-l1") {
+			said = append(said, e.Reason+": "+e.Message)
+		}
+		got := strings.Join(said, "\n")
+		return strings.Contains(got, "Acquired: gpufleet: lease L1, offer test/a100x2 on-demand") &&
+			strings.Contains(got, "Releasing: gpufleet: cordoned and draining: released at its hour boundary"), got
+	})
 	time.Sleep(time.Second)
 	if p := getPod(t, c, "default", "agent"); p == nil || p.DeletionTimestamp != nil {
 		t.Fatalf("agent evicted past its PodDisruptionBudget: %+v", p)
