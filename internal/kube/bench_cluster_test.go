@@ -51,7 +51,7 @@ const benchMem = 81920
 //
 // With -kube.share, that share of the pods ask for 0.25 or 0.5 of a GPU:
 // gpufleet shares GPUs among them (reservation pods, share.go; a
-// stand-in for the device plugin reports each reservation's GPU, as its
+// substitute for the device plugin reports each reservation's GPU, as its
 // container would), kube-scheduler, which has only whole GPUs, gives
 // each a whole nvidia.com/gpu. Without -kube.run it also reports each
 // one's GPU allocation ratio: the GPUs the pods use (a share pod its
