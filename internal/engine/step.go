@@ -532,6 +532,9 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 			d.Acquire = append(d.Acquire, fleet.Acquire(now, waiting, machines, st.Offers, budgets(st), d.UtilBP, fleet.NewOutlook(now, st.Demand), st.Refused, cfg.Fleet)...)
 		}
 	}
+	if !cfg.NoAcquire {
+		d.Acquire = append(d.Acquire, fleet.Prescale(now, machines, d.Acquire, st.Demand, st.Refused, cfg.Fleet)...)
+	}
 	for _, a := range d.Acquire {
 		event("acquire", a.Offer.ID, a.Reason)
 	}

@@ -82,6 +82,12 @@ type Config struct {
 	// committed term on what it is expected to serve (see Outlook; a day);
 	// negative: terms are priced on the job they are rented for alone.
 	OutlookHorizon time.Duration
+	// PrescaleLead, when above 0, rents ahead of the daily peak: for the
+	// demand the recent days reached within this long of the time of day
+	// (Prescale); PrescaleQuantile is the lower quantile of those days, in
+	// percent (0: the least of them).
+	PrescaleLead     time.Duration
+	PrescaleQuantile int
 }
 
 // IdleAction is what the idle ladder's last rung does.

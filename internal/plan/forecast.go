@@ -172,3 +172,36 @@ func (f *Forecast) ExpectedBusy(level int64, term time.Duration, q int) (busy, h
 	bp := f.LowerBusyBP(level, q)
 	return time.Duration(core.MulDivHalfEven(int64(hold), bp, 10000)), hold
 }
+
+// DemandAhead is the demand the recent days say to expect over the next
+// window from now: for each of the last full days (at most ForecastDays,
+// none before the first point), the highest demand that stood at any time
+// in the same window of that day, and of those the lower q-percent
+// quantile (LowerQuantile: q = 0 the least of the days, 50 the median).
+// It reads the daily cycle: capacity rented at now for the morning peak
+// that came on most recent days at this hour. days is how many days it
+// read; 0 (and no level) with less than a day of history.
+//
+// DemandAhead is pure: pts are oldest first, each holding until the next.
+func DemandAhead(now time.Time, pts []core.DemandPoint, window time.Duration, q int) (level int64, days int) {
+	if len(pts) == 0 || window <= 0 {
+		return 0, 0
+	}
+	n := min(int(now.Sub(pts[0].At)/fcDay), ForecastDays)
+	if n <= 0 {
+		return 0, 0
+	}
+	peaks := make([]int64, 0, n)
+	for k := 1; k <= n; k++ {
+		from := now.Add(-time.Duration(k) * fcDay)
+		to := from.Add(window)
+		// The point in force at from, then every one that starts before to.
+		i := max(sort.Search(len(pts), func(i int) bool { return pts[i].At.After(from) })-1, 0)
+		var peak int64
+		for ; i < len(pts) && pts[i].At.Before(to); i++ {
+			peak = max(peak, pts[i].Milli)
+		}
+		peaks = append(peaks, peak)
+	}
+	return LowerQuantile(peaks, q), len(peaks)
+}

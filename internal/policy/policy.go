@@ -119,6 +119,18 @@ type Renting struct {
 	DefaultDelay      Duration            `json:"default_delay" yaml:"default_delay"`
 	// DefaultDuration is assumed for work without an estimate.
 	DefaultDuration Duration `json:"default_duration" yaml:"default_duration"`
+	// Prescale rents ahead of the daily peak (fleet.Prescale); off when
+	// its lead is 0.
+	Prescale Prescale `json:"prescale,omitzero" yaml:"prescale"`
+}
+
+// Prescale is renting ahead of the daily peak on the demand forecast:
+// capacity for the demand the recent days reached within Lead of the time
+// of day, on Quantile percent of them counted from the least (0: every
+// day reached it; 50: the median day).
+type Prescale struct {
+	Lead     Duration `json:"lead" yaml:"lead"`
+	Quantile int      `json:"quantile" yaml:"quantile"`
 }
 
 // Release is when idle machines go.
@@ -480,6 +492,12 @@ func (p Policy) Validate() error {
 	if r.MaxPerStep < 1 || r.MaxPerStep > 100_000 {
 		return bad("renting.max_per_step", fmt.Sprint(r.MaxPerStep), "1..100000 machines")
 	}
+	if r.Prescale.Lead < 0 || r.Prescale.Lead > Duration(24*time.Hour) {
+		return bad("renting.prescale.lead", r.Prescale.Lead.String(), "a duration from 0 (off) to 24h")
+	}
+	if q := r.Prescale.Quantile; q < 0 || q > 100 {
+		return bad("renting.prescale.quantile", fmt.Sprint(q), "a percent from 0 (the least of the days) to 100")
+	}
 	if r.OutlookHorizon < 0 {
 		return bad("renting.outlook_horizon", r.OutlookHorizon.String(), "a duration >= 0 (0: price terms on the job alone)")
 	}
@@ -648,7 +666,7 @@ func (p Policy) Engine(offers []core.Offer, now time.Time) (engine.Config, error
 		ProvisioningDelay: delays, DefaultDelay: time.Duration(p.Renting.DefaultDelay), DefaultDuration: time.Duration(p.Renting.DefaultDuration),
 		ReservedMode: p.Reserved.Mode, MaxAcquire: p.Renting.MaxPerStep, MoveOverhead: time.Duration(p.Consolidation.MoveOverhead),
 		NoConsolidation: !p.Consolidation.Enabled, IgnoreBoundary: !p.Release.AtBoundary, NoPacking: !p.Renting.Packing,
-		OutlookHorizon: outlook,
+		OutlookHorizon: outlook, PrescaleLead: time.Duration(p.Renting.Prescale.Lead), PrescaleQuantile: p.Renting.Prescale.Quantile,
 	}
 	for _, model := range slices.Sorted(maps.Keys(p.Reserved.GPUs)) {
 		gpus := p.Reserved.GPUs[model]
