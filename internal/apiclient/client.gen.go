@@ -4283,8 +4283,13 @@ type GetPolicyResponse struct {
 				MaxPerStep      *int    `json:"max_per_step,omitempty"`
 
 				// OutlookHorizon a duration as Go writes one: 90s, 5m0s, 1h30m0s
-				OutlookHorizon    *string            `json:"outlook_horizon,omitempty"`
-				Packing           *bool              `json:"packing,omitempty"`
+				OutlookHorizon *string `json:"outlook_horizon,omitempty"`
+				Packing        *bool   `json:"packing,omitempty"`
+				Prescale       *struct {
+					// Lead a duration as Go writes one: 90s, 5m0s, 1h30m0s
+					Lead     *string `json:"lead,omitempty"`
+					Quantile *int    `json:"quantile,omitempty"`
+				} `json:"prescale,omitempty"`
 				ProvisioningDelay *map[string]string `json:"provisioning_delay,omitempty"`
 				ScaleOutBp        *int               `json:"scale_out_bp,omitempty"`
 			} `json:"renting,omitempty"`
@@ -7296,8 +7301,13 @@ func ParseGetPolicyResponse(rsp *http.Response) (*GetPolicyResponse, error) {
 					MaxPerStep      *int    `json:"max_per_step,omitempty"`
 
 					// OutlookHorizon a duration as Go writes one: 90s, 5m0s, 1h30m0s
-					OutlookHorizon    *string            `json:"outlook_horizon,omitempty"`
-					Packing           *bool              `json:"packing,omitempty"`
+					OutlookHorizon *string `json:"outlook_horizon,omitempty"`
+					Packing        *bool   `json:"packing,omitempty"`
+					Prescale       *struct {
+						// Lead a duration as Go writes one: 90s, 5m0s, 1h30m0s
+						Lead     *string `json:"lead,omitempty"`
+						Quantile *int    `json:"quantile,omitempty"`
+					} `json:"prescale,omitempty"`
 					ProvisioningDelay *map[string]string `json:"provisioning_delay,omitempty"`
 					ScaleOutBp        *int               `json:"scale_out_bp,omitempty"`
 				} `json:"renting,omitempty"`

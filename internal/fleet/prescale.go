@@ -23,8 +23,11 @@ import (
 // since the release rule lets an idle one go at its boundary. Off
 // (nil) when PrescaleLead is 0.
 func Prescale(now time.Time, machines []Machine, rented []Acquisition, pts []DemandPoint, refused []core.Refusal, cfg Config) []Acquisition {
+	if cfg.PrescaleLead <= 0 {
+		return nil // off (every preset): nothing to set up
+	}
 	cfg = cfg.Defaults()
-	if cfg.PrescaleLead <= 0 || len(rented) >= cfg.MaxAcquire {
+	if len(rented) >= cfg.MaxAcquire {
 		return nil
 	}
 	want, days := plan.DemandAhead(now, pts, cfg.PrescaleLead, cfg.PrescaleQuantile)
