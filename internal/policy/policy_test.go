@@ -119,6 +119,19 @@ func TestParse(t *testing.T) {
 	if diff := cmp.Diff(want, p); diff != "" {
 		t.Errorf("Parse (-want +got):\n%s", diff)
 	}
+	// Pre-scaling: off in the presets; a file's lead and quantile reach
+	// the fleet's config.
+	pre, err := Parse("pre.yaml", []byte("renting:\n  prescale:\n    lead: 30m\n    quantile: 50\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec, err := pre.Engine(nil, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if Default().Renting.Prescale != (Prescale{}) || ec.Fleet.PrescaleLead != 30*time.Minute || ec.Fleet.PrescaleQuantile != 50 || pre.Hash() == Default().Hash() {
+		t.Errorf("prescale: preset %+v; file's fleet config lead %s quantile %d; hashes %s, %s", Default().Renting.Prescale, ec.Fleet.PrescaleLead, ec.Fleet.PrescaleQuantile, pre.Hash(), Default().Hash())
+	}
 	// Learning durations: on in gpufleet, off in the baselines, a key a
 	// file may turn off (and the hash tells the two apart).
 	off, err := Parse("off.yaml", []byte("durations:\n  learn: false\n"))
@@ -165,6 +178,9 @@ func TestParseErrors(t *testing.T) {
 		{"unknown tier", "wait_targets:\n  urgent: 1m\n", `p.yaml:2: wait_targets.urgent: invalid value "urgent": want a tier: core, regular or offline`},
 		{"bad mode", "billing_modes: [hourly-ish]\n", `p.yaml:1: billing_modes[0]: invalid value "hourly-ish": want one of on-demand, spot, daily, weekly, monthly`},
 		{"mode twice", "billing_modes: [spot, spot]\n", `p.yaml:1: billing_modes[1]: invalid value "spot": want each mode once`},
+		{"prescale lead negative", "renting:\n  prescale:\n    lead: -5m\n", `p.yaml:3: renting.prescale.lead: invalid value "-5m0s": want a duration from 0 (off) to 24h`},
+		{"prescale quantile over 100", "renting:\n  prescale:\n    lead: 30m\n    quantile: 101\n", `p.yaml:4: renting.prescale.quantile: invalid value "101": want a percent from 0 (the least of the days) to 100`},
+		{"prescale unknown key", "renting:\n  prescale:\n    ahead: 30m\n", `p.yaml:3: renting.prescale.ahead: unknown key in renting.prescale "ahead": want one of lead, quantile`},
 		{"percent out of range", "idle:\n  util_pct: 101\n", `p.yaml:2: idle.util_pct: invalid value "101": want a percentage 1..100`},
 		{"burst over half", "idle:\n  burst_tolerance_bp: 6000\n", `p.yaml:2: idle.burst_tolerance_bp: invalid value "6000": want basis points 0..5000 of idle.window (at most half the window left out as bursts)`},
 		{"negative burst", "idle:\n  burst_tolerance_bp: -1\n", `p.yaml:2: idle.burst_tolerance_bp: invalid value "-1": want basis points 0..5000 of idle.window (at most half the window left out as bursts)`},
