@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -73,16 +74,21 @@ func (e *duplicateKeyError) Error() string {
 // equal under Unicode case folding, as encoding/json matches them), and
 // anything but white space after the first value. Syntax errors are left
 // to the decoder, which reports them with their offset.
+//
+// It is one pass over the bytes (every request body goes through it):
+// no tokens are allocated, a key is a string only while its object is
+// read, and a key's path is built only for the error.
 func CheckJSON(data []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if err := checkValue(dec, ""); err != nil {
+	c := jsonChecker{data: data}
+	c.space()
+	if err := c.value(nil, 0); err != nil {
 		if errors.Is(err, errSyntax) {
 			return nil
 		}
 		return err
 	}
-	if _, err := dec.Token(); err != io.EOF {
+	c.space()
+	if c.i < len(c.data) {
 		return errors.New("trailing data after the JSON value")
 	}
 	return nil
@@ -92,53 +98,342 @@ func CheckJSON(data []byte) error {
 // the decoder then reports with its offset.
 var errSyntax = errors.New("json syntax")
 
-// checkValue reads one value from dec, checking the keys of its objects;
-// path names the value in errors.
-func checkValue(dec *json.Decoder, path string) error {
-	tok, err := dec.Token()
-	if err != nil {
+// maxJSONDepth is encoding/json's bound on nesting: deeper is its error.
+const maxJSONDepth = 10000
+
+// jsonPath is where a value is: a key of an object or an index of an
+// array under parent (nil: the document). String renders it as
+// quotas[1].gpu_class.
+type jsonPath struct {
+	parent *jsonPath
+	key    string
+	index  int // -1 for a key
+}
+
+func (p *jsonPath) String() string {
+	if p == nil {
+		return ""
+	}
+	parent := p.parent.String()
+	if p.index >= 0 {
+		return parent + "[" + strconv.Itoa(p.index) + "]"
+	}
+	if parent == "" {
+		return p.key
+	}
+	return parent + "." + p.key
+}
+
+// jsonChecker scans data from i.
+type jsonChecker struct {
+	data []byte
+	i    int
+}
+
+func (c *jsonChecker) space() {
+	for c.i < len(c.data) {
+		switch c.data[c.i] {
+		case ' ', '\t', '\n', '\r':
+			c.i++
+		default:
+			return
+		}
+	}
+}
+
+// value checks the value at i, at path p and nesting depth.
+func (c *jsonChecker) value(p *jsonPath, depth int) error {
+	if c.i >= len(c.data) {
 		return errSyntax
 	}
-	switch tok {
-	case json.Delim('{'):
-		seen := map[string]string{}
-		for dec.More() {
-			kt, err := dec.Token()
-			if err != nil {
-				return errSyntax
-			}
-			key, _ := kt.(string)
-			p := key
-			if path != "" {
-				p = path + "." + key
-			}
-			fold := foldKey(key)
-			if first, ok := seen[fold]; ok {
-				e := &duplicateKeyError{path: p}
-				if first != key {
-					e.first = first
-				}
-				return e
-			}
-			seen[fold] = key
-			if err := checkValue(dec, p); err != nil {
-				return err
-			}
-		}
-		if _, err := dec.Token(); err != nil { // '}'
+	switch b := c.data[c.i]; {
+	case b == '{':
+		if depth >= maxJSONDepth {
 			return errSyntax
 		}
-	case json.Delim('['):
-		for i := 0; dec.More(); i++ {
-			if err := checkValue(dec, fmt.Sprintf("%s[%d]", path, i)); err != nil {
-				return err
-			}
+		c.i++
+		return c.object(p, depth+1)
+	case b == '[':
+		if depth >= maxJSONDepth {
+			return errSyntax
 		}
-		if _, err := dec.Token(); err != nil { // ']'
+		c.i++
+		return c.array(p, depth+1)
+	case b == '"':
+		if _, ok := c.str(); !ok {
+			return errSyntax
+		}
+		return nil
+	case b == '-' || (b >= '0' && b <= '9'):
+		return c.number()
+	case b == 't':
+		return c.literal("true")
+	case b == 'f':
+		return c.literal("false")
+	case b == 'n':
+		return c.literal("null")
+	}
+	return errSyntax
+}
+
+func (c *jsonChecker) literal(lit string) error {
+	if !bytes.HasPrefix(c.data[c.i:], []byte(lit)) {
+		return errSyntax
+	}
+	c.i += len(lit)
+	return nil
+}
+
+// number checks -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?.
+func (c *jsonChecker) number() error {
+	d := c.data
+	if c.i < len(d) && d[c.i] == '-' {
+		c.i++
+	}
+	switch {
+	case c.i < len(d) && d[c.i] == '0':
+		c.i++
+	case c.digits() == 0:
+		return errSyntax
+	}
+	if c.i < len(d) && d[c.i] == '.' {
+		c.i++
+		if c.digits() == 0 {
+			return errSyntax
+		}
+	}
+	if c.i < len(d) && (d[c.i] == 'e' || d[c.i] == 'E') {
+		c.i++
+		if c.i < len(d) && (d[c.i] == '+' || d[c.i] == '-') {
+			c.i++
+		}
+		if c.digits() == 0 {
 			return errSyntax
 		}
 	}
 	return nil
+}
+
+func (c *jsonChecker) digits() int {
+	n := 0
+	for c.i < len(c.data) && c.data[c.i] >= '0' && c.data[c.i] <= '9' {
+		c.i++
+		n++
+	}
+	return n
+}
+
+// str scans the string at i (its opening quote) and returns it raw,
+// quotes included; plain reports that it has no escapes and is ASCII,
+// so that its text is its value.
+func (c *jsonChecker) str() (raw []byte, ok bool) {
+	raw, _, ok = c.scanStr()
+	return raw, ok
+}
+
+func (c *jsonChecker) scanStr() (raw []byte, plain, ok bool) {
+	d, start := c.data, c.i
+	plain = true
+	for c.i++; c.i < len(d); c.i++ {
+		switch b := d[c.i]; {
+		case b == '"':
+			c.i++
+			return d[start:c.i], plain, true
+		case b < 0x20:
+			return nil, false, false
+		case b >= 0x80:
+			plain = false
+		case b == '\\':
+			plain = false
+			c.i++
+			if c.i >= len(d) {
+				return nil, false, false
+			}
+			switch d[c.i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if c.i+4 >= len(d) {
+					return nil, false, false
+				}
+				for _, h := range d[c.i+1 : c.i+5] {
+					if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
+						return nil, false, false
+					}
+				}
+				c.i += 4
+			default:
+				return nil, false, false
+			}
+		}
+	}
+	return nil, false, false
+}
+
+// key scans the string at i and returns its value.
+func (c *jsonChecker) key() (string, bool) {
+	raw, plain, ok := c.scanStr()
+	if !ok {
+		return "", false
+	}
+	if plain {
+		return string(raw[1 : len(raw)-1]), true
+	}
+	// Escapes or UTF-8 (invalid UTF-8 becomes U+FFFD): as the decoder
+	// reads it.
+	var k string
+	if err := json.Unmarshal(raw, &k); err != nil {
+		return "", false
+	}
+	return k, true
+}
+
+// keySet holds an object's keys: a list while it is short, then a map
+// by folded key.
+type keySet struct {
+	list   []string
+	folded map[string]string
+}
+
+// add adds key, or returns the first spelling of a key equal to it under
+// case folding.
+func (s *keySet) add(key string) (first string, dup bool) {
+	if s.folded == nil {
+		for _, k := range s.list {
+			if foldEqual(k, key) {
+				return k, true
+			}
+		}
+		if len(s.list) < 16 {
+			s.list = append(s.list, key)
+			return "", false
+		}
+		s.folded = make(map[string]string, 2*len(s.list))
+		for _, k := range s.list {
+			s.folded[foldKey(k)] = k
+		}
+	}
+	f := foldKey(key)
+	if k, ok := s.folded[f]; ok {
+		return k, true
+	}
+	s.folded[f] = key
+	return "", false
+}
+
+// foldEqual reports whether foldKey(a) == foldKey(b), without building
+// either for ASCII keys (whose fold is their upper case).
+func foldEqual(a, b string) bool {
+	if len(a) == len(b) {
+		ascii := true
+		for i := 0; i < len(a); i++ {
+			x, y := a[i], b[i]
+			if x >= 0x80 || y >= 0x80 {
+				ascii = false
+				break
+			}
+			if 'a' <= x && x <= 'z' {
+				x -= 'a' - 'A'
+			}
+			if 'a' <= y && y <= 'z' {
+				y -= 'a' - 'A'
+			}
+			if x != y {
+				return false
+			}
+		}
+		if ascii {
+			return true
+		}
+	}
+	for i := 0; i < len(a); i++ {
+		if a[i] >= 0x80 {
+			return foldKey(a) == foldKey(b)
+		}
+	}
+	for i := 0; i < len(b); i++ {
+		if b[i] >= 0x80 {
+			return foldKey(a) == foldKey(b)
+		}
+	}
+	return false // ASCII, of different lengths
+}
+
+// object checks the rest of an object, its '{' read.
+func (c *jsonChecker) object(p *jsonPath, depth int) error {
+	var keys keySet
+	c.space()
+	if c.i < len(c.data) && c.data[c.i] == '}' {
+		c.i++
+		return nil
+	}
+	for {
+		c.space()
+		if c.i >= len(c.data) || c.data[c.i] != '"' {
+			return errSyntax
+		}
+		key, ok := c.key()
+		if !ok {
+			return errSyntax
+		}
+		at := &jsonPath{parent: p, key: key, index: -1}
+		if first, dup := keys.add(key); dup {
+			e := &duplicateKeyError{path: at.String()}
+			if first != key {
+				e.first = first
+			}
+			return e
+		}
+		c.space()
+		if c.i >= len(c.data) || c.data[c.i] != ':' {
+			return errSyntax
+		}
+		c.i++
+		c.space()
+		if err := c.value(at, depth); err != nil {
+			return err
+		}
+		c.space()
+		if c.i >= len(c.data) {
+			return errSyntax
+		}
+		switch c.data[c.i] {
+		case ',':
+			c.i++
+		case '}':
+			c.i++
+			return nil
+		default:
+			return errSyntax
+		}
+	}
+}
+
+// array checks the rest of an array, its '[' read.
+func (c *jsonChecker) array(p *jsonPath, depth int) error {
+	c.space()
+	if c.i < len(c.data) && c.data[c.i] == ']' {
+		c.i++
+		return nil
+	}
+	for n := 0; ; n++ {
+		c.space()
+		if err := c.value(&jsonPath{parent: p, index: n}, depth); err != nil {
+			return err
+		}
+		c.space()
+		if c.i >= len(c.data) {
+			return errSyntax
+		}
+		switch c.data[c.i] {
+		case ',':
+			c.i++
+		case ']':
+			c.i++
+			return nil
+		default:
+			return errSyntax
+		}
+	}
 }
 
 // foldKey maps s to one representative of its case-folding class: each

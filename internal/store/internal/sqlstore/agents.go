@@ -95,7 +95,10 @@ func (o *ops) TouchAgent(ctx context.Context, a store.Agent) (string, bool, erro
 	}
 	var lease string
 	found := false
-	err := o.atomic(ctx, func(q Querier) error {
+	// A heartbeat is one statement: it shares its COMMIT with the
+	// submissions and heartbeats of the same moment.
+	err := o.atomicGrouped(ctx, func(ctx context.Context, q Querier) error {
+		lease, found = "", false
 		err := q.QueryRow(ctx, `UPDATE agents SET lease_id = CASE WHEN $2 = '' THEN lease_id ELSE $2 END, offer_id = $3, version = $4, source = $5,
 			gpus = $6, running = $7, last_seen_at = $8, backlog = $9 WHERE id = $1 AND state = 'ok' AND token_id = $10 RETURNING lease_id`,
 			a.ID, a.LeaseID, a.OfferID, a.Version, a.Source, marshal(nonNilSlice(a.GPUs)), marshal(nonNilSlice(a.Running)), o.t(a.LastSeen), a.Backlog, a.TokenID).Scan(&lease)

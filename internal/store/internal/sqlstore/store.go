@@ -176,6 +176,21 @@ func (o *ops) atomic(ctx context.Context, fn func(q Querier) error) error {
 	return nil
 }
 
+// atomicGrouped is atomic for a short write that needs no transaction
+// of its own (an agent's heartbeat, a token's last use): outside a
+// transaction fn joins the next group commit (group.go) under a savepoint,
+// answered only after its batch commits, so that it costs no COMMIT (no
+// fsync on SQLite) of its own. fn may run more than once (after a
+// retryable failure) and must set its results afresh each time; it runs
+// its statements with the ctx it is given, which a grouped run does not
+// cancel (a statement interrupted would end the whole batch).
+func (o *ops) atomicGrouped(ctx context.Context, fn func(ctx context.Context, q Querier) error) error {
+	if o.tx == nil {
+		return o.s.grouped(ctx, fn)
+	}
+	return o.atomic(ctx, func(q Querier) error { return fn(ctx, q) })
+}
+
 // t binds a time.
 func (o *ops) t(v time.Time) any { return o.s.b.Time(v) }
 

@@ -268,7 +268,9 @@ func (o *ops) setTokenTime(ctx context.Context, what, sql, id string, at time.Ti
 	if at.IsZero() {
 		return fmt.Errorf("%s %q: %w", what, id, &core.FieldError{Field: "at", Value: "", Allowed: "a non-zero time"})
 	}
-	return o.atomic(ctx, func(q Querier) error {
+	// One short UPDATE: it shares its COMMIT with the writes of the same
+	// moment.
+	return o.atomicGrouped(ctx, func(ctx context.Context, q Querier) error {
 		n, err := q.Exec(ctx, sql, id, o.t(at))
 		if err != nil {
 			return o.fail(err, "%s %q", what, id)
