@@ -249,13 +249,28 @@ func (s *Scheduler) poolAfter(ctx context.Context, w *World, d engine.Decisions,
 			continue
 		}
 		np.passed[name] = time.Now()
+		// The bare pods of gpufleet's the drain may evict are recorded
+		// first (recreate.go); those it did not evict are forgotten.
+		kept := map[string]types.UID{}
+		for _, p := range pods {
+			if p.Spec.NodeName == name && s.drainsOurs(p) {
+				s.keep(ctx, p)
+				kept[p.Namespace+"/"+p.Name] = p.UID
+			}
+		}
 		dr, err := np.p.Drain(ctx, name)
+		for _, p := range dr.Evicted {
+			delete(kept, p.Namespace+"/"+p.Name)
+			s.drained(ctx, p, name, now)
+		}
+		for key, uid := range kept {
+			if r, ok := s.recreate[key]; ok && r.uid == uid {
+				s.forget(ctx, key)
+			}
+		}
 		if err != nil {
 			s.cfg.Log.Warn("draining a node failed; again next step", "node", name, "err", err)
 			continue
-		}
-		for _, p := range dr.Evicted {
-			s.drained(ctx, p, name, now)
 		}
 		switch {
 		case dr.Deleted:
@@ -283,11 +298,21 @@ func (s *Scheduler) drained(ctx context.Context, p *corev1.Pod, node string, now
 	s.evicted[types.UID(p.UID)] = now
 	what := "its controller recreates it"
 	if bare(p) {
-		s.recreate[p.Namespace+"/"+p.Name] = p.DeepCopy()
+		s.keep(ctx, p) // recorded before the drain, unless it was not in the step's pods
 		what = "gpufleet recreates it from its spec once it is gone, and it waits for capacity"
 	}
 	s.cfg.Log.Info("evicted for node release", "pod", refOf(p).String(), "node", node, "recreate", bare(p))
+	if s.afterEvict != nil {
+		s.afterEvict()
+	}
 	s.event(ctx, refOf(p), corev1.EventTypeWarning, "Evicted", fmt.Sprintf("gpufleet: evicted (SIGTERM, then its grace period): node %s is released at its billing boundary; %s", node, what))
+}
+
+// drainsOurs is whether a drain would evict p and gpufleet make it
+// again: a bare pod of gpufleet's, running, not being deleted.
+func (s *Scheduler) drainsOurs(p *corev1.Pod) bool {
+	return p.Spec.SchedulerName == s.cfg.schedulerName() && bare(p) && p.DeletionTimestamp == nil &&
+		p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 }
 
 // nodeEvent records an Event about a pool node (in namespace default,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,6 +45,13 @@ var poolTestOffer = core.Offer{ID: "test/a100x2", Provider: "test", InstanceType
 // called (or the test ends).
 func runPool(t *testing.T, c *kubetest.Cluster, clk clock.Clock, name string) (stop func()) {
 	t.Helper()
+	return runPoolWith(t, c, clk, name, nil)
+}
+
+// runPoolWith is runPool with a hook run after each eviction, given the
+// loop's cancel.
+func runPoolWith(t *testing.T, c *kubetest.Cluster, clk clock.Clock, name string, afterEvict func(cancel func())) (stop func()) {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("scheduler", name)
 	pool, err := kubenodes.New(kubenodes.Config{Client: c.Client, Pool: "gf", Offers: []core.Offer{poolTestOffer},
 		Machines: joinLater{}, Clock: clk, Log: log})
@@ -60,6 +68,9 @@ func runPool(t *testing.T, c *kubetest.Cluster, clk clock.Clock, name string) (s
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	if afterEvict != nil {
+		s.afterEvict = func() { afterEvict(cancel) }
+	}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s.Run(ctx) }()
 	var stopped bool
@@ -104,6 +115,7 @@ func TestClusterNodePool(t *testing.T) {
 	c := kubetest.Start(t)
 	ctx := context.Background()
 	c.AddNodes(t, "byo", 1, map[string]string{LabelGPUProduct: v100}, gpus(1))
+	namespace(t, c, ReservationNamespace) // where the recreation records go
 	// The pods' creation times are real (whole seconds) and the loop's
 	// clock is not: it starts a minute ahead, so that pods made on a
 	// loaded machine seconds from now have not waited "negative" time,
@@ -228,10 +240,13 @@ func TestClusterNodePool(t *testing.T) {
 
 	// Restart mid-drain: the annotation carries it on.
 	stopB()
-	runPool(t, c, clk, "C")
+	evicted := make(chan struct{})
+	var once sync.Once
+	stopC := runPoolWith(t, c, clk, "C", func(cancel func()) { cancel(); once.Do(func() { close(evicted) }) })
 	// A pod of gpufleet's lands on the draining node (bound by hand, or a
 	// binding in flight): it is evicted, made again unbound, and waits
-	// for a new node.
+	// for a new node — made again by the next process, as C stops the
+	// moment the drain's eviction is posted.
 	late := pod("late", map[string]string{kubetest.PodCompleteDelay: "1h"})
 	late.Spec.NodeName = "gf-l1"
 	create(t, c, late)
@@ -239,6 +254,19 @@ func TestClusterNodePool(t *testing.T) {
 	if p := getPod(t, c, "default", "late"); p != nil {
 		lateUID = p.UID
 	}
+	select {
+	case <-evicted:
+	case <-time.After(20 * time.Second):
+		t.Fatal("late not evicted by the drain")
+	}
+	stopC()
+	eventually(t, 20*time.Second, "late gone", func() (bool, string) {
+		return getPod(t, c, "default", "late") == nil, "still there"
+	})
+	if rs := records(t, c); len(rs) != 1 || rs[0].Data["pod"] != "default/late" || rs[0].Data["uid"] != string(lateUID) {
+		t.Fatalf("records after the drain's eviction: %+v; want one for default/late", rs)
+	}
+	runPool(t, c, clk, "D")
 	eventually(t, 20*time.Second, "late evicted and recreated unbound", func() (bool, string) {
 		p := getPod(t, c, "default", "late")
 		if p == nil {
@@ -252,6 +280,9 @@ func TestClusterNodePool(t *testing.T) {
 		return len(ns) == 2, nodeNames(ns)
 	})
 	mark("late requeued, gf-l2 made")
+	if rs := records(t, c); len(rs) != 0 {
+		t.Errorf("records once late is made again: %d; want none", len(rs))
+	}
 	if n, err := c.Client.CoreV1().Nodes().Get(ctx, "gf-l1", metav1.GetOptions{}); err != nil || !n.Spec.Unschedulable {
 		t.Fatalf("gf-l1 while agent's budget holds: %v; want still there, cordoned", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,7 +57,8 @@ type Config struct {
 // the cluster (Actions). It keeps no state of its own beyond what it
 // has asked of the cluster and not yet seen in the informers (the
 // bindings and evictions in flight, as kube-scheduler's assume cache
-// does) and the bare pods it evicted and must recreate.
+// does); the bare pods it evicted and must recreate are recorded in the
+// cluster too (recreate.go).
 type Scheduler struct {
 	cfg     Config
 	factory informers.SharedInformerFactory
@@ -74,8 +76,10 @@ type Scheduler struct {
 	// again, the log says so once a minute.
 	refused map[types.UID]time.Time
 	// recreate holds the bare pods evicted, by namespace/name, until they
-	// are gone and made again.
-	recreate map[string]*corev1.Pod
+	// are gone and made again (recreate.go); loaded is whether the
+	// records in the cluster were read.
+	recreate map[string]*recreation
+	loaded   bool
 	// history carries the fair-share history from step to step.
 	history engine.State
 	steps   int
@@ -94,6 +98,10 @@ type Scheduler struct {
 	// wait for the next step.
 	reserving map[string]chan struct{}
 	unmade    map[string]bool
+	// afterEvict, for tests, runs once an eviction is posted;
+	// beforeBind before a binding is posted.
+	afterEvict func()
+	beforeBind func(Bind)
 }
 
 // New makes a Scheduler; Run starts it.
@@ -114,7 +122,7 @@ func New(cfg Config) (*Scheduler, error) {
 	cfg.Engine.Fleet.NoConsolidation = cfg.Engine.Fleet.NoConsolidation || cfg.NodePool != nil // moves are not acted on
 	f := informers.NewSharedInformerFactory(cfg.Client, 0)
 	s := &Scheduler{cfg: cfg, factory: f, kick: make(chan struct{}, 1),
-		assumed: map[types.UID]string{}, evicted: map[types.UID]time.Time{}, refused: map[types.UID]time.Time{}, recreate: map[string]*corev1.Pod{}, pool: newNodePool(cfg.NodePool),
+		assumed: map[types.UID]string{}, evicted: map[types.UID]time.Time{}, refused: map[types.UID]time.Time{}, recreate: map[string]*recreation{}, pool: newNodePool(cfg.NodePool),
 		made: map[string]*corev1.Pod{}, shared: map[types.UID]map[string]string{}}
 	s.tele = newTelemetry(cfg.DCGM)
 	pi := f.Core().V1().Pods()
@@ -219,6 +227,7 @@ func (s *Scheduler) Step(ctx context.Context) (err error) {
 	}
 	pods := s.assume(cached, now)
 	s.recreateGone(ctx, cached)
+	s.lost(ctx, nodes, cached)
 
 	w := Build(nodes, pods, s.cfg.Options)
 	s.poolBefore(w, nodes, now)
@@ -241,9 +250,12 @@ func (s *Scheduler) Step(ctx context.Context) (err error) {
 		wg.Go(func() { bound[i] = s.bindAll(ctx, binds) })
 	}
 	wg.Wait()
-	for _, bs := range bound {
+	for i, bs := range bound {
 		for _, b := range bs {
 			s.assumed[types.UID(b.Pod.UID)] = b.Node
+		}
+		if len(bs) > 0 && len(bs) < len(a.Binds[i]) {
+			s.unbind(ctx, a.Binds[i], bs, pods)
 		}
 	}
 	for _, wt := range a.Wait {
@@ -343,6 +355,9 @@ func (s *Scheduler) bindAll(ctx context.Context, binds []Bind) []Bind {
 	errs := make([]error, len(binds))
 	for i, b := range binds {
 		wg.Go(func() {
+			if s.beforeBind != nil {
+				s.beforeBind(b)
+			}
 			errs[i] = s.cfg.Client.CoreV1().Pods(b.Pod.Namespace).Bind(ctx, &corev1.Binding{
 				ObjectMeta: metav1.ObjectMeta{Namespace: b.Pod.Namespace, Name: b.Pod.Name, UID: types.UID(b.Pod.UID)},
 				Target:     corev1.ObjectReference{Kind: "Node", Name: b.Node},
@@ -361,6 +376,55 @@ func (s *Scheduler) bindAll(ctx context.Context, binds []Bind) []Bind {
 		s.event(ctx, b.Pod, corev1.EventTypeNormal, "Scheduled", fmt.Sprintf("Successfully assigned %s to %s (gpufleet: %s)", b.Pod, b.Node, b.Reason))
 	}
 	return ok
+}
+
+// unbind evicts the pods of a gang bound when the bindings of others
+// failed (a pod deleted, a node gone, between the decision and the
+// binding): a gang partly bound would hold its GPUs and never run
+// whole. The bound part is evicted (a bare pod recorded and made again
+// once gone), so the gang waits and is placed whole again.
+func (s *Scheduler) unbind(ctx context.Context, binds, bound []Bind, pods []*corev1.Pod) {
+	ok := map[string]bool{}
+	for _, b := range bound {
+		ok[b.Pod.String()] = true
+	}
+	var failed []string
+	for _, b := range binds {
+		if !ok[b.Pod.String()] {
+			failed = append(failed, b.Pod.String())
+		}
+	}
+	byUID := map[types.UID]*corev1.Pod{}
+	for _, p := range pods {
+		byUID[p.UID] = p
+	}
+	why := fmt.Sprintf("the binding of %d of its gang's %d pods failed (%s): the gang is placed whole or not at all", len(failed), len(binds), strings.Join(failed, ", "))
+	for _, b := range bound {
+		uid := types.UID(b.Pod.UID)
+		key := b.Pod.String()
+		pod := byUID[uid]
+		recreate := pod != nil && bare(pod)
+		if recreate {
+			p := pod.DeepCopy()
+			p.Spec.NodeName = b.Node
+			s.keep(ctx, p)
+		}
+		err := kubenodes.EvictOnce(ctx, s.cfg.Client, b.Pod.Namespace, b.Pod.Name, &metav1.Preconditions{UID: &uid})
+		if err != nil && !apierrors.IsNotFound(err) {
+			if r, ok := s.recreate[key]; ok && r.uid == uid {
+				s.forget(ctx, key)
+			}
+			s.cfg.Log.Warn("evicting the bound part of a gang failed; it stays bound", "pod", key, "err", err)
+			continue
+		}
+		s.evicted[uid] = s.cfg.Clock.Now()
+		what := "its controller recreates it"
+		if recreate {
+			what = "gpufleet recreates it from its spec once it is gone"
+		}
+		s.cfg.Log.Warn("gang partly bound: bound pod evicted", "pod", key, "node", b.Node, "reason", why)
+		s.event(ctx, b.Pod, corev1.EventTypeWarning, "GangUnbound", fmt.Sprintf("gpufleet: evicted from %s: %s; %s", b.Node, why, what))
+	}
 }
 
 // evict evicts a victim through the Eviction API: the kubelet sends its
@@ -385,10 +449,17 @@ func (s *Scheduler) evict(ctx context.Context, ev Evict, pods []*corev1.Pod) {
 		// success not yet in the informer) is not evicted and made again.
 		pre.ResourceVersion = &pod.ResourceVersion
 	}
+	key := ev.Pod.String()
+	if ev.Recreate && pod != nil {
+		s.keep(ctx, pod) // durable before the eviction is posted
+	}
 	// Once: a PodDisruptionBudget's 429 must not hold the step (and its
 	// lock) while client-go waits out Retry-After ten times.
 	err := kubenodes.EvictOnce(ctx, s.cfg.Client, ev.Pod.Namespace, ev.Pod.Name, pre)
 	if err != nil && !apierrors.IsNotFound(err) {
+		if r, ok := s.recreate[key]; ok && r.uid == uid {
+			s.forget(ctx, key)
+		}
 		// 429: a PodDisruptionBudget forbids it now; the engine decides
 		// again at the next step, and the log says so once a minute.
 		if now := s.cfg.Clock.Now(); now.Sub(s.refused[uid]) >= time.Minute {
@@ -402,8 +473,8 @@ func (s *Scheduler) evict(ctx context.Context, ev Evict, pods []*corev1.Pod) {
 	}
 	delete(s.refused, uid)
 	s.evicted[uid] = s.cfg.Clock.Now()
-	if ev.Recreate && pod != nil {
-		s.recreate[ev.Pod.String()] = pod.DeepCopy()
+	if s.afterEvict != nil {
+		s.afterEvict()
 	}
 	what := "its controller recreates it"
 	if ev.Recreate {
@@ -411,44 +482,6 @@ func (s *Scheduler) evict(ctx context.Context, ev Evict, pods []*corev1.Pod) {
 	}
 	s.cfg.Log.Info("preempted", "pod", ev.Pod.String(), "recreate", ev.Recreate, "reason", ev.Reason)
 	s.event(ctx, ev.Pod, corev1.EventTypeWarning, "Preempted", fmt.Sprintf("gpufleet: evicted (SIGTERM, then its grace period) to make room: %s; %s", ev.Reason, what))
-}
-
-// recreateGone makes again the bare pods evicted that are gone: the same
-// name, labels, annotations and spec, unbound, with the count of its
-// preemptions.
-func (s *Scheduler) recreateGone(ctx context.Context, pods []*corev1.Pod) {
-	if len(s.recreate) == 0 {
-		return
-	}
-	exists := map[string]bool{}
-	for _, p := range pods {
-		exists[p.Namespace+"/"+p.Name] = true
-	}
-	for key, old := range s.recreate {
-		if exists[key] {
-			continue
-		}
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: old.Namespace, Name: old.Name,
-			Labels: old.Labels, Annotations: map[string]string{}}, Spec: *old.Spec.DeepCopy()}
-		for k, v := range old.Annotations {
-			p.Annotations[k] = v
-		}
-		n := 0
-		fmt.Sscan(old.Annotations[KeyPreemptions], &n)
-		p.Annotations[KeyPreemptions] = fmt.Sprint(n + 1)
-		p.Spec.NodeName = ""
-		p.Spec.EphemeralContainers = nil // not allowed at create
-		_, err := s.cfg.Client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
-		switch {
-		case err == nil:
-			s.cfg.Log.Info("recreated preempted pod", "pod", key, "preemptions", n+1)
-			delete(s.recreate, key)
-		case apierrors.IsAlreadyExists(err):
-			delete(s.recreate, key) // someone made it again first
-		default:
-			s.cfg.Log.Warn("recreating preempted pod failed; retrying", "pod", key, "err", err)
-		}
-	}
 }
 
 // wait writes why a pod waits where kubectl describe shows it: its

@@ -528,10 +528,19 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, o Options) *World {
 			}
 		}
 	}
+	// stranded are the bound pods of a gang that is no unit now (its
+	// other pods finished first, or are gone or being deleted): their
+	// GPUs stay their team's, as an ending pod's do, or the engine gives
+	// the team its quota again while they run.
+	var stranded []endingPod
 	good := entries[:0]
 	for _, e := range entries {
 		if why := gangProblem(e.g.pods, specs); why != "" {
 			for _, p := range e.g.pods {
+				if p.Spec.NodeName != "" {
+					stranded = append(stranded, endingPod{p, specs[p]})
+					continue
+				}
 				problem(p, why)
 			}
 			continue
@@ -571,6 +580,9 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, o Options) *World {
 
 	for _, e := range ending {
 		w.ending(e.pod, e.spec, free)
+	}
+	for _, e := range stranded {
+		w.stranded(e.pod, e.spec, free)
 	}
 	for _, e := range good {
 		g, s := e.g, e.s
@@ -677,6 +689,30 @@ func (w *World) ending(p *corev1.Pod, s Spec, free map[string][]int) {
 		if !s.Shares() {
 			free[p.Spec.NodeName] = append(free[p.Spec.NodeName], gs...)
 		}
+		return
+	}
+	w.State.Units = append(w.State.Units, &engine.Unit{Unit: sched.Unit{Job: j}, State: core.JobRunning, Since: start, Start: start,
+		Parts: []engine.Assigned{{LeaseID: p.Spec.NodeName, GPUs: gs}}})
+}
+
+// stranded adds a bound pod of a gang that is no unit now as a running
+// unit of its team that nothing may preempt or place (its key names it
+// as stranded), as ending does for a pod being deleted: it holds its
+// GPUs on its node and in its team's quota until it ends. Its GPUs stay
+// taken on its node even where its job is not valid, as they were when
+// it was held by no unit.
+func (w *World) stranded(p *corev1.Pod, s Spec, free map[string][]int) {
+	gs := takeGPUs(free, p.Spec.NodeName, s.GPUs)
+	if gs == nil {
+		return // on a node gpufleet does not count, or one it counts full
+	}
+	start := p.CreationTimestamp.Time
+	if p.Status.StartTime != nil {
+		start = p.Status.StartTime.Time
+	}
+	j := &core.Job{ID: p.Namespace + "/stranded/" + p.Name + "/" + string(p.UID), Team: s.Team, Tier: s.Tier,
+		Request: core.Request{GPUs: s.GPUs, MilliPerGPU: core.WholeGPU, Models: s.Models}, Submit: start, State: core.JobRunning}
+	if j.Validate() != nil {
 		return
 	}
 	w.State.Units = append(w.State.Units, &engine.Unit{Unit: sched.Unit{Job: j}, State: core.JobRunning, Since: start, Start: start,

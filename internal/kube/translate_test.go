@@ -466,3 +466,40 @@ func TestQuotaHeldThroughGracePeriod(t *testing.T) {
 		t.Errorf("without quotas: evictions %v, binds (-want +got):\n%s", evictions(a), d)
 	}
 }
+
+// A gang's pod still running once the others finished (KWOK and real
+// kubelets end a gang's pods tens of milliseconds apart) is no unit of
+// the gang, but holds its node's GPUs and its team's quota until it
+// ends: the engine does not give the team its quota again meanwhile.
+// TestClusterHeliosJobs saw team nlp hold 40 of its 32 A100s when a
+// 16-GPU gang was placed in such a window.
+func TestQuotaHeldByGangPodLeftRunning(t *testing.T) {
+	nodes := []*corev1.Node{gpuNode("a", 8, "A100").Node, gpuNode("b", 8, "A100").Node, gpuNode("c", 8, "A100").Node}
+	done := gpuPod("ml", "old-0", 8).gang("old", 2).on("b")
+	done.Status.Phase = corev1.PodSucceeded
+	left := gpuPod("ml", "old-1", 8).gang("old", 2).on("a")
+	left.Status.Phase = corev1.PodRunning
+	left.Status.StartTime = &metav1.Time{Time: t0.Add(-time.Minute)}
+	pods := []*corev1.Pod{done.Pod, left.Pod,
+		gpuPod("ml", "new-0", 8).gang("new", 2).Pod, gpuPod("ml", "new-1", 8).gang("new", 2).Pod, // 16 more: over the quota
+		gpuPod("ml", "small", 8).Pod, // 8 more: within it
+	}
+	o := Options{Quotas: []core.Team{{ID: "ml", Weight: 1, Quotas: []core.Quota{{GPUClass: "A100", Guaranteed: 16 * core.WholeGPU}}}}}
+	cfg := engine.Config{NoAcquire: true, NoRelease: true, Sched: sched.Config{MinRuntime: time.Millisecond}}
+	w := Build(nodes, pods, o)
+	a := w.Actions(engine.Step(w.State, t0, cfg))
+	got := binds(a)
+	if len(got) != 1 || len(got[0]) != 1 || !strings.HasPrefix(got[0][0], "small@") || got[0][0] == "small@a" {
+		t.Errorf("binds %v; want small alone, on b or c (team ml holds 8 of its 16 GPUs through old-1 on a)", got)
+	}
+	why := map[string]string{}
+	for _, wt := range a.Wait {
+		why[wt.Pod.Name] = wt.Reason
+	}
+	if !strings.Contains(why["new-0"], "quota") || !strings.Contains(why["new-1"], "quota") {
+		t.Errorf("the gang new waits with %q, %q; want its team's quota named", why["new-0"], why["new-1"])
+	}
+	if len(a.Evict) != 0 {
+		t.Errorf("evictions %v; old-1 is no unit to preempt", evictions(a))
+	}
+}
