@@ -679,20 +679,28 @@ func (w *World) ending(p *corev1.Pod, s Spec, free map[string][]int) {
 	if gs == nil {
 		return
 	}
+	if !w.holding(p, s, "ending", req, gs) && !s.Shares() {
+		free[p.Spec.NodeName] = append(free[p.Spec.NodeName], gs...)
+	}
+}
+
+// holding adds p, bound and holding gs on its node, as a running unit of
+// its team under a key of kind ("ending", "stranded") that no pod's
+// matches, so that nothing places or binds it; false, and nothing added,
+// when its job is not valid.
+func (w *World) holding(p *corev1.Pod, s Spec, kind string, req core.Request, gs []int) bool {
 	start := p.CreationTimestamp.Time
 	if p.Status.StartTime != nil {
 		start = p.Status.StartTime.Time
 	}
-	j := &core.Job{ID: p.Namespace + "/ending/" + p.Name + "/" + string(p.UID), Team: s.Team, Tier: s.Tier,
+	j := &core.Job{ID: p.Namespace + "/" + kind + "/" + p.Name + "/" + string(p.UID), Team: s.Team, Tier: s.Tier,
 		Request: req, Submit: start, State: core.JobRunning}
 	if j.Validate() != nil {
-		if !s.Shares() {
-			free[p.Spec.NodeName] = append(free[p.Spec.NodeName], gs...)
-		}
-		return
+		return false
 	}
 	w.State.Units = append(w.State.Units, &engine.Unit{Unit: sched.Unit{Job: j}, State: core.JobRunning, Since: start, Start: start,
 		Parts: []engine.Assigned{{LeaseID: p.Spec.NodeName, GPUs: gs}}})
+	return true
 }
 
 // stranded adds a bound pod of a gang that is no unit now as a running
@@ -706,17 +714,7 @@ func (w *World) stranded(p *corev1.Pod, s Spec, free map[string][]int) {
 	if gs == nil {
 		return // on a node gpufleet does not count, or one it counts full
 	}
-	start := p.CreationTimestamp.Time
-	if p.Status.StartTime != nil {
-		start = p.Status.StartTime.Time
-	}
-	j := &core.Job{ID: p.Namespace + "/stranded/" + p.Name + "/" + string(p.UID), Team: s.Team, Tier: s.Tier,
-		Request: core.Request{GPUs: s.GPUs, MilliPerGPU: core.WholeGPU, Models: s.Models}, Submit: start, State: core.JobRunning}
-	if j.Validate() != nil {
-		return
-	}
-	w.State.Units = append(w.State.Units, &engine.Unit{Unit: sched.Unit{Job: j}, State: core.JobRunning, Since: start, Start: start,
-		Parts: []engine.Assigned{{LeaseID: p.Spec.NodeName, GPUs: gs}}})
+	w.holding(p, s, "stranded", core.Request{GPUs: s.GPUs, MilliPerGPU: core.WholeGPU, Models: s.Models}, gs)
 }
 
 // gangProblem says why the pods of a gang cannot be one unit yet, or "".
