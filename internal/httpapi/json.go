@@ -392,20 +392,28 @@ func (c *jsonChecker) object(p *jsonPath, depth int) error {
 		if err := c.value(at, depth); err != nil {
 			return err
 		}
-		c.space()
-		if c.i >= len(c.data) {
-			return errSyntax
-		}
-		switch c.data[c.i] {
-		case ',':
-			c.i++
-		case '}':
-			c.i++
-			return nil
-		default:
-			return errSyntax
+		if done, err := c.sep('}'); done || err != nil {
+			return err
 		}
 	}
+}
+
+// sep reads what follows an object's member or an array's element: ','
+// (more to come) or close (the end of it).
+func (c *jsonChecker) sep(close byte) (done bool, err error) {
+	c.space()
+	if c.i >= len(c.data) {
+		return false, errSyntax
+	}
+	switch c.data[c.i] {
+	case ',':
+		c.i++
+		return false, nil
+	case close:
+		c.i++
+		return true, nil
+	}
+	return false, errSyntax
 }
 
 // array checks the rest of an array, its '[' read.
@@ -420,18 +428,8 @@ func (c *jsonChecker) array(p *jsonPath, depth int) error {
 		if err := c.value(&jsonPath{parent: p, index: n}, depth); err != nil {
 			return err
 		}
-		c.space()
-		if c.i >= len(c.data) {
-			return errSyntax
-		}
-		switch c.data[c.i] {
-		case ',':
-			c.i++
-		case ']':
-			c.i++
-			return nil
-		default:
-			return errSyntax
+		if done, err := c.sep(']'); done || err != nil {
+			return err
 		}
 	}
 }
