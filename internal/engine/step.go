@@ -533,7 +533,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 		}
 	}
 	if !cfg.NoAcquire {
-		d.Acquire = append(d.Acquire, fleet.Prescale(now, machines, d.Acquire, st.Demand, st.Refused, cfg.Fleet)...)
+		d.Acquire = append(d.Acquire, fleet.Prescale(now, machines, d.Acquire, st.Offers, st.Demand, st.Refused, cfg.Fleet)...)
 	}
 	for _, a := range d.Acquire {
 		event("acquire", a.Offer.ID, a.Reason)

@@ -20,9 +20,11 @@ import (
 // their way and rented in this step (rented). The machines are of the
 // offers the fleet's work runs on now, most allocated first, on on-demand
 // terms: a wrong forecast costs at most a billing increment per machine,
-// since the release rule lets an idle one go at its boundary. Off
-// (nil) when PrescaleLead is 0.
-func Prescale(now time.Time, machines []Machine, rented []Acquisition, pts []DemandPoint, refused []core.Refusal, cfg Config) []Acquisition {
+// since the release rule lets an idle one go at its boundary. Only
+// offers (the catalog's, which the provider rents from) are rented: a
+// machine that joined by hand has an offer no provider makes. Off (nil)
+// when PrescaleLead is 0.
+func Prescale(now time.Time, machines []Machine, rented []Acquisition, offers []core.Offer, pts []DemandPoint, refused []core.Refusal, cfg Config) []Acquisition {
 	if cfg.PrescaleLead <= 0 {
 		return nil // off (every preset): nothing to set up
 	}
@@ -64,10 +66,14 @@ func Prescale(now time.Time, machines []Machine, rented []Acquisition, pts []Dem
 	})
 	skip := held(refused, now)
 	for _, u := range uses {
-		o := u.offer
 		if u.alloc == 0 {
 			break // the fleet's work runs on none of the rest
 		}
+		k := slices.IndexFunc(offers, func(o core.Offer) bool { return o.ID == u.offer.ID })
+		if k < 0 {
+			continue
+		}
+		o := &offers[k]
 		if _, ok := o.Plan(core.OnDemand); !ok || skip != nil && skip(o.ID, core.OnDemand) {
 			continue
 		}

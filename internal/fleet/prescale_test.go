@@ -68,7 +68,7 @@ func TestPrescaleRentsAheadOfTheDailyPeak(t *testing.T) {
 		{name: "capped per step", machines: fleet, pts: dailyPeak(16000, 40000), cfg: Config{PrescaleLead: 45 * time.Minute, MaxAcquire: 2}, want: 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got := Prescale(now, c.machines, nil, c.pts, nil, c.cfg)
+			got := Prescale(now, c.machines, nil, os, c.pts, nil, c.cfg)
 			if len(got) != c.want {
 				t.Fatalf("rented %d machines, want %d: %+v", len(got), c.want, got)
 			}
@@ -84,13 +84,21 @@ func TestPrescaleRentsAheadOfTheDailyPeak(t *testing.T) {
 	}
 	// What this step rents already is capacity too.
 	rented := []Acquisition{{Offer: &os[0], Mode: core.OnDemand}}
-	if got := Prescale(now, fleet, rented, dailyPeak(16000, 40000), nil, cfg); len(got) != 2 {
+	if got := Prescale(now, fleet, rented, os, dailyPeak(16000, 40000), nil, cfg); len(got) != 2 {
 		t.Errorf("with a machine rented this step: %d more, want 2", len(got))
+	}
+	// A machine that joined by hand runs most of the work, but its offer
+	// is in no catalog: the catalog's offer that runs the rest is rented.
+	hand := core.Offer{ID: "joined/box-1", GPUModel: "A100", GPUs: 8, Plans: []core.PricePlan{{Mode: core.OnDemand, Price: 1, Per: core.Hour, Granularity: 1}}}
+	withHand := append(fleet[:2:2], busy(&hand, "J1", 8000, true))
+	withHand[0].AllocMilli = 4000
+	if got := Prescale(now, withHand, nil, os, dailyPeak(16000, 40000), nil, cfg); len(got) != 2 || got[0].Offer != &os[0] {
+		t.Errorf("with a joined machine busiest: rented %+v, want 2 of the catalog's a100x8", got)
 	}
 	// An offer held refused is passed over; with no other the fleet's work
 	// runs on that has on-demand terms, nothing is rented.
 	refused := []core.Refusal{{Offer: "a100x8", Mode: core.OnDemand, Until: now.Add(time.Hour)}}
-	if got := Prescale(now, fleet, nil, dailyPeak(16000, 40000), refused, cfg); len(got) != 0 {
+	if got := Prescale(now, fleet, nil, os, dailyPeak(16000, 40000), refused, cfg); len(got) != 0 {
 		t.Errorf("a100x8 on-demand refused: rented %+v, want nothing (the V100 day has no on-demand terms)", got)
 	}
 }
