@@ -264,9 +264,7 @@ func (s *Scheduler) poolAfter(ctx context.Context, w *World, d engine.Decisions,
 			s.drained(ctx, p, name, now)
 		}
 		for key, uid := range kept {
-			if r, ok := s.recreate[key]; ok && r.uid == uid {
-				s.forget(ctx, key)
-			}
+			s.unkeep(ctx, key, uid)
 		}
 		if err != nil {
 			s.cfg.Log.Warn("draining a node failed; again next step", "node", name, "err", err)

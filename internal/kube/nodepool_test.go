@@ -58,31 +58,12 @@ func runPoolWith(t *testing.T, c *kubetest.Cluster, clk clock.Clock, name string
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Client: c.Client, NodePool: pool, Clock: clk, Log: log, Tick: 250 * time.Millisecond,
+	return runScheduler(t, Config{Client: c.Client, NodePool: pool, Clock: clk, Log: log, Tick: 250 * time.Millisecond,
 		Engine: engine.Config{Sched: sched.Config{MinRuntime: time.Millisecond},
 			// Rent at once for waiting work; the release rule is the
 			// default: an idle hourly node is kept until 2 min before its
 			// boundary.
-			Fleet: fleet.Config{WaitTarget: map[core.Tier]time.Duration{core.TierCore: 0, core.TierRegular: 0, core.TierOffline: 0}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if afterEvict != nil {
-		s.afterEvict = func() { afterEvict(cancel) }
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = s.Run(ctx) }()
-	var stopped bool
-	stop = func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			<-done
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+			Fleet: fleet.Config{WaitTarget: map[core.Tier]time.Duration{core.TierCore: 0, core.TierRegular: 0, core.TierOffline: 0}}}}, afterEvict)
 }
 
 func poolNodes(t *testing.T, c *kubetest.Cluster) []corev1.Node {

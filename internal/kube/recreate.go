@@ -119,6 +119,15 @@ func (s *Scheduler) forget(ctx context.Context, key string) {
 	}
 }
 
+// unkeep drops the record keep made for the pod key of uid when its
+// eviction was not posted after all; a record of another pod of that
+// name stays.
+func (s *Scheduler) unkeep(ctx context.Context, key string, uid types.UID) {
+	if r, ok := s.recreate[key]; ok && r.uid == uid {
+		s.forget(ctx, key)
+	}
+}
+
 // load reads the records a previous process left, once.
 func (s *Scheduler) load(ctx context.Context) {
 	if s.loaded {

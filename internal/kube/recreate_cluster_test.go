@@ -12,31 +12,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/gpufleet/gpufleet/internal/engine"
 	"github.com/gpufleet/gpufleet/internal/kubetest"
-	"github.com/gpufleet/gpufleet/internal/sched"
 )
 
 // startRecreating runs a Scheduler as client until stop (or the test's
-// end); afterEvict, when set, runs once each eviction is posted, with
-// the stop function.
+// end); afterEvict, when set, runs once each eviction is posted, given
+// the loop's cancel.
 func startRecreating(t *testing.T, client kubernetes.Interface, afterEvict func(stop func())) (stop func()) {
 	t.Helper()
-	s, err := New(Config{Client: client,
-		Engine: engine.Config{Sched: sched.Config{MinRuntime: time.Millisecond}},
-		Tick:   250 * time.Millisecond, Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if afterEvict != nil {
-		s.afterEvict = func() { afterEvict(cancel) }
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = s.Run(ctx) }()
-	stop = func() { cancel(); <-done }
-	t.Cleanup(stop)
-	return stop
+	return runScheduler(t, testConfig(t, client), afterEvict)
 }
 
 func records(t *testing.T, c *kubetest.Cluster) []corev1.ConfigMap {

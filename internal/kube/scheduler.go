@@ -411,9 +411,7 @@ func (s *Scheduler) unbind(ctx context.Context, binds, bound []Bind, pods []*cor
 		}
 		err := kubenodes.EvictOnce(ctx, s.cfg.Client, b.Pod.Namespace, b.Pod.Name, &metav1.Preconditions{UID: &uid})
 		if err != nil && !apierrors.IsNotFound(err) {
-			if r, ok := s.recreate[key]; ok && r.uid == uid {
-				s.forget(ctx, key)
-			}
+			s.unkeep(ctx, key, uid)
 			s.cfg.Log.Warn("evicting the bound part of a gang failed; it stays bound", "pod", key, "err", err)
 			continue
 		}
@@ -457,9 +455,7 @@ func (s *Scheduler) evict(ctx context.Context, ev Evict, pods []*corev1.Pod) {
 	// lock) while client-go waits out Retry-After ten times.
 	err := kubenodes.EvictOnce(ctx, s.cfg.Client, ev.Pod.Namespace, ev.Pod.Name, pre)
 	if err != nil && !apierrors.IsNotFound(err) {
-		if r, ok := s.recreate[key]; ok && r.uid == uid {
-			s.forget(ctx, key)
-		}
+		s.unkeep(ctx, key, uid)
 		// 429: a PodDisruptionBudget forbids it now; the engine decides
 		// again at the next step, and the log says so once a minute.
 		if now := s.cfg.Clock.Now(); now.Sub(s.refused[uid]) >= time.Minute {

@@ -96,13 +96,30 @@ func devicePlugin(t testing.TB, c *kubetest.Cluster, client kubernetes.Interface
 // test ends).
 func startScheduler(t *testing.T, client kubernetes.Interface) (stop func()) {
 	t.Helper()
-	s, err := New(Config{Client: client,
+	return runScheduler(t, testConfig(t, client), nil)
+}
+
+// testConfig is the tests' Scheduler on client: a 250 ms tick, any
+// running unit preemptible, the log at info level into the test's.
+func testConfig(t *testing.T, client kubernetes.Interface) Config {
+	return Config{Client: client,
 		Engine: engine.Config{Sched: sched.Config{MinRuntime: time.Millisecond}},
-		Tick:   250 * time.Millisecond, Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+		Tick:   250 * time.Millisecond, Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+}
+
+// runScheduler runs a Scheduler of cfg until stop is called (or the test
+// ends); afterEvict, when set, runs once each eviction is posted, given
+// the loop's cancel.
+func runScheduler(t *testing.T, cfg Config, afterEvict func(cancel func())) (stop func()) {
+	t.Helper()
+	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	if afterEvict != nil {
+		s.afterEvict = func() { afterEvict(cancel) }
+	}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s.Run(ctx) }()
 	var once sync.Once
