@@ -186,6 +186,9 @@ type Spec struct {
 // Shares reports whether the pod asks for a share of one GPU.
 func (s Spec) Shares() bool { return s.Milli > 0 || s.MemMiB > 0 }
 
+// maxGPUMemory is the most GPU memory a share may ask for.
+var maxGPUMemory = resource.MustParse("1Ei")
+
 // PodSpec reads what pod asks. An error names the key, the value and
 // what is allowed; the pod then waits with it as its reason.
 func PodSpec(p *corev1.Pod, o Options) (Spec, error) {
@@ -270,9 +273,11 @@ func shareSpec(p *corev1.Pod, s *Spec) error {
 		s.Milli = core.Milli(m)
 	}
 	if hasM {
+		// At most 1Ei: past int64's bytes a quantity's Value saturates,
+		// and rounding it up to MiB would wrap below zero.
 		q, err := resource.ParseQuantity(strings.TrimSpace(mem))
-		if err != nil || q.Value() < 1<<20 {
-			return &core.FieldError{Field: KeyGPUMemory, Value: mem, Allowed: "GPU memory as a quantity of at least 1Mi (20Gi, 2000Mi)"}
+		if err != nil || q.Value() < 1<<20 || q.Cmp(maxGPUMemory) > 0 {
+			return &core.FieldError{Field: KeyGPUMemory, Value: mem, Allowed: "GPU memory as a quantity from 1Mi to 1Ei (20Gi, 2000Mi)"}
 		}
 		s.MemMiB = (q.Value() + 1<<20 - 1) >> 20
 	}
