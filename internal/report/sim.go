@@ -38,23 +38,23 @@ type PolicyView struct {
 	// GPU-hours weighted by the jobs' utilization, jobs without a series
 	// (UtilMissingJobs) counted busy; IdleAlerts the idle ladder's alerts
 	// by kind.
-	BusyGPUHours    json.Number    `json:"busy_gpu_hours,omitempty"`
-	UtilMissingJobs int            `json:"util_missing_jobs,omitempty"`
-	IdleAlerts      map[string]int `json:"idle_alerts,omitempty"`
-	IdleShare         json.Number            `json:"idle_share"`
-	WaitP50           int64                  `json:"wait_p50_s"`
-	WaitP95           int64                  `json:"wait_p95_s"`
-	WaitP99           int64                  `json:"wait_p99_s"`
-	WaitsByTier       map[string]sim.Waits   `json:"waits_by_tier"`
-	DeadlineMisses    int                    `json:"deadline_misses"`
-	Preemptions       int                    `json:"preemptions"`
-	Moves             int                    `json:"moves"`
-	Reclaims          int                    `json:"reclaims"`
-	LostGPUHours      json.Number            `json:"lost_gpu_hours"`
-	Leases            int                    `json:"leases"`
-	Jobs              int                    `json:"jobs"`
-	Unfinished        int                    `json:"unfinished"`
-	Events            int                    `json:"events"`
+	BusyGPUHours    json.Number          `json:"busy_gpu_hours,omitempty"`
+	UtilMissingJobs int                  `json:"util_missing_jobs,omitempty"`
+	IdleAlerts      map[string]int       `json:"idle_alerts,omitempty"`
+	IdleShare       json.Number          `json:"idle_share"`
+	WaitP50         int64                `json:"wait_p50_s"`
+	WaitP95         int64                `json:"wait_p95_s"`
+	WaitP99         int64                `json:"wait_p99_s"`
+	WaitsByTier     map[string]sim.Waits `json:"waits_by_tier"`
+	DeadlineMisses  int                  `json:"deadline_misses"`
+	Preemptions     int                  `json:"preemptions"`
+	Moves           int                  `json:"moves"`
+	Reclaims        int                  `json:"reclaims"`
+	LostGPUHours    json.Number          `json:"lost_gpu_hours"`
+	Leases          int                  `json:"leases"`
+	Jobs            int                  `json:"jobs"`
+	Unfinished      int                  `json:"unfinished"`
+	Events          int                  `json:"events"`
 	// Steps counts the engine steps the replay took.
 	Steps int `json:"steps"`
 	// WallS is the replay's wall-clock seconds and EventsPerS its events

@@ -115,12 +115,13 @@ type agentTick struct {
 	// lease with an agent, and with a command to run.
 	prev map[string]runRef // unit key → its run before the step
 	// ended are runs an agent reported over this tick.
-	ended    map[string]bool
-	states   map[string]store.AgentState
-	unbind   []string
-	release  []string
-	reportTo int64
-	cmds     []store.AgentCommand
+	ended   map[string]bool
+	states  map[string]store.AgentState
+	unbind  []string
+	release []string
+	// read are the reports this tick acted on, deleted with its commit.
+	read []int64
+	cmds []store.AgentCommand
 	// events are what the commands tell of themselves (a job without a
 	// command runs sleep), written with them.
 	events []core.Event
@@ -310,7 +311,7 @@ func (l *Loop) agentsBefore(ctx context.Context, st *engine.State, now time.Time
 		units[u.Key()] = u
 	}
 	for _, rep := range reports {
-		t.reportTo = rep.Seq
+		t.read = append(t.read, rep.Seq)
 		if rep.Kind == spotNoticeReport {
 			events = append(events, l.spotNotice(st, t, rep, now)...) // spotnotice.go
 			continue
@@ -607,8 +608,8 @@ func (t *agentTick) persist(ctx context.Context, tx store.Tx, st *engine.State) 
 			return err
 		}
 	}
-	if t.reportTo > 0 {
-		return tx.Agents().DeleteReports(ctx, t.reportTo)
+	if len(t.read) > 0 {
+		return tx.Agents().DeleteReports(ctx, t.read)
 	}
 	return nil
 }

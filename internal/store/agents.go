@@ -171,9 +171,11 @@ type Agents interface {
 	// PendingReports returns up to limit reports (0: MaxReports) in the
 	// order stored.
 	PendingReports(ctx context.Context, limit int) ([]AgentReport, error)
-	// DeleteReports removes the reports up to seq: the loop has acted on
-	// them.
-	DeleteReports(ctx context.Context, upTo int64) error
+	// DeleteReports removes the reports with the given sequence numbers:
+	// the loop has acted on them. It takes the numbers read, not a bound,
+	// because on PostgreSQL a report can commit after a later-numbered one
+	// was read; deleting up to a bound would drop it unread.
+	DeleteReports(ctx context.Context, seqs []int64) error
 }
 
 // ValidateAgent reports the first problem with a's identity and fields.

@@ -81,8 +81,8 @@ type agentStart struct {
 	// GPUFLEET_JOIN_TOKEN for a lease's join token, GPUFLEET_TOKEN for
 	// an agent token.
 	TokenEnv, Token string
-	Args                []string
-	StopGrace           time.Duration
+	Args            []string
+	StopGrace       time.Duration
 }
 
 // startScript starts the lease's agent unless it already runs: under

@@ -252,3 +252,62 @@ func TestOpenUnreachable(t *testing.T) {
 		t.Error("empty error")
 	}
 }
+
+// TestReportCommittedLate: a report whose transaction took its sequence
+// number first but committed after a later-numbered report was read is
+// still pending once the loop deletes what it read. Deleting up to the
+// highest number read dropped it, and its run never ended (a job stayed
+// running after its agent said it exited 0).
+func TestReportCommittedLate(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(ctx, testDSN(t), Options{Schema: newSchema(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	at := time.Date(2026, 12, 6, 20, 0, 0, 0, time.UTC)
+	early := store.AgentReport{Agent: "n1", Kind: "job-exited", Run: "j1-r1", At: at, Reason: "exit 0", Attrs: map[string]string{"exit_code": "0"}}
+	late := store.AgentReport{Agent: "n2", Kind: "job-exited", Run: "j2-r1", At: at, Reason: "exit 0", Attrs: map[string]string{"exit_code": "0"}}
+
+	appended, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Tx(ctx, func(tx store.Tx) error {
+			if err := tx.Agents().AppendReports(ctx, early); err != nil {
+				return err
+			}
+			close(appended)
+			<-release
+			return nil
+		})
+	}()
+	select {
+	case <-appended:
+	case err := <-done:
+		t.Fatalf("early report: %v", err)
+	}
+	if err := s.Agents().AppendReports(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	read, err := s.Agents().PendingReports(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(read) != 1 || read[0].Run != late.Run {
+		t.Fatalf("pending before the early report commits: %+v, want only %s", read, late.Run)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("early report's transaction: %v", err)
+	}
+	if err := s.Agents().DeleteReports(ctx, []int64{read[0].Seq}); err != nil {
+		t.Fatal(err)
+	}
+	left, err := s.Agents().PendingReports(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 1 || left[0].Run != early.Run || left[0].Seq >= read[0].Seq {
+		t.Fatalf("pending after deleting what was read: %+v, want the early report %s (numbered before %d)", left, early.Run, read[0].Seq)
+	}
+}

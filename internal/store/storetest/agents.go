@@ -192,7 +192,7 @@ func testAgentCommands(t *testing.T, open Opener) {
 		rs[i].Seq = got2[i].Seq
 	}
 	diff(t, "reports", rs, got2)
-	ok(t, s.Agents().DeleteReports(c, got2[1].Seq), "delete reports")
+	ok(t, s.Agents().DeleteReports(c, []int64{got2[1].Seq, got2[0].Seq}), "delete reports")
 	ok(t, s.Agents().AppendReports(c, store.AgentReport{Agent: "n1", Kind: "job-checkpoint", Run: "j1-r1", At: at(7)}), "append after delete")
 	got3, err := s.Agents().PendingReports(c, 0)
 	ok(t, err, "pending after delete")

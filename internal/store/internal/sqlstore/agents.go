@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
@@ -375,11 +377,40 @@ func (o *ops) PendingReports(ctx context.Context, limit int) ([]store.AgentRepor
 	return out, nil
 }
 
-// DeleteReports implements store.Agents.
-func (o *ops) DeleteReports(ctx context.Context, upTo int64) error {
+// DeleteReports implements store.Agents. The numbers read are mostly
+// contiguous, so they go as ranges, a few hundred to a statement.
+func (o *ops) DeleteReports(ctx context.Context, seqs []int64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	s := slices.Clone(seqs)
+	slices.Sort(s)
+	type span struct{ lo, hi int64 }
+	var spans []span
+	for _, n := range s {
+		if k := len(spans) - 1; k >= 0 && n <= spans[k].hi+1 {
+			spans[k].hi = max(spans[k].hi, n)
+			continue
+		}
+		spans = append(spans, span{n, n})
+	}
+	const perStatement = 200
 	return o.atomic(ctx, func(q Querier) error {
-		if _, err := q.Exec(ctx, `DELETE FROM agent_reports WHERE seq <= $1`, upTo); err != nil {
-			return o.fail(err, "delete reports up to %d", upTo)
+		for len(spans) > 0 {
+			batch := spans[:min(perStatement, len(spans))]
+			spans = spans[len(batch):]
+			var where strings.Builder
+			args := make([]any, 0, 2*len(batch))
+			for i, sp := range batch {
+				if i > 0 {
+					where.WriteString(" OR ")
+				}
+				fmt.Fprintf(&where, "seq BETWEEN $%d AND $%d", len(args)+1, len(args)+2)
+				args = append(args, sp.lo, sp.hi)
+			}
+			if _, err := q.Exec(ctx, `DELETE FROM agent_reports WHERE `+where.String(), args...); err != nil {
+				return o.fail(err, "delete %d reports", len(seqs))
+			}
 		}
 		return nil
 	})
