@@ -423,14 +423,16 @@ type World struct {
 }
 
 // Build makes the engine's state from the cluster's nodes and pods: a
-// ready lease per GPU node (its GPUs less those held by pods that are no
-// unit: other schedulers' pods, pods being deleted, gpufleet's pods that
-// are bound but unreadable, reservation pods no pod shares), a running
-// unit per bound pod (or gang) of gpufleet's and per pod placed on a
-// shared GPU, a pending unit per unbound one. Lease ids are node names;
-// unit keys are namespace/pod or namespace/gang/name. A reservation pod
-// that pods share is one GPU index of its node, and the units of its
-// pods take their shares of that index (share.go).
+// ready lease per GPU node (its GPUs less those held by other schedulers'
+// pods and by reservation pods no pod shares), a running unit per bound
+// pod (or gang) of gpufleet's and per pod placed on a shared GPU, a
+// pending unit per unbound one. A bound pod of gpufleet's that is no unit
+// of its own (being deleted, left of a gang, or with a spec that cannot
+// be read) is a running unit nothing preempts, so its GPUs count in its
+// team's quota. Lease ids are node names; unit keys are namespace/pod or
+// namespace/gang/name. A reservation pod that pods share is one GPU
+// index of its node, and the units of its pods take their shares of that
+// index (share.go).
 func Build(nodes []*corev1.Node, pods []*corev1.Pod, o Options) *World {
 	w := &World{State: &engine.State{Spent: map[string]core.Micros{}, Teams: slices.Clone(o.Quotas)}, groups: map[string]*group{}}
 	machines := map[string]*Machine{}
@@ -449,6 +451,10 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, o Options) *World {
 	// grace period): their GPUs stay their team's until they are gone,
 	// or a team whose pod was preempted could be given its quota twice.
 	var ending []endingPod
+	// unreadable are gpufleet's bound pods whose spec cannot be read (an
+	// annotation edited after binding): they hold their GPUs, and their
+	// namespace's team's quota, as whole GPUs of the regular tier.
+	var unreadable []*corev1.Pod
 	for _, p := range pods {
 		if isReservation(p, o) {
 			reservations = append(reservations, p) // ended ones too: their names are taken
@@ -463,7 +469,7 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, o Options) *World {
 			if s, err := PodSpec(p, o); err == nil {
 				ending = append(ending, endingPod{p, s})
 			} else {
-				held[p.Spec.NodeName] += PodGPUs(p)
+				unreadable = append(unreadable, p)
 			}
 		case p.Spec.NodeName != "" && !mine:
 			held[p.Spec.NodeName] += PodGPUs(p)
@@ -491,7 +497,7 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, o Options) *World {
 	gangs := map[string]*entry{}
 	problem := func(p *corev1.Pod, why string) {
 		if p.Spec.NodeName != "" {
-			held[p.Spec.NodeName] += PodGPUs(p) // bound all the same: its GPUs are taken
+			unreadable = append(unreadable, p) // bound all the same: its GPUs are taken
 			return
 		}
 		w.Waits = append(w.Waits, Wait{Pod: refOf(p), Reason: why, Cond: condOf(p)})
@@ -587,7 +593,7 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, o Options) *World {
 		w.ending(e.pod, e.spec, free)
 	}
 	for _, e := range stranded {
-		w.stranded(e.pod, e.spec, free)
+		w.stranded(e.pod, e.spec, "stranded", free)
 	}
 	for _, e := range good {
 		g, s := e.g, e.s
@@ -655,6 +661,11 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, o Options) *World {
 		w.groups[e.key] = g
 		w.State.Units = append(w.State.Units, u)
 	}
+	for _, p := range unreadable {
+		if n := PodGPUs(p); n > 0 {
+			w.stranded(p, Spec{Team: o.Team(p.Namespace), Tier: core.TierRegular, GPUs: n}, "unreadable", free)
+		}
+	}
 	return w
 }
 
@@ -708,18 +719,18 @@ func (w *World) holding(p *corev1.Pod, s Spec, kind string, req core.Request, gs
 	return true
 }
 
-// stranded adds a bound pod of a gang that is no unit now as a running
-// unit of its team that nothing may preempt or place (its key names it
-// as stranded), as ending does for a pod being deleted: it holds its
+// stranded adds a bound pod that is no unit (kind "stranded": of a gang
+// that is no unit now, its other pods finished or gone; "unreadable": its
+// spec cannot be read) as a running unit of its team that nothing may
+// preempt or place, as ending does for a pod being deleted: it holds its
 // GPUs on its node and in its team's quota until it ends. Its GPUs stay
-// taken on its node even where its job is not valid, as they were when
-// it was held by no unit.
-func (w *World) stranded(p *corev1.Pod, s Spec, free map[string][]int) {
+// taken on its node even where its job is not valid.
+func (w *World) stranded(p *corev1.Pod, s Spec, kind string, free map[string][]int) {
 	gs := takeGPUs(free, p.Spec.NodeName, s.GPUs)
 	if gs == nil {
 		return // on a node gpufleet does not count, or one it counts full
 	}
-	w.holding(p, s, "stranded", core.Request{GPUs: s.GPUs, MilliPerGPU: core.WholeGPU, Models: s.Models}, gs)
+	w.holding(p, s, kind, core.Request{GPUs: s.GPUs, MilliPerGPU: core.WholeGPU, Models: s.Models}, gs)
 }
 
 // gangProblem says why the pods of a gang cannot be one unit yet, or "".

@@ -229,8 +229,8 @@ func TestBuild(t *testing.T) {
 	done.Status.Phase = corev1.PodSucceeded
 	deleting := gpuPod("r", "deleting", 1).on("n2")
 	deleting.DeletionTimestamp = &metav1.Time{Time: t0}
-	// A pod of gpufleet's being deleted whose spec cannot be read holds
-	// its GPUs as another scheduler's pod does.
+	// A bound pod of gpufleet's whose spec cannot be read, being deleted
+	// or not, is a running unit of its namespace's team.
 	badEnding := gpuPod("r", "bad-ending", 1).ann(KeyTier, "urgent").on("n2")
 	badEnding.DeletionTimestamp = &metav1.Time{Time: t0}
 	pods := []*corev1.Pod{
@@ -240,6 +240,7 @@ func TestBuild(t *testing.T) {
 		gpuPod("r", "run", 2).on("n1").Pod,
 		gpuPod("r", "wait", 1).Pod,
 		gpuPod("r", "bad", 1).ann(KeyTier, "urgent").Pod,
+		gpuPod("r", "bad-bound", 1).ann(KeyTier, "urgent").on("n1").Pod,
 		gpuPod("r", "w0", 2).gang("g", 2).on("n1").Pod,
 		gpuPod("r", "w1", 2).gang("g", 2).on("n2").Pod,
 		gpuPod("r", "h0", 1).gang("half", 3).Pod,
@@ -250,11 +251,12 @@ func TestBuild(t *testing.T) {
 	for _, l := range w.State.Leases {
 		leases = append(leases, l.ID+" "+l.Offer.GPUModel+" "+fmtInt(l.Offer.GPUs))
 	}
-	if d := cmp.Diff([]string{"n1 A100 6", "n2 V100 3"}, leases); d != "" {
+	if d := cmp.Diff([]string{"n1 A100 6", "n2 V100 4"}, leases); d != "" {
 		t.Errorf("leases (-want +got):\n%s", d)
 	}
 	// The pod being deleted is a running unit of its team until gone.
-	want := []string{"r/ending/deleting/uid-deleting running 1 n2:1", "r/run running 2 n1:2", "r/gang/g running 4 n1:2 n2:2", "r/wait pending 1"}
+	want := []string{"r/ending/deleting/uid-deleting running 1 n2:1", "r/run running 2 n1:2", "r/gang/g running 4 n1:2 n2:2", "r/wait pending 1",
+		"r/unreadable/bad-ending/uid-bad-ending running 1 n2:1", "r/unreadable/bad-bound/uid-bad-bound running 1 n1:1"}
 	if d := cmp.Diff(want, units(w)); d != "" {
 		t.Errorf("units (-want +got):\n%s", d)
 	}
@@ -464,6 +466,36 @@ func TestQuotaHeldThroughGracePeriod(t *testing.T) {
 	a = w.Actions(engine.Step(w.State, t0, cfg))
 	if d := cmp.Diff([][]string{{"more@b"}}, binds(a)); len(evictions(a)) != 1 || d != "" {
 		t.Errorf("without quotas: evictions %v, binds (-want +got):\n%s", evictions(a), d)
+	}
+}
+
+// A bound pod whose spec cannot be read (its tier annotation edited
+// after binding) holds its namespace's team's quota: the team's next pod
+// waits on the quota rather than running past it.
+func TestQuotaHeldByUnreadablePod(t *testing.T) {
+	nodes := []*corev1.Node{gpuNode("a", 8, "A100").Node, gpuNode("b", 8, "A100").Node}
+	bad := gpuPod("ml", "edited", 8).ann(KeyTier, "urgent").on("a").Pod
+	next := gpuPod("ml", "next", 8).Pod
+	o := Options{Quotas: []core.Team{{ID: "ml", Weight: 1, Quotas: []core.Quota{{GPUClass: "A100", Guaranteed: 8 * core.WholeGPU}}}}}
+	w := Build(nodes, []*corev1.Pod{bad, next}, o)
+	a := w.Actions(engine.Step(w.State, t0, engine.Config{NoAcquire: true, NoRelease: true}))
+	if len(a.Binds) != 0 || len(a.Evict) != 0 {
+		t.Errorf("binds %v, evictions %v; want none: ml's 8 GPUs of quota are the edited pod's", binds(a), evictions(a))
+	}
+	var why string
+	for _, wt := range a.Wait {
+		if wt.Pod.Name == "next" {
+			why = wt.Reason
+		}
+	}
+	if !strings.Contains(why, "quota") {
+		t.Errorf("ml/next waits with %q; want its quota named", why)
+	}
+	// Without the quota, next goes to b, not onto the edited pod's GPUs.
+	w = Build(nodes, []*corev1.Pod{bad, next}, Options{})
+	a = w.Actions(engine.Step(w.State, t0, engine.Config{NoAcquire: true, NoRelease: true}))
+	if d := cmp.Diff([][]string{{"next@b"}}, binds(a)); d != "" {
+		t.Errorf("without quotas, binds (-want +got):\n%s", d)
 	}
 }
 
