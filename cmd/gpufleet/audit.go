@@ -90,7 +90,7 @@ an RFC 3339 time; --to is exclusive.`,
 					return fmt.Errorf("report audit: --db: no store at %s (%w)", db, err)
 				}
 			}
-			st, err := openStore(ctx, db, false)
+			st, err := openStore(ctx, db, false, nil)
 			if err != nil {
 				return fmt.Errorf("report audit: %w", err)
 			}

@@ -90,7 +90,7 @@ several servers may share it, one of them runs the loop.`,
 				return fmt.Errorf("serve: %w", err)
 			}
 			defer ln.Close()
-			st, err := openStore(ctx, db, sqliteSync == "full")
+			st, err := openStore(ctx, db, sqliteSync == "full", log)
 			if err != nil {
 				return fmt.Errorf("serve: %w", err)
 			}

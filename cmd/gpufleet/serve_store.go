@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 
@@ -19,14 +20,19 @@ import (
 // SQLite file is opened with synchronous=FULL when durable: a commit is
 // on disk before the API answers, so an acknowledged job survives power
 // loss, not only a crash of the process (synchronous=NORMAL in WAL mode).
-// PostgreSQL's commit is durable as the database is configured.
-func openStore(ctx context.Context, db string, durable bool) (store.Store, error) {
+// PostgreSQL's commit is durable as the database is configured; log, if
+// set, hears when the channel of other replicas' token writes breaks.
+func openStore(ctx context.Context, db string, durable bool, log *slog.Logger) (store.Store, error) {
 	if strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://") {
 		dsn, schema, err := splitSchema(db)
 		if err != nil {
 			return nil, err
 		}
-		st, err := postgres.Open(ctx, dsn, postgres.Options{Schema: schema})
+		o := postgres.Options{Schema: schema}
+		if log != nil {
+			o.Log = func(msg string) { log.Warn("store: " + msg) }
+		}
+		st, err := postgres.Open(ctx, dsn, o)
 		if err != nil {
 			return nil, err
 		}

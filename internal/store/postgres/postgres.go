@@ -34,6 +34,9 @@ type Options struct {
 	Schema string
 	// MaxConns is the pool size (default: 4 × GOMAXPROCS, at least 8).
 	MaxConns int32
+	// Log, when set, is told when the connection that carries other
+	// replicas' token writes breaks (the token cache is off meanwhile).
+	Log func(msg string)
 }
 
 // groupLanes is how many batches of grouped submissions run at once.
@@ -45,6 +48,12 @@ type Store struct {
 	pool *pgxpool.Pool
 	// schema is Options.Schema: leadership is per schema (see TryLeader).
 	schema string
+
+	// stopWatch ends watchTokens; watching is done when it has.
+	stopWatch context.CancelFunc
+	watching  chan struct{}
+	// logf reports what the token watcher's connection does (Options.Log).
+	logf func(string)
 
 	mu sync.Mutex
 	// leaders are the releases of leadership locks held, by their number:
@@ -109,7 +118,23 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	// runs transactions side by side (the round trips of one batch
 	// overlap another's commit).
 	st.SetGroupLanes(groupLanes)
-	return &Store{Store: st, pool: pool, schema: opts.Schema, leaders: map[int]func(){}}, nil
+	// Tokens are cached in each replica (sqlstore.TokenCacheTTL); each
+	// token write is a notice to the others, carried by the commit.
+	channel := tokenChannel(opts.Schema)
+	st.SetTokenNotify(`SELECT pg_notify('` + channel + `', '')`)
+	wctx, stop := context.WithCancel(context.Background())
+	s := &Store{Store: st, pool: pool, schema: opts.Schema, leaders: map[int]func(){}, stopWatch: stop, watching: make(chan struct{}), logf: opts.Log}
+	go func() {
+		defer close(s.watching)
+		s.watchTokens(wctx, pool.Config().ConnConfig.Copy(), channel)
+	}()
+	return s, nil
+}
+
+func (s *Store) log(msg string) {
+	if s.logf != nil {
+		s.logf(msg)
+	}
 }
 
 // Close gives up any leadership held and closes the pool.
@@ -123,6 +148,8 @@ func (s *Store) Close() error {
 	for _, r := range held {
 		r()
 	}
+	s.stopWatch()
+	<-s.watching
 	return s.Store.Close()
 }
 

@@ -311,3 +311,93 @@ func TestReportCommittedLate(t *testing.T) {
 		t.Fatalf("pending after deleting what was read: %+v, want the early report %s (numbered before %d)", left, early.Run, read[0].Seq)
 	}
 }
+
+// TestTokenCacheAcrossReplicas: each replica answers a token it read
+// from its cache, and a revocation through one replica reaches the
+// other's cache by its notice, well within sqlstore.TokenCacheTTL.
+func TestTokenCacheAcrossReplicas(t *testing.T) {
+	ctx := t.Context()
+	schema := newSchema(t)
+	var mu sync.Mutex
+	var logged []string
+	open := func() *Store {
+		s, err := Open(ctx, testDSN(t), Options{Schema: schema, Log: func(m string) {
+			mu.Lock()
+			defer mu.Unlock()
+			logged = append(logged, m)
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	a, b := open(), open()
+	at := time.Date(2026, 12, 6, 20, 0, 0, 0, time.UTC)
+	// Each store turns its cache on once it listens: wait for both.
+	for deadline := time.Now().Add(10 * time.Second); !a.TokenCacheOn() || !b.TokenCacheOn(); {
+		if time.Now().After(deadline) {
+			t.Fatal("the stores' token listeners did not connect within 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i, secret := range []string{"s1", "s2"} {
+		tok := store.Token{ID: fmt.Sprintf("t%d", i+1), Hash: store.HashToken(secret), Role: store.RoleAgent, Created: at}
+		if err := a.Tokens().CreateToken(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(s *Store, secret string) error {
+		_, err := s.Tokens().TokenByHash(ctx, store.HashToken(secret), at.Add(time.Minute))
+		return err
+	}
+	// Cached: a revocation written past the store (no notice) is not
+	// seen by b until its entry ages out.
+	if err := read(b, "s1"); err != nil {
+		t.Fatalf("b reads t1: %v", err)
+	}
+	if _, err := a.Pool().Exec(ctx, `UPDATE tokens SET revoked_at = now() WHERE id = 't1'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := read(b, "s1"); err != nil {
+		t.Errorf("b's read of t1 revoked behind the stores' back: %v, want it from b's cache", err)
+	}
+	// A revocation through a reaches b by its notice.
+	if err := read(b, "s2"); err != nil {
+		t.Fatalf("b reads t2: %v", err)
+	}
+	if err := a.Tokens().RevokeToken(ctx, "t2", at.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for errors.Is(read(b, "s2"), nil) {
+		if time.Since(start) > 2*time.Second {
+			t.Fatalf("t2, revoked through a, still works on b %s later (the TTL is %s: the notice did not arrive)", time.Since(start).Round(time.Millisecond), sqlstore.TokenCacheTTL)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("b refused t2 %s after a revoked it", time.Since(start).Round(time.Microsecond))
+	if err := read(b, "s2"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("b reads t2 after its revocation: %v, want not found", err)
+	}
+
+	// A listener whose connection is cut turns its cache off, says so,
+	// and listens again.
+	if _, err := a.Pool().Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = $1`, `LISTEN "`+tokenChannel(schema)+`"`); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		n := len(logged)
+		mu.Unlock()
+		if n >= 2 && a.TokenCacheOn() && b.TokenCacheOn() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after their listeners were cut: %d notes logged (want 2), caches on %v and %v", n, a.TokenCacheOn(), b.TokenCacheOn())
+		}
+	}
+	mu.Lock()
+	t.Logf("logged: %q", logged)
+	mu.Unlock()
+}

@@ -16,8 +16,12 @@ const maxAttempts = 20
 
 // Store implements store.Store over a Backend.
 type Store struct {
-	b     Backend
-	group grouper
+	b      Backend
+	group  grouper
+	tokens tokenCache
+	// tokenNotify is run in each transaction that writes tokens
+	// (SetTokenNotify); "" where no other process writes the database.
+	tokenNotify string
 }
 
 var _ store.Store = (*Store)(nil)
@@ -76,7 +80,15 @@ func (s *Store) Close() error { return s.b.Close() }
 // Tx implements store.Store: serializable, run again (with jittered
 // backoff) after a serialization failure.
 func (s *Store) Tx(ctx context.Context, fn func(tx store.Tx) error) error {
-	return s.run(ctx, true, func(t Txn) error { return fn(&ops{s: s, tx: t}) })
+	var last *ops
+	err := s.run(ctx, true, func(t Txn) error {
+		last = &ops{s: s, tx: t}
+		return fn(last)
+	})
+	if last != nil && last.tokensWritten {
+		s.tokens.invalidate() // after the commit, or its failure
+	}
+	return err
 }
 
 // run runs fn in a transaction, again after retryable failures.
@@ -126,6 +138,32 @@ func (s *Store) once(ctx context.Context, serializable bool, fn func(Txn) error)
 type ops struct {
 	s  *Store
 	tx Txn
+	// tokensWritten: a token's revocation or binding changed in tx; the
+	// token cache is cleared once tx ends.
+	tokensWritten bool
+}
+
+// notifyTokens tells other processes, when q's transaction commits, that
+// tokens changed.
+func (o *ops) notifyTokens(ctx context.Context, q Querier) error {
+	if o.s.tokenNotify == "" {
+		return nil
+	}
+	if _, err := q.Exec(ctx, o.s.tokenNotify); err != nil {
+		return o.fail(err, "notify token write")
+	}
+	return nil
+}
+
+// wroteTokens clears the token cache after a token write: at once
+// outside a transaction (the write has committed), at the end of the
+// transaction inside one.
+func (o *ops) wroteTokens() {
+	if o.tx == nil {
+		o.s.tokens.invalidate()
+		return
+	}
+	o.tokensWritten = true
 }
 
 var _ store.Tx = (*ops)(nil)

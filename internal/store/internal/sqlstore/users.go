@@ -147,6 +147,22 @@ func (o *ops) CreateToken(ctx context.Context, t store.Token) error {
 
 // TokenByHash implements store.Tokens.
 func (o *ops) TokenByHash(ctx context.Context, hash store.TokenHash, now time.Time) (store.Token, error) {
+	if o.tx == nil {
+		t, ok, gen := o.s.tokens.get(hash, now)
+		if ok {
+			return t, nil
+		}
+		read := time.Now()
+		t, err := o.tokenByHash(ctx, hash, now)
+		if err == nil {
+			o.s.tokens.put(t, gen, read)
+		}
+		return t, err
+	}
+	return o.tokenByHash(ctx, hash, now)
+}
+
+func (o *ops) tokenByHash(ctx context.Context, hash store.TokenHash, now time.Time) (store.Token, error) {
 	t, err := scanToken(o.r().QueryRow(ctx, `SELECT `+tokenCols+` FROM tokens
 		WHERE hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2)`, hash[:], o.t(now)))
 	if err != nil {
@@ -210,14 +226,21 @@ func (o *ops) ClaimToken(ctx context.Context, id, agent string) (string, error) 
 	}
 	var bound string
 	err := o.atomic(ctx, func(q Querier) error {
-		if _, err := q.Exec(ctx, `UPDATE tokens SET agent_id = $2 WHERE id = $1 AND agent_id = ''`, id, agent); err != nil {
+		n, err := q.Exec(ctx, `UPDATE tokens SET agent_id = $2 WHERE id = $1 AND agent_id = ''`, id, agent)
+		if err != nil {
 			return o.fail(err, "claim token %q", id)
+		}
+		if n > 0 {
+			if err := o.notifyTokens(ctx, q); err != nil {
+				return err
+			}
 		}
 		if err := q.QueryRow(ctx, `SELECT agent_id FROM tokens WHERE id = $1`, id).Scan(&bound); err != nil {
 			return fmt.Errorf("claim token: %w", one(err, "token", id))
 		}
 		return nil
 	})
+	o.wroteTokens()
 	return bound, err
 }
 
@@ -246,22 +269,30 @@ func (o *ops) RevokeLeaseTokens(ctx context.Context, lease string, keep []string
 		if err != nil {
 			return o.fail(err, "revoke lease tokens of %q", lease)
 		}
+		if n > 0 {
+			return o.notifyTokens(ctx, q)
+		}
 		return nil
 	})
+	o.wroteTokens()
 	return int(n), err
 }
 
 // RevokeToken implements store.Tokens.
 func (o *ops) RevokeToken(ctx context.Context, id string, at time.Time) error {
-	return o.setTokenTime(ctx, "revoke token", `UPDATE tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL`, id, at)
+	err := o.setTokenTime(ctx, "revoke token", `UPDATE tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL`, id, at, true)
+	o.wroteTokens()
+	return err
 }
 
 // TouchToken implements store.Tokens.
 func (o *ops) TouchToken(ctx context.Context, id string, at time.Time) error {
-	return o.setTokenTime(ctx, "touch token", `UPDATE tokens SET last_used_at = $2 WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < $2)`, id, at)
+	return o.setTokenTime(ctx, "touch token", `UPDATE tokens SET last_used_at = $2 WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < $2)`, id, at, false)
 }
 
-func (o *ops) setTokenTime(ctx context.Context, what, sql, id string, at time.Time) error {
+// setTokenTime runs sql, an UPDATE of one token's time; notify: the
+// change is one a token cache must learn of.
+func (o *ops) setTokenTime(ctx context.Context, what, sql, id string, at time.Time, notify bool) error {
 	if err := store.CheckID("id", id); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -274,6 +305,9 @@ func (o *ops) setTokenTime(ctx context.Context, what, sql, id string, at time.Ti
 		n, err := q.Exec(ctx, sql, id, o.t(at))
 		if err != nil {
 			return o.fail(err, "%s %q", what, id)
+		}
+		if n > 0 && notify {
+			return o.notifyTokens(ctx, q)
 		}
 		if n > 0 {
 			return nil
