@@ -25,7 +25,8 @@ import (
 // The sizes of BenchmarkClusterBind. The figure is 5,000 nodes
 // and 50,000 pods; a two-core machine runs a tenth of that.
 var (
-	benchNodes    = flag.Int("kube.nodes", 500, "BenchmarkClusterBind: KWOK nodes of 8 GPUs")
+	benchNodes    = flag.Int("kube.nodes", 500, "BenchmarkClusterBind: KWOK nodes of -kube.node-gpus GPUs")
+	benchNodeGPUs = flag.Int("kube.node-gpus", 8, "BenchmarkClusterBind: nvidia.com/gpu of each node")
 	benchPods     = flag.Int("kube.pods", 2000, "BenchmarkClusterBind: pods of each scheduler, each of -kube.gpus whole GPUs")
 	benchGPUs     = flag.Int("kube.gpus", 1, "BenchmarkClusterBind: nvidia.com/gpu of each pod")
 	benchQPS      = flag.Int("kube.qps", 1000, "BenchmarkClusterBind: client QPS of both schedulers (burst twice that)")
@@ -61,15 +62,16 @@ const benchMem = 81920
 //	    -args -kube.nodes 500 -kube.pods 2000 [-kube.share 0.5]
 func BenchmarkClusterBind(b *testing.B) {
 	nodes, pods, per := *benchNodes, *benchPods, *benchGPUs
-	if per < 1 || per > 8 || *benchRun == 0 && pods*per > nodes*8 {
-		b.Fatalf("-kube.pods %d of -kube.gpus %d do not fit -kube.nodes %d of 8 GPUs (give -kube.run for more)", pods, per, nodes)
+	ng := *benchNodeGPUs
+	if ng < 1 || per < 1 || per > ng || *benchRun == 0 && pods*per > nodes*ng {
+		b.Fatalf("-kube.pods %d of -kube.gpus %d do not fit -kube.nodes %d of -kube.node-gpus %d (give -kube.run for more)", pods, per, nodes, ng)
 	}
 	if *benchShare < 0 || *benchShare > 1 || *benchShare > 0 && per != 1 {
 		b.Fatalf("-kube.share %v: want a share of the pods from 0 to 1, with -kube.gpus 1", *benchShare)
 	}
 	c := kubetest.Start(b)
 	start := time.Now()
-	c.AddNodes(b, "gpu", nodes, map[string]string{LabelGPUProduct: a100, LabelGPUMemory: strconv.Itoa(benchMem)}, gpus(8))
+	c.AddNodes(b, "gpu", nodes, map[string]string{LabelGPUProduct: a100, LabelGPUMemory: strconv.Itoa(benchMem)}, gpus(ng))
 	if _, err := c.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ReservationNamespace}}, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
@@ -313,7 +315,7 @@ func bindPhase(b *testing.B, c *kubetest.Cluster, who string, pods, per, qps int
 	if err != nil {
 		b.Fatal(err)
 	}
-	if bad := gb.check(8, benchMem); bad != "" {
+	if bad := gb.check(*benchNodeGPUs, benchMem); bad != "" {
 		b.Fatalf("%s: %s", who, bad)
 	}
 	for _, g := range gb.held {
