@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"sync"
 	"syscall"
@@ -26,6 +27,7 @@ import (
 // and 50,000 pods; a two-core machine runs a tenth of that.
 var (
 	benchNodes    = flag.Int("kube.nodes", 500, "BenchmarkClusterBind: KWOK nodes of -kube.node-gpus GPUs")
+	benchLog      = flag.String("kube.log", "", "BenchmarkClusterBind: write gpufleet's warnings and errors to this file")
 	benchNodeGPUs = flag.Int("kube.node-gpus", 8, "BenchmarkClusterBind: nvidia.com/gpu of each node")
 	benchPods     = flag.Int("kube.pods", 2000, "BenchmarkClusterBind: pods of each scheduler, each of -kube.gpus whole GPUs")
 	benchGPUs     = flag.Int("kube.gpus", 1, "BenchmarkClusterBind: nvidia.com/gpu of each pod")
@@ -250,7 +252,16 @@ func bindPhase(b *testing.B, c *kubetest.Cluster, who string, pods, per, qps int
 		if err != nil {
 			b.Fatal(err)
 		}
-		s, err := New(Config{Client: client, Log: slog.New(slog.DiscardHandler)})
+		log := slog.New(slog.DiscardHandler)
+		if *benchLog != "" {
+			f, err := os.Create(*benchLog)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			log = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		}
+		s, err := New(Config{Client: client, Log: log})
 		if err != nil {
 			b.Fatal(err)
 		}

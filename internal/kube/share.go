@@ -374,7 +374,11 @@ func (s *Scheduler) reserve(ctx context.Context, binds [][]Bind, now time.Time) 
 			key := sr.Namespace + "/" + sr.Reservation
 			go func() {
 				defer close(done)
-				p, err := s.cfg.Client.CoreV1().Pods(sr.Namespace).Create(ctx, ReservationPod(s.cfg.Options, sr.Reservation, sr.Node), metav1.CreateOptions{})
+				var p *corev1.Pod
+				var err error
+				s.call(func() {
+					p, err = s.cfg.Client.CoreV1().Pods(sr.Namespace).Create(ctx, ReservationPod(s.cfg.Options, sr.Reservation, sr.Node), metav1.CreateOptions{})
+				})
 				s.wmu.Lock()
 				defer s.wmu.Unlock()
 				switch {
@@ -410,7 +414,10 @@ func (s *Scheduler) share(ctx context.Context, b Bind) bool {
 	if unmade {
 		return false
 	}
-	_, err := s.cfg.Client.CoreV1().Pods(b.Pod.Namespace).Patch(ctx, b.Pod.Name, types.MergePatchType, sharePatch(b.Pod.UID, sr), metav1.PatchOptions{})
+	var err error
+	s.call(func() {
+		_, err = s.cfg.Client.CoreV1().Pods(b.Pod.Namespace).Patch(ctx, b.Pod.Name, types.MergePatchType, sharePatch(b.Pod.UID, sr), metav1.PatchOptions{})
+	})
 	if err != nil {
 		s.cfg.Log.Warn("writing a pod's GPU share failed", "pod", b.Pod.String(), "reservation", sr.Reservation, "err", err)
 		return false
