@@ -451,12 +451,7 @@ func TestQuotaHeldThroughGracePeriod(t *testing.T) {
 	if len(a.Binds) != 0 || len(a.Evict) != 0 {
 		t.Errorf("while batch ends: binds %v, evictions %v; want none (ml's quota is batch's)", binds(a), evictions(a))
 	}
-	var why string
-	for _, wt := range a.Wait {
-		if wt.Pod.Name == "more" {
-			why = wt.Reason
-		}
-	}
+	why := waitReason(a, "more")
 	if !strings.Contains(why, "quota") {
 		t.Errorf("ml/more waits with %q; want its quota named", why)
 	}
@@ -467,6 +462,16 @@ func TestQuotaHeldThroughGracePeriod(t *testing.T) {
 	if d := cmp.Diff([][]string{{"more@b"}}, binds(a)); len(evictions(a)) != 1 || d != "" {
 		t.Errorf("without quotas: evictions %v, binds (-want +got):\n%s", evictions(a), d)
 	}
+}
+
+// waitReason is the reason the actions give pod name for waiting, or "".
+func waitReason(a Actions, name string) string {
+	for _, wt := range a.Wait {
+		if wt.Pod.Name == name {
+			return wt.Reason
+		}
+	}
+	return ""
 }
 
 // A bound pod whose spec cannot be read (its tier annotation edited
@@ -482,12 +487,7 @@ func TestQuotaHeldByUnreadablePod(t *testing.T) {
 	if len(a.Binds) != 0 || len(a.Evict) != 0 {
 		t.Errorf("binds %v, evictions %v; want none: ml's 8 GPUs of quota are the edited pod's", binds(a), evictions(a))
 	}
-	var why string
-	for _, wt := range a.Wait {
-		if wt.Pod.Name == "next" {
-			why = wt.Reason
-		}
-	}
+	why := waitReason(a, "next")
 	if !strings.Contains(why, "quota") {
 		t.Errorf("ml/next waits with %q; want its quota named", why)
 	}
