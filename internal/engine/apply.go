@@ -333,7 +333,7 @@ func (st *State) freed(l *Lease) {
 func OnReady(st *State, leaseID string, at time.Time) {
 	if l := st.lease(leaseID); l != nil && !l.State.Final() {
 		l.State, l.ReadyAt, l.IdleSince = core.LeaseReady, at, at
-		st.Changed() // a new node
+		st.changed() // a new node
 	}
 }
 
@@ -342,7 +342,7 @@ func OnFailed(st *State, leaseID string, at time.Time) {
 	if l := st.lease(leaseID); l != nil && !l.State.Final() {
 		l.State, l.End = core.LeaseFailed, at
 		st.freed(l)
-		st.Changed()
+		st.changed()
 		st.ended()
 	}
 }
@@ -358,7 +358,7 @@ func OnReclaimNotice(st *State, leaseID string, now, reclaimAt time.Time, cfg Co
 		return nil
 	}
 	l.ReclaimAt = reclaimAt
-	st.Changed() // the node leaves; its units checkpoint
+	st.changed() // the node leaves; its units checkpoint
 	var su []fleet.SpotUnit
 	for _, u := range ix.on[leaseID] {
 		remaining := st.Estimate(u) - u.Done - now.Sub(u.Start)
@@ -383,7 +383,7 @@ func OnReclaimed(st *State, leaseID string, now time.Time) {
 	if l == nil || l.State.Final() {
 		return
 	}
-	st.Changed()
+	st.changed()
 	for _, u := range ix.on[leaseID] {
 		u.stop(now, core.JobPending)
 		u.Reclaims++

@@ -48,7 +48,7 @@ func BenchmarkStep(b *testing.B) {
 // a fleet of 120 ready 8-GPU machines running 200 units, is placed
 // (Step, Apply) and later finishes (FinishUnit, Prune) — with the live
 // view kept between steps ("live") and with it built afresh at every
-// step as before the view was kept ("fresh", State.Changed before each
+// step as before the view was kept ("fresh", State.changed before each
 // Step). Both make the same decisions.
 func BenchmarkStepOneArrival(b *testing.B) {
 	uncheckedViews(b)
@@ -88,7 +88,7 @@ func BenchmarkStepOneArrival(b *testing.B) {
 				u := &Unit{Unit: sched.Unit{Job: j}, State: core.JobPending, Since: now}
 				st.Units = append(st.Units, u)
 				if fresh {
-					st.Changed()
+					st.changed()
 				}
 				d := Step(st, now, cfg)
 				Apply(st, d)

@@ -9,8 +9,8 @@
 // Step keeps its picture of the fleet in the State between calls and
 // every change the engine makes to a unit keeps it up to date (view.go),
 // so a step costs about what changed, not the fleet's size. A caller
-// that changes units by hand, other than appending new ones, says so
-// with State.Changed, and the next Step builds the picture afresh.
+// changes units only through the engine's methods (or by appending new
+// ones), so the picture cannot go stale from outside.
 //
 // The live server and the simulator call the same Step, so a policy
 // proven on a trace is the policy that runs. engine is pure: it must not

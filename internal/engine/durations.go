@@ -98,7 +98,7 @@ func (u *Unit) schedUnit() sched.Unit {
 func (st *State) useLearning(on bool) {
 	if st.learn != on {
 		st.learn = on
-		st.Changed()
+		st.changed()
 	}
 }
 

@@ -147,14 +147,27 @@ type State struct {
 	scratch *scratch
 }
 
-// Changed tells the engine that units or leases were changed other than
-// through its functions (Step, Apply, Finish, FinishUnit, Prune, the On*
-// handlers, or appending new units to Units): the next Step builds its
-// picture of the state afresh instead of keeping it up to date.
-func (s *State) Changed() {
+// changed tells the engine's own code that units or leases were changed
+// other than through the paths the live view follows: the next Step
+// builds its picture of the state afresh instead of keeping it up to
+// date. Outside the engine every change goes through a method (Step,
+// Apply, Finish, FinishUnit, Prune, the On* handlers, SetNoSpot, or
+// appending new units to Units), so the picture cannot go stale there.
+func (s *State) changed() {
 	if s.scratch != nil {
 		s.scratch.live = false
 	}
+}
+
+// SetNoSpot keeps u off spot (or lets it back on) from the next Step: a
+// driver's rule on top of the engine's own (the simulator's
+// uniform-progress baseline).
+func (s *State) SetNoSpot(u *Unit, off bool) {
+	if u.NoSpot == off {
+		return
+	}
+	u.NoSpot = off
+	s.changed()
 }
 
 // lease returns the lease with id.

@@ -11,7 +11,7 @@ import (
 // checkpoint taken at a reclaim notice — go through these functions, as
 // Step's decisions go through Apply: one rule for what counts as done work
 // and what is lost, the server's and the simulator's, and the engine's
-// live view kept true without the caller's State.Changed.
+// live view kept true without the caller's help.
 
 // CancelUnit ends u, one of st's units, cancelled at now; a run's time up
 // to now counts as done. It reports false (and changes nothing) when u

@@ -27,7 +27,7 @@ func placed(t *testing.T, jobs ...*core.Job) (*harness, map[string]*Unit) {
 }
 
 // Each observed transition changes the unit as its rule says, and the
-// live view stays true without State.Changed: the package's TestMain
+// live view stays true without State.changed: the package's TestMain
 // checks the view against a fresh build at every Step, which the steps
 // after the transitions run.
 func TestObservedTransitions(t *testing.T) {

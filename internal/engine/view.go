@@ -26,7 +26,7 @@ import (
 // (enter). Units appended to State.Units are taken in at the next Step
 // (sync). Anything that changes which leases are nodes — a machine ready,
 // reclaimed, released, failed — makes the next Step build afresh: sync
-// notices it, and the On* handlers say so (State.Changed).
+// notices it, and the On* handlers say so (State.changed).
 //
 // The view's lists are kept in the order a fresh build gives (State.Units
 // order, by seq), so the scheduler sees the very picture it saw when

@@ -120,7 +120,7 @@ func TestPropertyLiveView(t *testing.T) {
 
 // TestViewKeptBetweenSteps: a step that changes no node keeps the view
 // (it is not built afresh), and one whose nodes changed builds it
-// afresh; Changed makes the next step build afresh too.
+// afresh; changed makes the next step build afresh too.
 func TestViewKeptBetweenSteps(t *testing.T) {
 	st := tallyState(t)
 	now := t0.Add(time.Hour)
@@ -135,7 +135,7 @@ func TestViewKeptBetweenSteps(t *testing.T) {
 	if got := seq(); got != first+1 {
 		t.Fatalf("after a step with no node changed: next number %d, want %d (the view was built afresh)", got, first+1)
 	}
-	st.Changed()
+	st.changed()
 	Step(st, now.Add(2*time.Minute), cfg)
 	if got := seq(); got != uint64(len(st.Units)) {
 		t.Fatalf("after Changed: next number %d, want %d (a fresh build)", got, len(st.Units))

@@ -26,17 +26,11 @@ func (r *run) uniformProgress(now time.Time) {
 	if r.p.Spot.Rule != policy.SpotUniformProgress {
 		return
 	}
-	changed := false
 	for _, u := range r.st.Units {
 		if u.Job.Deadline.IsZero() || !u.Job.Interruptible || (u.State != core.JobPending && u.State != core.JobPreempted) {
 			continue
 		}
-		if behind := behindUniform(u, r.cfg.Workload.Actual[u.Job.ID], now); behind != u.NoSpot {
-			u.NoSpot, changed = behind, true
-		}
-	}
-	if changed {
-		r.st.Changed() // units changed here, not by the engine
+		r.st.SetNoSpot(u, behindUniform(u, r.cfg.Workload.Actual[u.Job.ID], now))
 	}
 }
 
