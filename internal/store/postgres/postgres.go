@@ -39,8 +39,12 @@ type Options struct {
 	Log func(msg string)
 }
 
-// groupLanes is how many batches of grouped submissions run at once.
-const groupLanes = 4
+// groupLanes is how many batches of grouped operations run at once. One:
+// a batch's submissions cost a round trip together (bulk writes), so a
+// second lane only halves the batches and doubles the commits; and every
+// batch of a team's submissions locks its row, so lanes would wait on
+// each other there anyway. docs/server.md has the figures.
+const groupLanes = 1
 
 // Store is a store.Store on a PostgreSQL database.
 type Store struct {
@@ -114,10 +118,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	st := sqlstore.New(b)
-	// Grouped submissions: a few batches side by side, as PostgreSQL
-	// runs transactions side by side (the round trips of one batch
-	// overlap another's commit).
 	st.SetGroupLanes(groupLanes)
+	// A batch's submissions are written with one statement per table.
+	st.SetBulkSubmit(true)
 	// Tokens are cached in each replica (sqlstore.TokenCacheTTL); each
 	// token write is a notice to the others, carried by the commit.
 	channel := tokenChannel(opts.Schema)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/store"
 	"github.com/gpufleet/gpufleet/internal/store/internal/sqlstore"
 	"github.com/gpufleet/gpufleet/internal/store/storetest"
@@ -400,4 +401,68 @@ func TestTokenCacheAcrossReplicas(t *testing.T) {
 	mu.Lock()
 	t.Logf("logged: %q", logged)
 	mu.Unlock()
+}
+
+// TestSubmissionsWrittenInBulk: submissions that queue behind a running
+// batch are written together (sqlstore's bulk write), every one answered
+// as created and stored. A transaction holds the team's row so that the
+// first batch waits on it while the rest queue.
+func TestSubmissionsWrittenInBulk(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(ctx, testDSN(t), Options{Schema: newSchema(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tm := core.Team{ID: "ml", Name: "ML", Weight: 1}
+	if err := s.Teams().CreateTeam(ctx, tm); err != nil {
+		t.Fatal(err)
+	}
+	held, release := make(chan struct{}), make(chan struct{})
+	holder := make(chan error, 1)
+	go func() {
+		holder <- s.Tx(ctx, func(tx store.Tx) error {
+			if err := tx.Teams().UpdateTeam(ctx, tm); err != nil {
+				return err
+			}
+			close(held)
+			<-release
+			return nil
+		})
+	}()
+	<-held
+	const n = 64
+	errs := make([]error, n)
+	created := make([]bool, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			j := core.Job{ID: fmt.Sprintf("j%02d", i), Team: "ml", User: "alice", Tier: core.TierRegular,
+				Request: core.Request{GPUs: 1, MilliPerGPU: core.WholeGPU}, Submit: time.Date(2026, 12, 7, 0, 0, i, 0, time.UTC)}
+			_, created[i], errs[i] = s.Jobs().SubmitJob(ctx, j, "")
+		})
+	}
+	// The first batch waits on the team's row; the rest queue behind it.
+	time.Sleep(300 * time.Millisecond)
+	close(release)
+	if err := <-holder; err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil || !created[i] {
+			t.Fatalf("j%02d: created %v, %v", i, created[i], errs[i])
+		}
+	}
+	if got := s.BulkWritten(); got < 2 {
+		t.Errorf("%d submissions written in bulk, want the queued batch's (at least 2)", got)
+	}
+	units, err := s.Units().ListLiveUnits(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(units) != n {
+		t.Errorf("%d live units, want %d", len(units), n)
+	}
+	t.Logf("%d of %d submissions written in bulk", s.BulkWritten(), n)
 }

@@ -6,7 +6,9 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/store"
 )
 
@@ -146,4 +148,101 @@ func testGroupCommit(t *testing.T, open Opener) {
 	over.Shards = 0
 	_, _, err = s.Jobs().SubmitJob(c, over, "")
 	wantField(t, err, "shards", "0", "team small at its limit after the concurrent submissions")
+}
+
+// testGroupCommitAsAlone submits jobs of every shape at once, so that a
+// backend that writes a batch's submissions together (PostgreSQL's bulk
+// write) takes them so, and the same jobs one by one inside transactions,
+// which never group: each job, its units, the loop's inbox and its team's
+// unit count come out the same either way.
+func testGroupCommitAsAlone(t *testing.T, open Opener) {
+	s := open(t)
+	c := ctx(t)
+	ok(t, s.Teams().CreateTeam(c, team("solo")), "create team solo")
+	variant := func(i int, id, tm string) (core.Job, string) {
+		j := job(id, tm)
+		j.Shards = []int{0, 1, 3}[i%3]
+		if i%4 == 1 {
+			j.Deadline = time.Time{}
+		}
+		if i%5 == 2 {
+			j.Command, j.Request.Models, j.Request.Throughput, j.Request.Accelerators = nil, nil, nil, nil
+		}
+		j.Interruptible, j.Deferrable = i%2 == 0, i%3 == 1
+		j.Tier = []core.Tier{core.TierCore, core.TierRegular, core.TierOffline}[i%3]
+		j.Submit = at(i)
+		key := ""
+		if i%6 == 5 {
+			key = fmt.Sprintf("key-%02d", i)
+		}
+		return j, key
+	}
+	const n = 48
+	units := int64(0)
+	for i := range n {
+		j, _ := variant(i, "x", "x")
+		units += int64(max(j.Shards, 1))
+	}
+	// Team bulk's limit is exactly the batch's units: its count is
+	// checked by the next submission being refused.
+	bulk := team("bulk")
+	bulk.UnitLimit = units
+	ok(t, s.Teams().CreateTeam(c, bulk), "create team bulk")
+	got := make([]store.Job, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			j, key := variant(i, fmt.Sprintf("b%02d", i), "bulk")
+			<-start
+			got[i], _, errs[i] = s.Jobs().SubmitJob(c, j, key)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i := range n {
+		ok(t, errs[i], fmt.Sprintf("submit b%02d", i))
+		j, key := variant(i, fmt.Sprintf("s%02d", i), "solo")
+		ok(t, s.Tx(c, func(tx store.Tx) error {
+			_, _, err := tx.Jobs().SubmitJob(c, j, key)
+			return err
+		}), fmt.Sprintf("submit s%02d alone", i))
+	}
+	as := func(j store.Job) store.Job {
+		j.ID, j.Team = "", ""
+		return j
+	}
+	for i := range n {
+		b, err := s.Jobs().GetJob(c, fmt.Sprintf("b%02d", i))
+		ok(t, err, "get bulk job")
+		one, err := s.Jobs().GetJob(c, fmt.Sprintf("s%02d", i))
+		ok(t, err, "get lone job")
+		diff(t, fmt.Sprintf("job %d grouped against alone", i), as(one), as(b))
+		diff(t, fmt.Sprintf("answer to b%02d against its row", i), b, got[i])
+		bu, err := s.Units().ListUnits(c, b.ID)
+		ok(t, err, "bulk units")
+		ou, err := s.Units().ListUnits(c, one.ID)
+		ok(t, err, "lone units")
+		for k := range bu {
+			bu[k].JobID = ""
+		}
+		for k := range ou {
+			ou[k].JobID = ""
+		}
+		diff(t, fmt.Sprintf("units of job %d grouped against alone", i), ou, bu)
+	}
+	inbox, err := s.Loop().TakeInbox(c)
+	ok(t, err, "take inbox")
+	slices.Sort(inbox)
+	var want []string
+	for i := range n {
+		want = append(want, fmt.Sprintf("b%02d", i), fmt.Sprintf("s%02d", i))
+	}
+	slices.Sort(want)
+	diff(t, "inbox", want, inbox)
+	over := job("bulk-over", "bulk")
+	over.Shards = 0
+	_, _, err = s.Jobs().SubmitJob(c, over, "")
+	wantField(t, err, "shards", "0", "team bulk at its limit after the grouped submissions")
 }

@@ -53,6 +53,7 @@ func Run(t *testing.T, open Opener) {
 		{"Pagination", testPagination},
 		{"Concurrency", testConcurrency},
 		{"GroupCommit", testGroupCommit},
+		{"GroupCommitAsAlone", testGroupCommitAsAlone},
 		{"Restart", testRestart},
 		{"BadInput", testBadInput},
 		{"RowErrors", testRowErrors},

@@ -28,6 +28,9 @@ type groupOp struct {
 	fn      func(ctx context.Context, q Querier) error
 	done    chan error
 	attempt int
+	// sub is set for a job submission, which a batch may write together
+	// with the others (bulk.go); fn writes it alone.
+	sub *submission
 }
 
 // grouper gathers operations into batches, at most lanes batches running
@@ -52,7 +55,14 @@ func (s *Store) SetGroupLanes(n int) { s.group.lanes = max(n, 1) }
 // shared transaction could end the whole transaction; the caller's ctx is
 // checked before fn runs and while it waits.
 func (s *Store) grouped(ctx context.Context, fn func(ctx context.Context, q Querier) error) error {
-	op := &groupOp{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	return s.groupedSubmit(ctx, nil, fn)
+}
+
+// groupedSubmit is grouped for a job submission sub, whose fn writes it
+// alone: a batch may write it with the batch's other submissions instead
+// (bulk.go).
+func (s *Store) groupedSubmit(ctx context.Context, sub *submission, fn func(ctx context.Context, q Querier) error) error {
+	op := &groupOp{ctx: ctx, fn: fn, done: make(chan error, 1), sub: sub}
 	s.group.push(op)
 	// Once queued, the answer is waited for even if ctx ends: the
 	// operation may be in a transaction that commits, and the caller must
@@ -114,16 +124,51 @@ func (g *grouper) run(batch []*groupOp) {
 	}
 	errs := make([]error, len(live))
 	var retry []*groupOp
-	for i, op := range live {
-		errs[i] = g.one(ctx, t, op)
-		if errors.Is(errs[i], errSavepoint) {
-			// What the transaction holds is no longer known: none of it
-			// is committed.
-			rerr := t.Rollback(ctx)
-			for _, op := range live {
-				op.done <- errors.Join(errs[i], rerr)
+	// Submissions written together go last: their teams' rows are
+	// locked from there to the commit (bulk.go).
+	var subs []*submission
+	var subAt []int
+	if g.s.bulk {
+		for i, op := range live {
+			if op.sub != nil {
+				subs, subAt = append(subs, op.sub), append(subAt, i)
 			}
+		}
+		if len(subs) < 2 {
+			subs, subAt = nil, nil
+		}
+	}
+	broken := func(err error) {
+		// What the transaction holds is no longer known: none of it is
+		// committed.
+		rerr := t.Rollback(ctx)
+		for _, op := range live {
+			op.done <- errors.Join(err, rerr)
+		}
+	}
+	for i, op := range live {
+		if subs != nil && op.sub != nil {
+			continue
+		}
+		if errs[i] = g.one(ctx, t, op); errors.Is(errs[i], errSavepoint) {
+			broken(errs[i])
 			return
+		}
+	}
+	if subs != nil {
+		whole, err := g.s.bulkSubmit(ctx, t, subs)
+		if err != nil {
+			broken(err)
+			return
+		}
+		for _, i := range subAt {
+			if whole {
+				continue
+			}
+			if errs[i] = g.one(ctx, t, live[i]); errors.Is(errs[i], errSavepoint) {
+				broken(errs[i])
+				return
+			}
 		}
 	}
 	if err := t.Commit(ctx); err != nil {

@@ -81,67 +81,71 @@ func (o *ops) SubmitJob(ctx context.Context, j core.Job, key string) (store.Job,
 	}
 	j.State = core.JobPending
 	j.Submit, j.Deadline = store.Micro(j.Submit), store.Micro(j.Deadline)
-	fp := store.JobFingerprint(&j)
-	out := store.Job{Job: j, StateAt: j.Submit, IdempotencyKey: key}
-	var created bool
-	body := func(ctx context.Context, q Querier) error {
-		created, out = false, store.Job{Job: j, StateAt: j.Submit, IdempotencyKey: key}
-		r := j.Request
-		var seq int64
-		err := q.QueryRow(ctx, `INSERT INTO jobs (id, team_id, user_name, tier, state, state_at, gpus, milli_per_gpu, mem_per_gpu_mib,
-			models, throughput, cpu_milli, mem_mib, shards, est_duration_ns, deadline, interruptible, may_defer,
-			checkpoint_interval_ns, command, image, submit_at, idem_key, fingerprint, workload, accelerators)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)
-			ON CONFLICT (team_id, idem_key) DO NOTHING RETURNING seq`,
-			j.ID, j.Team, j.User, string(j.Tier), string(j.State), o.t(j.Submit), r.GPUs, int64(r.MilliPerGPU), r.MemPerGPUMiB,
-			marshal(r.Models), marshal(r.Throughput), r.CPUMilli, r.MemMiB, j.Shards, int64(j.EstDuration), o.t(j.Deadline),
-			j.Interruptible, j.Deferrable, int64(j.CheckpointInterval), marshal(j.Command), j.Image, o.t(j.Submit), nullStr(key), fpArg(key, fp), string(r.Workload), marshal(r.Accelerators)).Scan(&seq)
-		switch {
-		case errors.Is(err, ErrNoRows):
-			// The key was used before: the same request gets the first job.
-			first, firstFP, err := o.jobByKey(ctx, q, j.Team, key)
-			if err != nil {
-				return fmt.Errorf("submit job %q: idempotency key %q: %w", j.ID, key, err)
-			}
-			if !bytes.Equal(firstFP, fp[:]) {
-				return fmt.Errorf("submit job %q: %w", j.ID, &store.RowError{Kind: store.ErrConflict, Field: "idempotency_key", Value: key,
-					Msg: fmt.Sprintf("idempotency key %q was used for job %q with a different body", key, first.ID)})
-			}
-			out = first
-			return nil
-		case err != nil:
-			switch e := o.s.b.Classify(err); {
-			case errors.Is(e, store.ErrNotFound): // the team is jobs' one reference
-				return fmt.Errorf("submit job %q: %w", j.ID, store.Missing("team", "team", j.Team))
-			case errors.Is(e, store.ErrConflict): // the id; the key is ON CONFLICT's
-				return fmt.Errorf("submit job: %w", store.Exists("id", "job", j.ID))
-			}
-			return o.fail(err, "submit job %q", j.ID)
-		}
-		created = true
-		if err := o.reserveUnits(ctx, q, &j, true); err != nil {
-			return err
-		}
-		if err := o.insertUnits(ctx, q, &j); err != nil {
-			return err
-		}
-		if err := o.tellLoop(ctx, q, j.ID); err != nil {
-			return err
-		}
-		return o.reserveUnits(ctx, q, &j, false)
-	}
+	sub := &submission{j: j, key: key, fp: store.JobFingerprint(&j)}
+	body := func(ctx context.Context, q Querier) error { return o.submitOne(ctx, q, sub) }
 	var err error
 	if o.tx == nil {
 		// Alone, a submission is a transaction of its own: grouped with
-		// those submitted at the same time, one commit serves them all.
-		err = o.s.grouped(ctx, body)
+		// those submitted at the same time, one commit serves them all,
+		// and where the backend can, one write of each table too.
+		err = o.s.groupedSubmit(ctx, sub, body)
 	} else {
 		err = o.atomic(ctx, func(q Querier) error { return body(ctx, q) })
 	}
 	if err != nil {
 		return store.Job{}, false, err
 	}
-	return out, created, nil
+	return sub.out, sub.created, nil
+}
+
+// submitOne writes sub's job, its units, its place in the loop's inbox
+// and its team's count, and sets sub's answer; it may run more than once.
+func (o *ops) submitOne(ctx context.Context, q Querier, sub *submission) error {
+	j, key, fp := &sub.j, sub.key, sub.fp
+	sub.created, sub.out = false, store.Job{Job: *j, StateAt: j.Submit, IdempotencyKey: key}
+	r := j.Request
+	var seq int64
+	err := q.QueryRow(ctx, `INSERT INTO jobs (id, team_id, user_name, tier, state, state_at, gpus, milli_per_gpu, mem_per_gpu_mib,
+		models, throughput, cpu_milli, mem_mib, shards, est_duration_ns, deadline, interruptible, may_defer,
+		checkpoint_interval_ns, command, image, submit_at, idem_key, fingerprint, workload, accelerators)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)
+		ON CONFLICT (team_id, idem_key) DO NOTHING RETURNING seq`,
+		j.ID, j.Team, j.User, string(j.Tier), string(j.State), o.t(j.Submit), r.GPUs, int64(r.MilliPerGPU), r.MemPerGPUMiB,
+		marshal(r.Models), marshal(r.Throughput), r.CPUMilli, r.MemMiB, j.Shards, int64(j.EstDuration), o.t(j.Deadline),
+		j.Interruptible, j.Deferrable, int64(j.CheckpointInterval), marshal(j.Command), j.Image, o.t(j.Submit), nullStr(key), fpArg(key, fp), string(r.Workload), marshal(r.Accelerators)).Scan(&seq)
+	switch {
+	case errors.Is(err, ErrNoRows):
+		// The key was used before: the same request gets the first job.
+		first, firstFP, err := o.jobByKey(ctx, q, j.Team, key)
+		if err != nil {
+			return fmt.Errorf("submit job %q: idempotency key %q: %w", j.ID, key, err)
+		}
+		if !bytes.Equal(firstFP, fp[:]) {
+			return fmt.Errorf("submit job %q: %w", j.ID, &store.RowError{Kind: store.ErrConflict, Field: "idempotency_key", Value: key,
+				Msg: fmt.Sprintf("idempotency key %q was used for job %q with a different body", key, first.ID)})
+		}
+		sub.out = first
+		return nil
+	case err != nil:
+		switch e := o.s.b.Classify(err); {
+		case errors.Is(e, store.ErrNotFound): // the team is jobs' one reference
+			return fmt.Errorf("submit job %q: %w", j.ID, store.Missing("team", "team", j.Team))
+		case errors.Is(e, store.ErrConflict): // the id; the key is ON CONFLICT's
+			return fmt.Errorf("submit job: %w", store.Exists("id", "job", j.ID))
+		}
+		return o.fail(err, "submit job %q", j.ID)
+	}
+	sub.created = true
+	if err := o.reserveUnits(ctx, q, j, true); err != nil {
+		return err
+	}
+	if err := o.insertUnits(ctx, q, j); err != nil {
+		return err
+	}
+	if err := o.tellLoop(ctx, q, j.ID); err != nil {
+		return err
+	}
+	return o.reserveUnits(ctx, q, j, false)
 }
 
 // fpArg is the fingerprint to store: only idempotent submissions need it.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/store"
@@ -22,6 +23,10 @@ type Store struct {
 	// tokenNotify is run in each transaction that writes tokens
 	// (SetTokenNotify); "" where no other process writes the database.
 	tokenNotify string
+	// bulk writes a batch's submissions together (SetBulkSubmit);
+	// bulked counts the submissions so written.
+	bulk   bool
+	bulked atomic.Int64
 }
 
 var _ store.Store = (*Store)(nil)

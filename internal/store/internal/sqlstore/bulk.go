@@ -1,0 +1,148 @@
+package sqlstore
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+	"github.com/gpufleet/gpufleet/internal/store"
+)
+
+// Bulk submissions: where the database takes arrays (PostgreSQL), the
+// job submissions of one group-commit batch are written together, a
+// statement per table for all of them (jobs, units, the loop's inbox) and
+// one per team for the unit count, sent in one round trip. Each alone
+// costs six statements and as many round trips (group.go), which is most
+// of the database's work in a burst of submissions, and the team's count
+// comes last, so its row is locked only from there to the commit and the
+// batch lanes of one team overlap.
+//
+// The bulk write is all or nothing under a savepoint, and only the
+// common case is taken: every job new, every team there, every count
+// within its team's limit. Anything else — a taken id, an idempotency
+// key used before or twice in the batch, a missing team, a limit
+// reached — is found by the rows each statement changed, rolled back to
+// the savepoint, and the batch's submissions then run one by one as
+// without bulk, each with its own answer. A bulk write changes exactly
+// the rows the submissions one by one would have.
+
+// submission is one SubmitJob waiting in a batch: the job (validated,
+// pending, times at microseconds), its idempotency key and body
+// fingerprint, and the answer, set afresh on each run.
+type submission struct {
+	j       core.Job
+	key     string
+	fp      [32]byte
+	out     store.Job
+	created bool
+}
+
+// SetBulkSubmit makes batches write their submissions together (bulk.go);
+// only for a backend that takes PostgreSQL's arrays and unnest. Call it
+// before use.
+func (s *Store) SetBulkSubmit(on bool) { s.bulk = on }
+
+const bulkJobs = `INSERT INTO jobs (id, team_id, user_name, tier, state, state_at, gpus, milli_per_gpu, mem_per_gpu_mib,
+	models, throughput, cpu_milli, mem_mib, shards, est_duration_ns, deadline, interruptible, may_defer,
+	checkpoint_interval_ns, command, image, submit_at, idem_key, fingerprint, workload, accelerators)
+	SELECT id, team, usr, tier, 'pending', at, gpus, milli, mem, models::jsonb, tput::jsonb, cpu, memmib, shards, est, deadline,
+		intr, dfr, ckpt, cmd::jsonb, image, at, idem, fp, workload, acc::jsonb
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::bigint[], $7::bigint[], $8::bigint[],
+		$9::text[], $10::text[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[], $15::timestamptz[], $16::boolean[],
+		$17::boolean[], $18::bigint[], $19::text[], $20::text[], $21::text[], $22::bytea[], $23::text[], $24::text[])
+		WITH ORDINALITY AS x (id, team, usr, tier, at, gpus, milli, mem, models, tput, cpu, memmib, shards, est, deadline, intr,
+		dfr, ckpt, cmd, image, idem, fp, workload, acc, ord)
+	ORDER BY ord
+	ON CONFLICT DO NOTHING`
+
+const bulkUnits = `INSERT INTO job_units (job_id, shard, state, parts, done_ns, since_at, reclaims, preemptions, no_spot, lost_milli_seconds)
+	SELECT x.id, s.shard, 'pending', 'null', 0, x.at, 0, 0, false, 0
+	FROM unnest($1::text[], $2::bigint[], $3::timestamptz[]) AS x (id, n, at), generate_series(0, x.n - 1) AS s (shard)`
+
+const bulkInbox = `INSERT INTO loop_inbox (job_id) SELECT id FROM unnest($1::text[]) WITH ORDINALITY AS x (id, ord) ORDER BY ord`
+
+const bulkTeam = `UPDATE teams SET queued_units = queued_units + $2
+	WHERE id = $1 AND queued_units + $2 <= CASE WHEN unit_limit = 0 THEN $3 ELSE unit_limit END`
+
+// bulkSubmit writes subs in t together and reports whether it did; on
+// false nothing of them is written and each is to run alone. Its error
+// is the savepoint's only: the transaction is then unsound.
+func (s *Store) bulkSubmit(ctx context.Context, t Txn, subs []*submission) (bool, error) {
+	n := len(subs)
+	var (
+		ids, teams, users, tiers, models, tputs, cmds, images, workloads, accels = strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n)
+		at                                                                       = make([]time.Time, n)
+		deadlines                                                                = make([]*time.Time, n)
+		gpus, milli, mem, cpu, memMiB, shards, est, ckpt, units                  = ints(n), ints(n), ints(n), ints(n), ints(n), ints(n), ints(n), ints(n), ints(n)
+		intr, dfr                                                                = make([]bool, n), make([]bool, n)
+		keys                                                                     = make([]*string, n)
+		fps                                                                      = make([][]byte, n)
+		perTeam                                                                  = map[string]int64{}
+		total                                                                    int64
+	)
+	for i, sub := range subs {
+		j, r := &sub.j, sub.j.Request
+		ids[i], teams[i], users[i], tiers[i] = j.ID, j.Team, j.User, string(j.Tier)
+		at[i] = j.Submit
+		if !j.Deadline.IsZero() {
+			d := j.Deadline
+			deadlines[i] = &d
+		}
+		gpus[i], milli[i], mem[i], cpu[i], memMiB[i] = int64(r.GPUs), int64(r.MilliPerGPU), r.MemPerGPUMiB, r.CPUMilli, r.MemMiB
+		models[i], tputs[i], cmds[i], accels[i] = marshal(r.Models), marshal(r.Throughput), marshal(j.Command), marshal(r.Accelerators)
+		shards[i], est[i], ckpt[i] = int64(j.Shards), int64(j.EstDuration), int64(j.CheckpointInterval)
+		intr[i], dfr[i], images[i], workloads[i] = j.Interruptible, j.Deferrable, j.Image, string(r.Workload)
+		if sub.key != "" {
+			k := sub.key
+			keys[i], fps[i] = &k, sub.fp[:]
+		}
+		units[i] = int64(max(j.Shards, 1))
+		perTeam[j.Team] += units[i]
+		total += units[i]
+	}
+	stmts := []Stmt{
+		{SQL: "SAVEPOINT store_bulk"},
+		{SQL: bulkJobs, Args: []any{ids, teams, users, tiers, at, gpus, milli, mem, models, tputs, cpu, memMiB, shards, est, deadlines,
+			intr, dfr, ckpt, cmds, images, keys, fps, workloads, accels}},
+		{SQL: bulkUnits, Args: []any{ids, units, at}},
+		{SQL: bulkInbox, Args: []any{ids}},
+	}
+	// One team after another in one order, so that two batches of the
+	// same teams lock their rows in the same order.
+	names := make([]string, 0, len(perTeam))
+	for team := range perTeam {
+		names = append(names, team)
+	}
+	slices.SortFunc(names, cmp.Compare)
+	for _, team := range names {
+		stmts = append(stmts, Stmt{SQL: bulkTeam, Args: []any{team, perTeam[team], int64(core.DefaultUnitLimit)}})
+	}
+	changed, _, err := execBatch(ctx, t, stmts)
+	whole := err == nil && changed[1] == int64(n) && changed[2] == total && changed[3] == int64(n)
+	for i := range names {
+		whole = whole && changed[4+i] == 1
+	}
+	if !whole {
+		if _, rerr := t.Exec(ctx, "ROLLBACK TO SAVEPOINT store_bulk"); rerr != nil {
+			return false, fmt.Errorf("%w: roll back to savepoint: %w", errSavepoint, rerr)
+		}
+		return false, nil
+	}
+	for _, sub := range subs {
+		sub.created, sub.out = true, store.Job{Job: sub.j, StateAt: sub.j.Submit, IdempotencyKey: sub.key}
+	}
+	s.bulked.Add(int64(n))
+	return true, nil
+}
+
+// BulkWritten is how many submissions batches wrote together so far
+// (written, not necessarily committed: a batch whose commit failed runs
+// them again).
+
+func (s *Store) BulkWritten() int64 { return s.bulked.Load() }
+
+func strs(n int) []string { return make([]string, n) }
+func ints(n int) []int64  { return make([]int64, n) }
