@@ -34,9 +34,9 @@ type Events interface {
 	// sequence numbers given to them, increasing in append order.
 	AppendEvents(ctx context.Context, events ...core.Event) ([]int64, error)
 	// ListEvents returns a page of the events f selects in sequence order.
-	// On PostgreSQL an event committed while a listing is under way may
-	// carry a sequence number below the cursor; a reader that follows the
-	// trail live re-reads from a cursor a little behind.
+	// On PostgreSQL an event committed while a listing is read page by
+	// page may carry a sequence number below the cursor and be missed by
+	// that listing; the next listing has it.
 	ListEvents(ctx context.Context, f EventFilter) (Page[core.Event], error)
 	// ListRuns returns the finished runs of units that overlap [f.From,
 	// f.To), in the order they ended. The store records a run itself
