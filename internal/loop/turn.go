@@ -33,8 +33,8 @@ type Driver interface {
 	// ends the turn with nothing acted on.
 	Commit(ctx context.Context, st *engine.State, t Turned) error
 	// ReleaseFailed is told of a machine the provider did not release;
-	// an error ends the turn (the simulator), nil goes on (the server's
-	// reconcile retries it).
+	// an error ends the turn (the simulator), nil goes on (the server
+	// reconciles at its next tick, which releases the machine again).
 	ReleaseFailed(providerID string, err error) error
 	// Acquired records what Acquire did, after the provider answered.
 	Acquired(ctx context.Context, st *engine.State, now time.Time, a Acquired) error

@@ -99,6 +99,11 @@ type Loop struct {
 	// live is the engine state kept between ticks (live.go); nil: the
 	// next tick loads it whole.
 	live *liveState
+	// reconcileDue is set when the provider did not release a machine
+	// whose lease the store has ended: the next tick reconciles first,
+	// releasing it again, until a reconcile succeeds. A machine nobody
+	// uses is never left running until the next start.
+	reconcileDue bool
 }
 
 // NewLoop returns a loop on cfg.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -541,5 +542,64 @@ func TestTickPanicIsAFailedTick(t *testing.T) {
 	}
 	if j := w.job("j1"); j.State != core.JobRunning {
 		t.Errorf("job after the panicked tick: %s, want running", j.State)
+	}
+}
+
+// failingRelease is a provider whose next fails releases fail.
+type failingRelease struct {
+	provider.Provider
+	fails int
+}
+
+func (p *failingRelease) Release(ctx context.Context, pid string) error {
+	if p.fails > 0 {
+		p.fails--
+		return errors.New("release refused for a while")
+	}
+	return p.Provider.Release(ctx, pid)
+}
+
+// TestFailedReleaseRetried: a machine whose release the provider refused
+// is released again by the next ticks, not left running (and paid for)
+// until the server restarts; the trail says so.
+func TestFailedReleaseRetried(t *testing.T) {
+	w := newWorld(t)
+	flaky := &failingRelease{Provider: w.cloud, fails: 2}
+	w.configure = func(c *Config) { c.Provider = flaky }
+	w.restart()
+	w.submit("j1", core.TierCore, 30*time.Minute)
+	// Until the lease ends on its billing boundary (TestJobLifecycle).
+	for i := 0; ; i++ {
+		if i > 2000 {
+			t.Fatalf("lease never released: %+v", w.leases())
+		}
+		w.clk.Advance(DefaultTick)
+		if err := w.loop.Tick(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if ls := w.leases(); len(ls) == 1 && ls[0].State == core.LeaseReleased {
+			break
+		}
+	}
+	if flaky.fails != 1 || len(w.held()) != 1 || w.held()[0].State == provider.Released {
+		t.Fatalf("after the refused release: %d refusals left, provider holds %+v", flaky.fails, w.held())
+	}
+	// The next tick reconciles, and the provider refuses again; the one
+	// after releases it.
+	w.run(2 * DefaultTick)
+	if flaky.fails != 0 {
+		t.Fatalf("no release tried again: %d refusals left", flaky.fails)
+	}
+	if held := w.held(); len(held) != 0 && held[0].State != provider.Released {
+		t.Fatalf("provider still holds %+v after the retries", held)
+	}
+	if n := len(w.events("lease.rereleased")); n != 2 {
+		t.Errorf("%d lease.rereleased events, want 2 (one a try)", n)
+	}
+	// The loop goes on: new work gets a machine.
+	w.submit("j2", core.TierCore, 10*time.Minute)
+	w.run(5 * time.Minute)
+	if j := w.job("j2"); j.State != core.JobRunning {
+		t.Errorf("j2 %s after the retried release, want running", j.State)
 	}
 }

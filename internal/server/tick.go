@@ -41,6 +41,16 @@ func (l *Loop) Tick(ctx context.Context) (err error) {
 }
 
 func (l *Loop) tick(ctx context.Context) error {
+	if l.reconcileDue {
+		// A release failed: the provider still holds a machine the store
+		// has ended. Reconcile releases it again; the tick goes on either
+		// way, and a failed reconcile is tried at the next.
+		if err := l.Reconcile(ctx); err != nil {
+			l.cfg.Log.Warn("reconcile after a failed release failed; the next tick tries again", "err", err)
+		} else {
+			l.reconcileDue = false
+		}
+	}
 	now := l.cfg.Clock.Now()
 	began := time.Now() // latency is wall time, whatever the loop's clock
 	st, ls, err := l.loadState(ctx)
@@ -254,9 +264,11 @@ func (t *turn) Commit(ctx context.Context, st *engine.State, tu loop.Turned) err
 	return nil
 }
 
-// ReleaseFailed logs: the reconcile at the next start retries it.
+// ReleaseFailed logs and goes on: the next tick reconciles, which
+// releases the machine again (Loop.reconcileDue).
 func (t *turn) ReleaseFailed(pid string, err error) error {
-	t.l.cfg.Log.Warn("release failed; reconcile on restart retries it", "provider_id", pid, "err", err)
+	t.l.cfg.Log.Warn("release failed; the next tick releases it again", "provider_id", pid, "err", err)
+	t.l.reconcileDue = true
 	return nil
 }
 

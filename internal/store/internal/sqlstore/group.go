@@ -163,8 +163,9 @@ func (g *grouper) run(batch []*groupOp) {
 		}
 		for _, i := range subAt {
 			if whole {
-				continue
+				break
 			}
+			// Not written together: each alone, with its own answer.
 			if errs[i] = g.one(ctx, t, live[i]); errors.Is(errs[i], errSavepoint) {
 				broken(errs[i])
 				return
