@@ -72,43 +72,54 @@ const bulkTeam = `UPDATE teams SET queued_units = queued_units + $2
 // is the savepoint's only: the transaction is then unsound.
 func (s *Store) bulkSubmit(ctx context.Context, t Txn, subs []*submission) (bool, error) {
 	n := len(subs)
-	var (
-		ids, teams, users, tiers, models, tputs, cmds, images, workloads, accels = strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n)
-		at                                                                       = make([]time.Time, n)
-		deadlines                                                                = make([]*time.Time, n)
-		gpus, milli, mem, cpu, memMiB, shards, est, ckpt, units                  = ints(n), ints(n), ints(n), ints(n), ints(n), ints(n), ints(n), ints(n), ints(n)
-		intr, dfr                                                                = make([]bool, n), make([]bool, n)
-		keys                                                                     = make([]*string, n)
-		fps                                                                      = make([][]byte, n)
-		perTeam                                                                  = map[string]int64{}
-		total                                                                    int64
-	)
-	for i, sub := range subs {
+	// The batch as columns, the arrays unnest reads back as rows.
+	var c struct {
+		ids, teams, users, tiers, models, tputs, cmds, images, workloads, accels []string
+		at                                                                       []time.Time
+		deadlines                                                                []*time.Time
+		gpus, milli, mem, cpu, memMiB, shards, est, ckpt, units                  []int64
+		intr, dfr                                                                []bool
+		keys                                                                     []*string
+		fps                                                                      [][]byte
+	}
+	perTeam := map[string]int64{}
+	var total int64
+	for _, sub := range subs {
 		j, r := &sub.j, sub.j.Request
-		ids[i], teams[i], users[i], tiers[i] = j.ID, j.Team, j.User, string(j.Tier)
-		at[i] = j.Submit
+		c.ids, c.teams, c.users, c.tiers = append(c.ids, j.ID), append(c.teams, j.Team), append(c.users, j.User), append(c.tiers, string(j.Tier))
+		c.at = append(c.at, j.Submit)
+		var deadline *time.Time
 		if !j.Deadline.IsZero() {
 			d := j.Deadline
-			deadlines[i] = &d
+			deadline = &d
 		}
-		gpus[i], milli[i], mem[i], cpu[i], memMiB[i] = int64(r.GPUs), int64(r.MilliPerGPU), r.MemPerGPUMiB, r.CPUMilli, r.MemMiB
-		models[i], tputs[i], cmds[i], accels[i] = marshal(r.Models), marshal(r.Throughput), marshal(j.Command), marshal(r.Accelerators)
-		shards[i], est[i], ckpt[i] = int64(j.Shards), int64(j.EstDuration), int64(j.CheckpointInterval)
-		intr[i], dfr[i], images[i], workloads[i] = j.Interruptible, j.Deferrable, j.Image, string(r.Workload)
+		c.deadlines = append(c.deadlines, deadline)
+		c.gpus, c.milli, c.mem = append(c.gpus, int64(r.GPUs)), append(c.milli, int64(r.MilliPerGPU)), append(c.mem, r.MemPerGPUMiB)
+		c.cpu, c.memMiB = append(c.cpu, r.CPUMilli), append(c.memMiB, r.MemMiB)
+		c.models, c.tputs = append(c.models, marshal(r.Models)), append(c.tputs, marshal(r.Throughput))
+		c.cmds, c.accels = append(c.cmds, marshal(j.Command)), append(c.accels, marshal(r.Accelerators))
+		c.shards, c.est, c.ckpt = append(c.shards, int64(j.Shards)), append(c.est, int64(j.EstDuration)), append(c.ckpt, int64(j.CheckpointInterval))
+		c.intr, c.dfr = append(c.intr, j.Interruptible), append(c.dfr, j.Deferrable)
+		c.images, c.workloads = append(c.images, j.Image), append(c.workloads, string(r.Workload))
+		// No key: NULL for both, as SubmitJob alone writes it.
+		var key *string
+		var fp []byte
 		if sub.key != "" {
 			k := sub.key
-			keys[i], fps[i] = &k, sub.fp[:]
+			key, fp = &k, sub.fp[:]
 		}
-		units[i] = int64(max(j.Shards, 1))
-		perTeam[j.Team] += units[i]
-		total += units[i]
+		c.keys, c.fps = append(c.keys, key), append(c.fps, fp)
+		units := int64(max(j.Shards, 1))
+		c.units = append(c.units, units)
+		perTeam[j.Team] += units
+		total += units
 	}
 	stmts := []Stmt{
 		{SQL: "SAVEPOINT store_bulk"},
-		{SQL: bulkJobs, Args: []any{ids, teams, users, tiers, at, gpus, milli, mem, models, tputs, cpu, memMiB, shards, est, deadlines,
-			intr, dfr, ckpt, cmds, images, keys, fps, workloads, accels}},
-		{SQL: bulkUnits, Args: []any{ids, units, at}},
-		{SQL: bulkInbox, Args: []any{ids}},
+		{SQL: bulkJobs, Args: []any{c.ids, c.teams, c.users, c.tiers, c.at, c.gpus, c.milli, c.mem, c.models, c.tputs, c.cpu, c.memMiB,
+			c.shards, c.est, c.deadlines, c.intr, c.dfr, c.ckpt, c.cmds, c.images, c.keys, c.fps, c.workloads, c.accels}},
+		{SQL: bulkUnits, Args: []any{c.ids, c.units, c.at}},
+		{SQL: bulkInbox, Args: []any{c.ids}},
 	}
 	// One team after another in one order, so that two batches of the
 	// same teams lock their rows in the same order.
@@ -141,8 +152,4 @@ func (s *Store) bulkSubmit(ctx context.Context, t Txn, subs []*submission) (bool
 // BulkWritten is how many submissions batches wrote together so far
 // (written, not necessarily committed: a batch whose commit failed runs
 // them again).
-
 func (s *Store) BulkWritten() int64 { return s.bulked.Load() }
-
-func strs(n int) []string { return make([]string, n) }
-func ints(n int) []int64  { return make([]int64, n) }
