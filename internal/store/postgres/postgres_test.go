@@ -254,6 +254,30 @@ func TestOpenUnreachable(t *testing.T) {
 	}
 }
 
+// holdOpen runs write in a transaction of s and keeps the transaction
+// open once write is done; commit ends it and returns its error.
+func holdOpen(t *testing.T, s *Store, write func(tx store.Tx) error) (commit func() error) {
+	t.Helper()
+	written, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Tx(t.Context(), func(tx store.Tx) error {
+			if err := write(tx); err != nil {
+				return err
+			}
+			close(written)
+			<-release
+			return nil
+		})
+	}()
+	select {
+	case <-written:
+	case err := <-done:
+		t.Fatalf("write in the transaction held open: %v", err)
+	}
+	return func() error { close(release); return <-done }
+}
+
 // TestReportCommittedLate: a report whose transaction took its sequence
 // number first but committed after a later-numbered report was read is
 // still pending once the loop deletes what it read. Deleting up to the
@@ -270,23 +294,7 @@ func TestReportCommittedLate(t *testing.T) {
 	early := store.AgentReport{Agent: "n1", Kind: "job-exited", Run: "j1-r1", At: at, Reason: "exit 0", Attrs: map[string]string{"exit_code": "0"}}
 	late := store.AgentReport{Agent: "n2", Kind: "job-exited", Run: "j2-r1", At: at, Reason: "exit 0", Attrs: map[string]string{"exit_code": "0"}}
 
-	appended, release := make(chan struct{}), make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- s.Tx(ctx, func(tx store.Tx) error {
-			if err := tx.Agents().AppendReports(ctx, early); err != nil {
-				return err
-			}
-			close(appended)
-			<-release
-			return nil
-		})
-	}()
-	select {
-	case <-appended:
-	case err := <-done:
-		t.Fatalf("early report: %v", err)
-	}
+	commit := holdOpen(t, s, func(tx store.Tx) error { return tx.Agents().AppendReports(ctx, early) })
 	if err := s.Agents().AppendReports(ctx, late); err != nil {
 		t.Fatal(err)
 	}
@@ -297,8 +305,7 @@ func TestReportCommittedLate(t *testing.T) {
 	if len(read) != 1 || read[0].Run != late.Run {
 		t.Fatalf("pending before the early report commits: %+v, want only %s", read, late.Run)
 	}
-	close(release)
-	if err := <-done; err != nil {
+	if err := commit(); err != nil {
 		t.Fatalf("early report's transaction: %v", err)
 	}
 	if err := s.Agents().DeleteReports(ctx, []int64{read[0].Seq}); err != nil {
@@ -418,19 +425,7 @@ func TestSubmissionsWrittenInBulk(t *testing.T) {
 	if err := s.Teams().CreateTeam(ctx, tm); err != nil {
 		t.Fatal(err)
 	}
-	held, release := make(chan struct{}), make(chan struct{})
-	holder := make(chan error, 1)
-	go func() {
-		holder <- s.Tx(ctx, func(tx store.Tx) error {
-			if err := tx.Teams().UpdateTeam(ctx, tm); err != nil {
-				return err
-			}
-			close(held)
-			<-release
-			return nil
-		})
-	}()
-	<-held
+	commit := holdOpen(t, s, func(tx store.Tx) error { return tx.Teams().UpdateTeam(ctx, tm) })
 	const n = 64
 	errs := make([]error, n)
 	created := make([]bool, n)
@@ -444,8 +439,7 @@ func TestSubmissionsWrittenInBulk(t *testing.T) {
 	}
 	// The first batch waits on the team's row; the rest queue behind it.
 	time.Sleep(300 * time.Millisecond)
-	close(release)
-	if err := <-holder; err != nil {
+	if err := commit(); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()

@@ -40,14 +40,17 @@ type submission struct {
 	created bool
 }
 
+// made is the answer to sub when its job is the one written for it.
+func (sub *submission) made() store.Job {
+	return store.Job{Job: sub.j, StateAt: sub.j.Submit, IdempotencyKey: sub.key}
+}
+
 // SetBulkSubmit makes batches write their submissions together (bulk.go);
 // only for a backend that takes PostgreSQL's arrays and unnest. Call it
 // before use.
 func (s *Store) SetBulkSubmit(on bool) { s.bulk = on }
 
-const bulkJobs = `INSERT INTO jobs (id, team_id, user_name, tier, state, state_at, gpus, milli_per_gpu, mem_per_gpu_mib,
-	models, throughput, cpu_milli, mem_mib, shards, est_duration_ns, deadline, interruptible, may_defer,
-	checkpoint_interval_ns, command, image, submit_at, idem_key, fingerprint, workload, accelerators)
+const bulkJobs = `INSERT INTO jobs (` + jobInsertCols + `)
 	SELECT id, team, usr, tier, 'pending', at, gpus, milli, mem, models::jsonb, tput::jsonb, cpu, memmib, shards, est, deadline,
 		intr, dfr, ckpt, cmd::jsonb, image, at, idem, fp, workload, acc::jsonb
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::bigint[], $7::bigint[], $8::bigint[],
@@ -143,7 +146,7 @@ func (s *Store) bulkSubmit(ctx context.Context, t Txn, subs []*submission) (bool
 		return false, nil
 	}
 	for _, sub := range subs {
-		sub.created, sub.out = true, store.Job{Job: sub.j, StateAt: sub.j.Submit, IdempotencyKey: sub.key}
+		sub.created, sub.out = true, sub.made()
 	}
 	s.bulked.Add(int64(n))
 	return true, nil

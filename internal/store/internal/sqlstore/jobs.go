@@ -20,6 +20,12 @@ const jobCols = `seq, id, team_id, user_name, tier, state, state_at, gpus, milli
 	models, throughput, cpu_milli, mem_mib, shards, est_duration_ns, deadline, interruptible, may_defer,
 	checkpoint_interval_ns, command, image, submit_at, idem_key, workload, accelerators`
 
+// jobInsertCols are the columns a submission writes, in the order of
+// its values (SubmitJob alone and a batch's bulk write alike).
+const jobInsertCols = `id, team_id, user_name, tier, state, state_at, gpus, milli_per_gpu, mem_per_gpu_mib,
+	models, throughput, cpu_milli, mem_mib, shards, est_duration_ns, deadline, interruptible, may_defer,
+	checkpoint_interval_ns, command, image, submit_at, idem_key, fingerprint, workload, accelerators`
+
 // scanJob scans jobCols and then extra.
 func scanJob(r interface{ Scan(...any) error }, extra ...any) (store.Job, int64, error) {
 	var (
@@ -102,12 +108,10 @@ func (o *ops) SubmitJob(ctx context.Context, j core.Job, key string) (store.Job,
 // and its team's count, and sets sub's answer; it may run more than once.
 func (o *ops) submitOne(ctx context.Context, q Querier, sub *submission) error {
 	j, key, fp := &sub.j, sub.key, sub.fp
-	sub.created, sub.out = false, store.Job{Job: *j, StateAt: j.Submit, IdempotencyKey: key}
+	sub.created, sub.out = false, sub.made()
 	r := j.Request
 	var seq int64
-	err := q.QueryRow(ctx, `INSERT INTO jobs (id, team_id, user_name, tier, state, state_at, gpus, milli_per_gpu, mem_per_gpu_mib,
-		models, throughput, cpu_milli, mem_mib, shards, est_duration_ns, deadline, interruptible, may_defer,
-		checkpoint_interval_ns, command, image, submit_at, idem_key, fingerprint, workload, accelerators)
+	err := q.QueryRow(ctx, `INSERT INTO jobs (`+jobInsertCols+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)
 		ON CONFLICT (team_id, idem_key) DO NOTHING RETURNING seq`,
 		j.ID, j.Team, j.User, string(j.Tier), string(j.State), o.t(j.Submit), r.GPUs, int64(r.MilliPerGPU), r.MemPerGPUMiB,
