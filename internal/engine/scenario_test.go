@@ -218,3 +218,55 @@ func TestConsolidationEmptiesSparseMachine(t *testing.T) {
 		}
 	}
 }
+
+// Work started on on-demand machines while the monthly base was full
+// moves onto the base once it has stood spare for a whole day, and the
+// on-demand machines go at their next boundary; not before the day's
+// peak has passed, when the spare base could still be needed.
+func TestLongWorkMovesOntoSpareCommittedTime(t *testing.T) {
+	o := hourlyOffer("v100", "V100", 1, "3")
+	o.Plans = append(o.Plans, core.PricePlan{Mode: core.Monthly, Price: mustMoney("400"), Per: core.Month, Granularity: core.Month.Seconds(), Term: core.Month.Seconds()})
+	h := newHarness(t, []core.Offer{o}, Config{Fleet: fleet.Config{Reserved: map[string]int{"V100": 2}}})
+	h.tick = 5 * time.Minute
+	long := 4 * 24 * time.Hour
+	h.onTick = func(h *harness) {
+		switch h.now.Sub(t0) {
+		case 10 * time.Minute: // fills the base
+			for _, id := range []string{"base-a", "base-b"} {
+				h.submit(job(id, core.TierRegular, 1, 30*time.Hour), 30*time.Hour)
+			}
+		case 20 * time.Minute: // waits, and is rented for on demand
+			for _, id := range []string{"long-a", "long-b"} {
+				j := job(id, core.TierRegular, 1, long)
+				j.Interruptible = true
+				h.submit(j, long)
+			}
+		}
+	}
+	h.runUntil(t0.Add(5 * 24 * time.Hour))
+	moves := h.eventsOf("move")
+	if len(moves) != 2 {
+		t.Fatalf("%d moves, want the 2 long units onto the spare base: %+v", len(moves), moves)
+	}
+	// The base empties at 30 h 10 min; the day's peak (4 GPUs) stands
+	// above it until a day later.
+	spareFrom := t0.Add(30*time.Hour + 10*time.Minute)
+	for _, m := range moves {
+		if m.At.Before(spareFrom.Add(24 * time.Hour)) {
+			t.Errorf("%s moved at %s, within a day of the peak", m.Subject, m.At.Sub(t0))
+		}
+	}
+	for _, l := range h.st.Leases {
+		switch {
+		case l.Mode == core.Monthly && l.State.Final():
+			t.Errorf("monthly lease %s released inside its term", l.ID)
+		case l.Mode == core.OnDemand && (!l.State.Final() || l.End.After(spareFrom.Add(26*time.Hour))):
+			t.Errorf("on-demand lease %s %s, ended %s: want released within the hour after the move", l.ID, l.State, l.End.Sub(t0))
+		}
+	}
+	for _, u := range h.st.Units {
+		if u.State != core.JobSucceeded {
+			t.Errorf("%s %s", u.Key(), u.State)
+		}
+	}
+}

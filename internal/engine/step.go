@@ -112,10 +112,10 @@ type view struct {
 	pending []sched.Unit
 	// pendingOf is the state's unit behind each pending entry.
 	pendingOf []*Unit
-	// latest, units and sparse are drainCandidates' working space.
+	// latest, units and cand are drainCandidates' working space.
 	latest []time.Time
 	units  []core.Milli
-	sparse []bool
+	cand   []bool
 	// now is the time the view was last brought to; filled says fill has
 	// run since.
 	now    time.Time
@@ -202,7 +202,7 @@ func (sc *scratch) rebuild(st *State, now time.Time, register bool) {
 	gen := st.stampLeases()
 	sc.v = view{nodes: old.nodes[:0], leaseOf: old.leaseOf[:0], cost: old.cost[:0], paid: old.paid[:0], alloc: old.alloc[:0], on: old.on[:0], end: old.end[:0],
 		running: old.running[:0], runningOf: old.runningOf[:0], queue: old.queue[:0], pending: old.pending[:0], pendingOf: old.pendingOf[:0],
-		latest: old.latest, units: old.units, sparse: old.sparse, now: now,
+		latest: old.latest, units: old.units, cand: old.cand, now: now,
 		use: old.use, useKeys: old.useKeys, useIx: old.useIx}
 	v := &sc.v
 	clear(v.use)
@@ -467,11 +467,8 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	}
 	d.Waiting = sd.Waiting
 	if !cfg.Fleet.NoConsolidation && !cfg.NoRelease {
-		schedState := &sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, NodeCost: v.cost, Scratch: &sc.sched}
-		drain := drainCandidates(v, alloc, now, cfg.Fleet.Defaults())
-		if len(drain) > 0 {
-			v.fill() // Consolidate moves nothing without a node to drain
-		}
+		schedState := &sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, NodeCost: v.cost, NodePaidUntil: v.paid, Scratch: &sc.sched}
+		drain := drainCandidates(v, alloc, st.Demand, now, cfg.Fleet.Defaults())
 		for _, m := range sched.Consolidate(schedState, sd, drain, cfg.Sched) {
 			d.moveUnits = append(d.moveUnits, runningUnit(m.Unit))
 			mv := Place{Unit: m.Unit.Key(), Reason: m.Reason}
@@ -564,27 +561,49 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	return d
 }
 
-// drainCandidates are the machines worth emptying: not committed (a paid
-// term saves nothing when emptied), allocated below the scale-in share,
-// and whose running work would keep them past their next billing boundary
-// for longer than moving it costs. Sparsest first.
-func drainCandidates(v *view, alloc []core.Milli, now time.Time, cfg fleet.Config) []int {
+// drainCandidates are the machines worth emptying, whose running work
+// would keep them past their next billing boundary for longer than
+// moving it costs. Two kinds, sparsest first within each: machines not
+// on a committed term (a paid term saves nothing when emptied) allocated
+// below the scale-in share, whose work may go anywhere; and, while the
+// committed machines have GPUs free and the last day's demand never
+// needed more than them, any machine whose boundary comes within
+// drainLead, whose work may go only onto committed time paid past its
+// end (sched.Drain.OntoPaid) — so that work started on dearer or shorter
+// terms while the committed ones were full ends up on them once demand
+// has fallen below them, rather than renewing its machine beside idle
+// paid GPUs. (Filling free committed GPUs while the day's peak stood
+// above them cost up to 3% more on the Helios excerpt: the work moved
+// there took room that the next climb needed.)
+func drainCandidates(v *view, alloc []core.Milli, history []fleet.DemandPoint, now time.Time, cfg fleet.Config) []sched.Drain {
 	type c struct {
 		node  int
+		paid  bool
 		share int64
 	}
 	var cs []c
-	// Only sparse machines billed by use can be candidates: find them
-	// before looking at what runs where (most steps have none), and look
-	// only at the work on them.
-	sparse := slices.Grow(v.sparse[:0], len(v.nodes))[:len(v.nodes)]
-	v.sparse = sparse
+	// Find the candidates before looking at what runs where (most steps
+	// have none), and look only at the work on them.
+	cand := slices.Grow(v.cand[:0], len(v.nodes))[:len(v.nodes)]
+	v.cand = cand
+	var idleCommitted, committed int64
+	for n, l := range v.leaseOf {
+		if l.Plan.Committed() {
+			committed += int64(v.nodes[n].CapMilli())
+			idleCommitted += int64(v.nodes[n].CapMilli() - alloc[n])
+		}
+	}
+	if idleCommitted > 0 && peakSince(history, now.Add(-drainLookback)) > committed {
+		// The day's peak needed more than the committed machines: what
+		// is free on them now may be needed again.
+		idleCommitted = 0
+	}
 	found := false
 	for n, l := range v.leaseOf {
 		capMilli := int64(v.nodes[n].CapMilli())
 		share := int64(alloc[n]) * 10000 / max(capMilli, 1)
-		sparse[n] = !l.Plan.Committed() && alloc[n] != 0 && share < cfg.ScaleInBP
-		found = found || sparse[n]
+		cand[n] = alloc[n] != 0 && (!l.Plan.Committed() && share < cfg.ScaleInBP || idleCommitted > 0)
+		found = found || cand[n]
 	}
 	if !found {
 		return nil
@@ -595,7 +614,7 @@ func drainCandidates(v *view, alloc []core.Milli, now time.Time, cfg fleet.Confi
 	clear(units)
 	v.latest, v.units = latest, units
 	for _, a := range v.running {
-		if len(a.Parts) != 1 || !sparse[a.Parts[0].Node] {
+		if len(a.Parts) != 1 || !cand[a.Parts[0].Node] {
 			continue
 		}
 		n := a.Parts[0].Node
@@ -607,7 +626,7 @@ func drainCandidates(v *view, alloc []core.Milli, now time.Time, cfg fleet.Confi
 	}
 	for n, l := range v.leaseOf {
 		capMilli := int64(v.nodes[n].CapMilli())
-		if !sparse[n] {
+		if !cand[n] {
 			continue
 		}
 		share := int64(alloc[n]) * 10000 / max(capMilli, 1)
@@ -619,21 +638,57 @@ func drainCandidates(v *view, alloc []core.Milli, now time.Time, cfg fleet.Confi
 		// GPU time the moves cost, both at this machine's GPU price.
 		saved := int64(latest[n].Sub(paid)/time.Second) * capMilli
 		cost := int64(cfg.MoveOverhead/time.Second) * int64(units[n])
-		if saved > cost {
-			cs = append(cs, c{n, share})
+		if saved <= cost {
+			continue
+		}
+		if !l.Plan.Committed() && share < cfg.ScaleInBP {
+			cs = append(cs, c{n, false, share})
+		} else if paid.Sub(now) <= drainLead && int64(units[n]) <= idleCommitted {
+			idleCommitted -= int64(units[n])
+			cs = append(cs, c{n, true, share})
 		}
 	}
+	if len(cs) == 0 {
+		return nil
+	}
+	v.fill() // the paid time onto which OntoPaid work may go
 	sort.Slice(cs, func(i, j int) bool {
+		if cs[i].paid != cs[j].paid {
+			return !cs[i].paid
+		}
 		if cs[i].share != cs[j].share {
 			return cs[i].share < cs[j].share
 		}
 		return cs[i].node < cs[j].node
 	})
-	out := make([]int, len(cs))
+	out := make([]sched.Drain, len(cs))
 	for i, x := range cs {
-		out[i] = x.node
+		out[i] = sched.Drain{Node: x.node, OntoPaid: x.paid}
 	}
 	return out
+}
+
+// drainLead is how long before its billing boundary a machine whose work
+// could go onto paid committed time is emptied: early enough for the
+// release rule to let it go at that boundary, late enough that the paid
+// time it would fill is not taken by work that comes meanwhile.
+const drainLead = 30 * time.Minute
+
+// drainLookback is how far back the demand peak is read that decides how
+// much paid committed time stays spare: a day, one diurnal cycle.
+const drainLookback = 24 * time.Hour
+
+// peakSince is the highest demand since from (pts oldest first, each
+// holding until the next).
+func peakSince(pts []fleet.DemandPoint, from time.Time) int64 {
+	var peak int64
+	for i := len(pts) - 1; i >= 0; i-- {
+		peak = max(peak, pts[i].Milli)
+		if !pts[i].At.After(from) {
+			break
+		}
+	}
+	return peak
 }
 
 // demand lists the waiting units with when they started waiting and,

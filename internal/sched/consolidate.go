@@ -15,6 +15,15 @@ type Move struct {
 	Reason string
 }
 
+// Drain is a node worth emptying. OntoPaid restricts where its units may
+// go to time already paid for: a committed node whose paid time
+// (State.NodePaidUntil) lasts past the unit's estimated end, so that the
+// move frees the node without making another one renew.
+type Drain struct {
+	Node     int
+	OntoPaid bool
+}
+
 // Consolidate tries, for each node in drain (most promising first), to
 // move every unit running there onto the other nodes' free capacity, as
 // the state stands after the placements in d. Only interruptible units
@@ -22,7 +31,7 @@ type Move struct {
 // all: the moves are tried hypothetically and rolled back unless all of
 // them fit. A node emptied this pass receives nothing, and a node that
 // received work is not drained after.
-func Consolidate(st *State, d Decisions, drain []int, cfg Config) []Move {
+func Consolidate(st *State, d Decisions, drain []Drain, cfg Config) []Move {
 	if len(drain) == 0 {
 		return nil
 	}
@@ -45,8 +54,8 @@ func Consolidate(st *State, d Decisions, drain []int, cfg Config) []Move {
 	}
 	// Only the nodes to drain need their units listed.
 	onNode := make(map[int][]Allocation, len(drain))
-	for _, n := range drain {
-		onNode[n] = nil
+	for _, dr := range drain {
+		onNode[dr.Node] = nil
 	}
 	for _, a := range st.Running {
 		if len(a.Parts) != 1 {
@@ -63,7 +72,8 @@ func Consolidate(st *State, d Decisions, drain []int, cfg Config) []Move {
 	// worth draining.
 	drained, received := map[int]bool{}, map[int]bool{}
 	var moves []Move
-	for _, n := range drain {
+	for _, dr := range drain {
+		n := dr.Node
 		units := onNode[n]
 		if len(units) == 0 || received[n] {
 			continue
@@ -85,7 +95,11 @@ func Consolidate(st *State, d Decisions, drain []int, cfg Config) []Move {
 		ok := true
 		for _, a := range units {
 			a := a
+			end := a.Start.Add(a.Job.EstDuration)
 			allowed := func(m int) bool {
+				if dr.OntoPaid && (!pl.nodes[m].Committed || m >= len(st.NodePaidUntil) || st.NodePaidUntil[m].Before(end)) {
+					return false
+				}
 				return !drained[m] && (!pl.nodes[m].Spot || a.Job.Interruptible)
 			}
 			to, gpus, found := pl.find(&a.Job.Request, allowed)

@@ -41,9 +41,9 @@ func TestPropertyScratch(t *testing.T) {
 		if diff := cmp.Diff(want, got, cmp.AllowUnexported(Decisions{}, Placement{}, Unit{}, Allocation{}, Preemption{}, Reservation{}, Deferral{}, Wait{})); diff != "" {
 			t.Fatalf("Schedule with a reused Scratch differs (-fresh +reused):\n%s", diff)
 		}
-		drain := make([]int, len(st.Nodes))
+		drain := make([]Drain, len(st.Nodes))
 		for i := range drain {
-			drain[i] = len(drain) - 1 - i
+			drain[i] = Drain{Node: len(drain) - 1 - i}
 		}
 		st.Now = now.Add(time.Hour) // past the minimum runtime: work may move
 		withScratch.Now = st.Now
