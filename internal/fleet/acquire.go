@@ -108,6 +108,16 @@ func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.O
 			committed += int64(m.CapMilli())
 		}
 	}
+	// termFor: units a term longer than the outlook, still in force, was
+	// rented for (see priceOption's displaced).
+	termFor := map[string]bool{}
+	for i := range machines {
+		if m := &machines[i]; !m.Lease.State.Final() && time.Duration(m.Plan.Term)*time.Second > cfg.OutlookHorizon {
+			for _, k := range m.For {
+				termFor[k] = true
+			}
+		}
+	}
 	spent := map[string]core.Micros{}
 	for t, b := range budgets {
 		spent[t] = b.Spent
@@ -132,7 +142,7 @@ func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.O
 		if packInto(pool, d) {
 			continue
 		}
-		opt, ok := bestOption(now, d, offers, out, committed, skip, cfg)
+		opt, ok := bestOption(now, d, offers, out, committed, termFor[d.Unit.Key()], skip, cfg)
 		if !ok {
 			continue
 		}
@@ -299,6 +309,16 @@ func packGang(plan []*planned, d Demand) bool {
 	return true
 }
 
+// shorterTerm: o has a committed plan shorter than p's term.
+func shorterTerm(o *core.Offer, p *core.PricePlan) bool {
+	for i := range o.Plans {
+		if q := &o.Plans[i]; q.Committed() && q.Term < p.Term {
+			return true
+		}
+	}
+	return false
+}
+
 // admissible: the work may run on o's hardware (core's one rule, the
 // scheduler's too), its throughput table does not rule the model out, and
 // spot only for interruptible work that may still use it.
@@ -327,7 +347,7 @@ func admissible(o *core.Offer, mode core.BillingMode, d Demand) bool {
 // counts as admissible for the spanning rule (a gang spans machines only
 // when no admissible offer holds it whole), so that what is rented
 // meanwhile is what the scheduler can use.
-func bestOption(now time.Time, d Demand, offers []core.Offer, out *Outlook, committed int64, skip func(string, core.BillingMode) bool, cfg Config) (option, bool) {
+func bestOption(now time.Time, d Demand, offers []core.Offer, out *Outlook, committed int64, displaced bool, skip func(string, core.BillingMode) bool, cfg Config) (option, bool) {
 	j := d.Unit.Job
 	dur := j.EstDuration
 	if dur <= 0 {
@@ -360,12 +380,12 @@ func bestOption(now time.Time, d Demand, offers []core.Offer, out *Outlook, comm
 				// offer can make it: the earliest finish (then the cheapest
 				// hour), so a missed deadline is a late job, never one
 				// that waits forever.
-				if o2, ok := priceOption(o, p, d, now.Add(delay), dur, useful, out, committed, cfg.OutlookHorizon); ok && (late.offer == nil || end.Before(lateEnd) || end.Equal(lateEnd) && o2.perGPU < late.perGPU) {
+				if o2, ok := priceOption(o, p, d, now.Add(delay), dur, useful, out, committed, displaced, cfg.OutlookHorizon); ok && (late.offer == nil || end.Before(lateEnd) || end.Equal(lateEnd) && o2.perGPU < late.perGPU) {
 					late, lateEnd = o2, end
 				}
 				continue
 			}
-			o2, ok := priceOption(o, p, d, now.Add(delay), dur, useful, out, committed, cfg.OutlookHorizon)
+			o2, ok := priceOption(o, p, d, now.Add(delay), dur, useful, out, committed, displaced, cfg.OutlookHorizon)
 			if !ok {
 				continue
 			}
@@ -385,8 +405,12 @@ func bestOption(now time.Time, d Demand, offers []core.Offer, out *Outlook, comm
 // priceOption is the expected bill of running d for dur from start on
 // offer o under plan p, and its cost per useful GPU-hour (useful in
 // milli-GPU-seconds). Spot carries the expected cost of redoing work lost
-// to reclaims.
-func priceOption(o *core.Offer, p *core.PricePlan, d Demand, start time.Time, dur time.Duration, useful int64, out *Outlook, committed int64, horizon time.Duration) (option, bool) {
+// to reclaims. displaced: a term longer than the outlook was rented for
+// d before and is still in force, and d waits again (preempted off it,
+// or placed elsewhere first); such a unit prices no other such term on
+// its own estimate where the offer has a shorter term, only on the
+// forecast — its estimate did not keep it on the first.
+func priceOption(o *core.Offer, p *core.PricePlan, d Demand, start time.Time, dur time.Duration, useful int64, out *Outlook, committed int64, displaced bool, horizon time.Duration) (option, bool) {
 	j := d.Unit.Job
 	n := machinesFor(o, j)
 	// A committed term is paid whole: the fleet never ends one early (an
@@ -425,11 +449,18 @@ func priceOption(o *core.Offer, p *core.PricePlan, d Demand, start time.Time, du
 		// (plan.Forecast): what the least busy day of the last week says
 		// it will serve, over as much of the term as the history looks
 		// back; the whole term is paid.
+		alone := !displaced || !shorterTerm(o, p)
+		if !alone {
+			useful, per = 0, 0
+		}
 		if use, hold, bp := out.forecastUse(o, n, committed, time.Duration(p.Term)*time.Second); use > useful {
-			if alt := core.Micros(core.MulDivHalfEven(int64(cost), 3600*1000, use)); alt < per {
+			if alt := core.Micros(core.MulDivHalfEven(int64(cost), 3600*1000, use)); alt < per || !alone {
 				per = alt
 				why += fmt.Sprintf("; or %s for the %d GPU-h the forecast expects it to serve (%s)", cost, use/3600/1000, forecastWhy(bp, hold))
 			}
+		}
+		if per == 0 {
+			return option{}, false // displaced, and no forecast for the term
 		}
 	} else if use, hold, above := out.expectedUse(o, p, n, committed, horizon); use > useful {
 		if b, err := billing.Cost(p, billing.Span{Start: start, End: start.Add(max(dur, hold))}); err == nil {

@@ -240,3 +240,44 @@ func TestAcquireGangOnceWhileBooting(t *testing.T) {
 		}
 	}
 }
+
+// A unit displaced from a term longer than the outlook that was rented
+// for it (it waits again while that term is in force) does not price
+// another such term on its own estimate where the offer has a shorter
+// one: it takes the shorter term. Where there is none, or the first term
+// has ended, its estimate prices the long term as for any unit.
+func TestAcquireDisplacedUnitTakesShorterTerm(t *testing.T) {
+	day, month := core.Day.Seconds(), core.Month.Seconds()
+	offer := func(plans ...core.PricePlan) core.Offer {
+		return core.Offer{ID: "v100", GPUModel: "V100", GPUs: 1, Plans: append([]core.PricePlan{
+			{Mode: core.OnDemand, Price: 2_000_000, Per: core.Hour, Granularity: 3600}}, plans...)}
+	}
+	daily := core.PricePlan{Mode: core.Daily, Price: 30_000_000, Per: core.Day, Granularity: day, Term: day}
+	monthly := core.PricePlan{Mode: core.Monthly, Price: 700_000_000, Per: core.Month, Granularity: month, Term: month}
+	d := demandFor("long", core.TierRegular, 30*24*time.Hour, false)
+	held := func(o *core.Offer, state core.LeaseState, forUnit string) []Machine {
+		return []Machine{{Lease: &core.Lease{ID: "L1", Mode: core.Monthly, State: state, Start: now.Add(-3 * 24 * time.Hour)},
+			Offer: o, Plan: &o.Plans[len(o.Plans)-1], ReadyAt: now.Add(-3 * 24 * time.Hour), AllocMilli: core.WholeGPU, For: []string{forUnit}}}
+	}
+	tests := []struct {
+		name     string
+		offer    core.Offer
+		state    core.LeaseState
+		forUnit  string
+		wantMode core.BillingMode
+	}{
+		{"not displaced: its month", offer(daily, monthly), core.LeaseReady, "other", core.Monthly},
+		{"displaced: the day", offer(daily, monthly), core.LeaseReady, d.Unit.Key(), core.Daily},
+		{"displaced, no shorter term: the month", offer(monthly), core.LeaseReady, d.Unit.Key(), core.Monthly},
+		{"the month rented for it has ended", offer(daily, monthly), core.LeaseReleased, d.Unit.Key(), core.Monthly},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tc.offer
+			acq := Acquire(now, []Demand{d}, held(&o, tc.state, tc.forUnit), []core.Offer{o}, nil, 0, nil, nil, Config{})
+			if len(acq) != 1 || acq[0].Mode != tc.wantMode {
+				t.Fatalf("acquired %+v, want one %s", acq, tc.wantMode)
+			}
+		})
+	}
+}
