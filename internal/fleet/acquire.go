@@ -110,10 +110,13 @@ func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.O
 	}
 	// termFor: units a term longer than the outlook, still in force, was
 	// rented for (see priceOption's displaced).
-	termFor := map[string]bool{}
+	var termFor map[string]bool
 	for i := range machines {
 		if m := &machines[i]; !m.Lease.State.Final() && time.Duration(m.Plan.Term)*time.Second > cfg.OutlookHorizon {
 			for _, k := range m.For {
+				if termFor == nil {
+					termFor = map[string]bool{}
+				}
 				termFor[k] = true
 			}
 		}
@@ -451,16 +454,18 @@ func priceOption(o *core.Offer, p *core.PricePlan, d Demand, start time.Time, du
 		// back; the whole term is paid.
 		alone := !displaced || !shorterTerm(o, p)
 		if !alone {
-			useful, per = 0, 0
+			useful = 0
+			why += "; not on its own estimate: a term rented for it is in force and it waits again"
 		}
+		priced := alone
 		if use, hold, bp := out.forecastUse(o, n, committed, time.Duration(p.Term)*time.Second); use > useful {
-			if alt := core.Micros(core.MulDivHalfEven(int64(cost), 3600*1000, use)); alt < per || !alone {
-				per = alt
+			if alt := core.Micros(core.MulDivHalfEven(int64(cost), 3600*1000, use)); !priced || alt < per {
+				per, priced = alt, true
 				why += fmt.Sprintf("; or %s for the %d GPU-h the forecast expects it to serve (%s)", cost, use/3600/1000, forecastWhy(bp, hold))
 			}
 		}
-		if per == 0 {
-			return option{}, false // displaced, and no forecast for the term
+		if !priced {
+			return option{}, false
 		}
 	} else if use, hold, above := out.expectedUse(o, p, n, committed, horizon); use > useful {
 		if b, err := billing.Cost(p, billing.Span{Start: start, End: start.Add(max(dur, hold))}); err == nil {
