@@ -31,16 +31,16 @@ import (
 
 // replayFlags are the flags of "gpufleet sim --trace ...".
 type replayFlags struct {
-	tracePath, format, paiTasks, catalog, profile string
-	policies                                      string
-	seed                                          uint64
-	jsonOut, htmlOut, csvOut, leasesOut           string
-	limit                                         int
-	delay                                         time.Duration
-	quiet                                         bool
-	noLP, checkViews                              bool
-	cpuProfile, memProfile                        string
-	lpMPS                                         string
+	tracePath, format, paiTasks, catalog, profile  string
+	policies                                       string
+	seed                                           uint64
+	jsonOut, htmlOut, csvOut, leasesOut, eventsOut string
+	limit                                          int
+	delay                                          time.Duration
+	quiet                                          bool
+	noLP, checkViews                               bool
+	cpuProfile, memProfile                         string
+	lpMPS                                          string
 	// spotTrace is a folder of spot traces, util a utilization series.
 	spotTrace, util string
 	// budgets are --budget TEAM=AMOUNT, each team's monthly budget.
@@ -64,6 +64,7 @@ func attachReplay(cmd *cobra.Command) {
 	fl.StringVar(&f.htmlOut, "html", "", "write the HTML report to this file")
 	fl.StringVar(&f.csvOut, "csv", "", "write the time series CSV to this file")
 	fl.StringVar(&f.leasesOut, "leases", "", "write every lease each policy rented (offer, mode, start, end, held and billed hours, allocated GPU-hours, idle share, cost) as CSV to this file")
+	fl.StringVar(&f.eventsOut, "events", "", "write every event of each policy's replay (time, kind, subject, and the reason the decision gives) as CSV to this file")
 	fl.IntVar(&f.limit, "limit", 0, "replay only the first N jobs (0: all)")
 	fl.DurationVar(&f.delay, "provisioning-delay", 2*time.Minute, "simulated provisioning delay of every offer")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress on stderr (shown only when stderr is a terminal)")
@@ -272,6 +273,7 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(runtime.GOMAXPROCS(0), 1))
 	leases := make([]report.PolicyLeases, len(policies))
+	events := make([]report.PolicyEvents, len(policies))
 	for i, p := range policies {
 		wg.Add(1)
 		go func() {
@@ -282,6 +284,10 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 			if f.leasesOut != "" {
 				leases[i].Policy = p.Label()
 				c.Leases = func(l sim.LeaseRecord) { leases[i].Leases = append(leases[i].Leases, l) }
+			}
+			if f.eventsOut != "" {
+				events[i].Policy = p.Label()
+				c.Transcript = func(e core.Event) { events[i].Events = append(events[i].Events, e) }
 			}
 			if disp != nil {
 				c.Progress = tasks[i].Set
@@ -338,6 +344,11 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 	}
 	if f.leasesOut != "" {
 		if err := writeTo(cmd, f.leasesOut, func(out io.Writer) error { return report.WriteLeaseCSV(out, leases) }); err != nil {
+			return err
+		}
+	}
+	if f.eventsOut != "" {
+		if err := writeTo(cmd, f.eventsOut, func(out io.Writer) error { return report.WriteEventCSV(out, events) }); err != nil {
 			return err
 		}
 	}

@@ -2,14 +2,15 @@ package main
 
 import (
 	"encoding/csv"
-
 	"encoding/json"
-	"github.com/gpufleet/gpufleet/internal/core"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
 )
 
 func TestSimReplayJSON(t *testing.T) {
@@ -244,5 +245,71 @@ func TestSimReplayLPMPS(t *testing.T) {
 	}
 	if s := string(b); !strings.HasPrefix(s, "NAME gpufleet-lp-bound\n") || !strings.Contains(s, " E work_0\n") || !strings.HasSuffix(s, "ENDATA\n") {
 		t.Errorf("not an MPS file:\n%.300s", s)
+	}
+}
+
+// TestSimEventLog: --events writes every event of each policy's replay,
+// as many rows as the JSON counts, each acquire and placement with the
+// reason it gives, in time order within a policy.
+func TestSimEventLog(t *testing.T) {
+	dir := t.TempDir()
+	out, events := filepath.Join(dir, "r.json"), filepath.Join(dir, "events.csv")
+	code, _, stderr := runCLI(t, "sim", "--trace", "testdata/small-trace.csv", "--format", "csv", "--policy", "gpufleet,reactive", "--no-lp", "--json", out, "--events", events, "--quiet")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Policies []struct {
+			Policy string `json:"policy"`
+			Events int    `json:"events"`
+		} `json:"policies"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) < 2 || strings.Join(rows[0], ",") != "policy,at,kind,subject,reason" {
+		t.Fatalf("event CSV header: %v", rows[:min(len(rows), 2)])
+	}
+	count := map[string]int{}
+	kinds := map[string]map[string]int{}
+	last := map[string]time.Time{}
+	for _, r := range rows[1:] {
+		at, err := time.Parse(time.RFC3339, r[1])
+		if err != nil {
+			t.Fatalf("row %v: %v", r, err)
+		}
+		if at.Before(last[r[0]]) {
+			t.Errorf("row %v before the one above it", r)
+		}
+		last[r[0]] = at
+		count[r[0]]++
+		if kinds[r[0]] == nil {
+			kinds[r[0]] = map[string]int{}
+		}
+		kinds[r[0]][r[2]]++
+		if (r[2] == "acquire" || r[2] == "place") && (r[3] == "" || r[4] == "") {
+			t.Errorf("%s without its subject or reason: %v", r[2], r)
+		}
+	}
+	for _, p := range v.Policies {
+		if count[p.Policy] != p.Events || p.Events == 0 {
+			t.Errorf("%s: %d event rows, the replay counts %d", p.Policy, count[p.Policy], p.Events)
+		}
+		if kinds[p.Policy]["acquire"] == 0 || kinds[p.Policy]["place"] == 0 {
+			t.Errorf("%s: no acquire or place among %v", p.Policy, kinds[p.Policy])
+		}
 	}
 }

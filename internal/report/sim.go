@@ -337,6 +337,32 @@ func WriteLeaseCSV(w io.Writer, policies []PolicyLeases) error {
 	return cw.Error()
 }
 
+// PolicyEvents is one policy's events, in the order the replay made them.
+type PolicyEvents struct {
+	Policy string
+	Events []core.Event
+}
+
+// WriteEventCSV writes each policy's events, one row per event: the
+// decision log (acquire, place, preempt, move, release, …) with the
+// reason each decision gives, to follow one job or lease through a
+// replay.
+func WriteEventCSV(w io.Writer, policies []PolicyEvents) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write([]string{"policy", "at", "kind", "subject", "reason"}); err != nil {
+		return err
+	}
+	for _, p := range policies {
+		for _, e := range p.Events {
+			if err := cw.Write([]string{p.Policy, e.At.UTC().Format(time.RFC3339), e.Kind, e.Subject, e.Reason}); err != nil {
+				return err
+			}
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
 // idleShare is the share of a lease's billed GPU-time nobody used.
 func idleShare(l sim.LeaseRecord) string {
 	paid := int64(l.GPUs) * int64(core.WholeGPU) * int64(l.Billed/time.Second)
