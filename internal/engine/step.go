@@ -674,8 +674,9 @@ func drainCandidates(v *view, alloc []core.Milli, history []fleet.DemandPoint, n
 // time it would fill is not taken by work that comes meanwhile.
 const drainLead = 30 * time.Minute
 
-// drainLookback is how far back the demand peak is read that decides how
-// much paid committed time stays spare: a day, one diurnal cycle.
+// drainLookback is how far back demand must have stayed within the
+// committed machines before work moves onto their free GPUs: a day, one
+// diurnal cycle.
 const drainLookback = 24 * time.Hour
 
 // peakSince is the highest demand since from (pts oldest first, each
