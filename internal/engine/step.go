@@ -593,9 +593,9 @@ func drainCandidates(v *view, alloc []core.Milli, history []fleet.DemandPoint, n
 			idleCommitted += int64(v.nodes[n].CapMilli() - alloc[n])
 		}
 	}
-	if idleCommitted > 0 && peakSince(history, now.Add(-drainLookback)) > committed {
-		// The day's peak needed more than the committed machines: what
-		// is free on them now may be needed again.
+	if idleCommitted > 0 && demandAbove(history, now.Add(-drainLookback), committed) {
+		// The last day's demand needed more than the committed machines:
+		// what is free on them now may be needed again.
 		idleCommitted = 0
 	}
 	found := false
@@ -679,17 +679,18 @@ const drainLead = 30 * time.Minute
 // diurnal cycle.
 const drainLookback = 24 * time.Hour
 
-// peakSince is the highest demand since from (pts oldest first, each
-// holding until the next).
-func peakSince(pts []fleet.DemandPoint, from time.Time) int64 {
-	var peak int64
+// demandAbove reports whether demand stood above level at any time since
+// from (pts oldest first, each holding until the next).
+func demandAbove(pts []fleet.DemandPoint, from time.Time, level int64) bool {
 	for i := len(pts) - 1; i >= 0; i-- {
-		peak = max(peak, pts[i].Milli)
+		if pts[i].Milli > level {
+			return true
+		}
 		if !pts[i].At.After(from) {
-			break
+			return false
 		}
 	}
-	return peak
+	return false
 }
 
 // demand lists the waiting units with when they started waiting and,
