@@ -73,15 +73,7 @@ func TestSimReplayJSON(t *testing.T) {
 		t.Error("no HTML report")
 	}
 	// The lease log: each policy's rows sum to its cost to the micro.
-	f, err := os.Open(leases)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := readCSVFile(t, leases)
 	if len(rows) < 5 || rows[0][0] != "policy" || rows[0][11] != "cost" {
 		t.Fatalf("lease CSV: %v", rows)
 	}
@@ -271,15 +263,7 @@ func TestSimEventLog(t *testing.T) {
 	if err := json.Unmarshal(data, &v); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(events)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := readCSVFile(t, events)
 	if len(rows) < 2 || strings.Join(rows[0], ",") != "policy,at,kind,subject,reason" {
 		t.Fatalf("event CSV header: %v", rows[:min(len(rows), 2)])
 	}
@@ -312,4 +296,19 @@ func TestSimEventLog(t *testing.T) {
 			t.Errorf("%s: no acquire or place among %v", p.Policy, kinds[p.Policy])
 		}
 	}
+}
+
+// readCSVFile reads a whole CSV file the command wrote.
+func readCSVFile(t *testing.T, path string) [][]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
 }

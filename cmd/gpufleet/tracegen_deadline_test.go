@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/csv"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,15 +13,7 @@ func TestTraceGenDeadlines(t *testing.T) {
 	if code, _, stderr := runCLI(t, "trace", "gen", "--jobs", "400", "--deadlines", "50", "--deadline-slack", "1.5-2", "--deadline-grace", "5m", "-o", out); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	f, err := os.Open(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := readCSVFile(t, out)
 	col := map[string]int{}
 	for i, h := range rows[0] {
 		col[h] = i
