@@ -174,8 +174,11 @@ func TestClusterPreemption(t *testing.T) {
 	})
 	eventually(t, 30*time.Second, "batch recreated and waiting", func() (bool, string) {
 		p := getPod(t, c, "ml", "batch")
-		if p == nil || p.UID == first {
-			return false, "not yet recreated"
+		switch {
+		case p == nil:
+			return false, "no pod named batch (or the API did not answer)"
+		case p.UID == first:
+			return false, fmt.Sprintf("still the evicted pod (deleting since %v, phase %s)", p.DeletionTimestamp, p.Status.Phase)
 		}
 		return p.Spec.NodeName == "" && p.Annotations[KeyPreemptions] == "1" && strings.HasPrefix(condOf(p), "gpufleet: "), condOf(p)
 	})
