@@ -33,10 +33,6 @@ func TestSimReplayJSON(t *testing.T) {
 	if !strings.Contains(stdout, "workload profile: default") || !strings.Contains(stdout, "deadline misses") {
 		t.Errorf("table lacks the profile or the deadline misses: %s", stdout)
 	}
-	data, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var v struct {
 		Policies []struct {
 			Policy            string      `json:"policy"`
@@ -50,9 +46,7 @@ func TestSimReplayJSON(t *testing.T) {
 			Cost json.Number `json:"cost"`
 		} `json:"lower_bound"`
 	}
-	if err := json.Unmarshal(data, &v); err != nil {
-		t.Fatal(err)
-	}
+	readJSONFile(t, out, &v)
 	if len(v.Policies) != 4 {
 		t.Fatalf("%d policies", len(v.Policies))
 	}
@@ -107,10 +101,6 @@ func TestSimReplayNoLP(t *testing.T) {
 	if !strings.Contains(stdout, "lower bound (price)") || !strings.Contains(stdout, "LP bound: skipped") {
 		t.Errorf("table: %s", stdout)
 	}
-	data, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var v struct {
 		Policies []struct {
 			Policy     string  `json:"policy"`
@@ -127,9 +117,7 @@ func TestSimReplayNoLP(t *testing.T) {
 		WallS   float64 `json:"wall_s"`
 		LPWallS float64 `json:"lp_wall_s"`
 	}
-	if err := json.Unmarshal(data, &v); err != nil {
-		t.Fatal(err)
-	}
+	readJSONFile(t, out, &v)
 	if v.LowerBound.Cost != v.LowerBound.PriceBound || !strings.Contains(v.LowerBound.Method, "--no-lp") || v.LPWallS != 0 {
 		t.Errorf("lower bound %+v, LP %v s: want the price bound alone", v.LowerBound, v.LPWallS)
 	}
@@ -250,19 +238,13 @@ func TestSimEventLog(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	data, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var v struct {
 		Policies []struct {
 			Policy string `json:"policy"`
 			Events int    `json:"events"`
 		} `json:"policies"`
 	}
-	if err := json.Unmarshal(data, &v); err != nil {
-		t.Fatal(err)
-	}
+	readJSONFile(t, out, &v)
 	rows := readCSVFile(t, events)
 	if len(rows) < 2 || strings.Join(rows[0], ",") != "policy,at,kind,subject,reason" {
 		t.Fatalf("event CSV header: %v", rows[:min(len(rows), 2)])
@@ -311,4 +293,16 @@ func readCSVFile(t *testing.T, path string) [][]string {
 		t.Fatal(err)
 	}
 	return rows
+}
+
+// readJSONFile decodes a JSON file the command wrote into v.
+func readJSONFile(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -572,9 +572,8 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 // end (sched.Drain.OntoPaid) — so that work started on dearer or shorter
 // terms while the committed ones were full ends up on them once demand
 // has fallen below them, rather than renewing its machine beside idle
-// paid GPUs. (Filling free committed GPUs while the day's peak stood
-// above them cost up to 3% more on the Helios excerpt: the work moved
-// there took room that the next climb needed.)
+// paid GPUs. Not while the day's peak stood above them: work moved there
+// would take room the next climb needs.
 func drainCandidates(v *view, alloc []core.Milli, history []fleet.DemandPoint, now time.Time, cfg fleet.Config) []sched.Drain {
 	type c struct {
 		node  int

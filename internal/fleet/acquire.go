@@ -101,24 +101,24 @@ func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.O
 	inflight := len(plan)
 	// committed is the committed capacity, with what is rented so far
 	// this step: where a new committed machine goes on the load-duration
-	// curve.
+	// curve. termFor are the units a term longer than the outlook, still
+	// in force, was rented for (see priceOption's displaced).
 	var committed int64
-	for i := range machines {
-		if m := &machines[i]; !m.Lease.State.Final() && m.Plan.Committed() {
-			committed += int64(m.CapMilli())
-		}
-	}
-	// termFor: units a term longer than the outlook, still in force, was
-	// rented for (see priceOption's displaced).
 	var termFor map[string]bool
 	for i := range machines {
-		if m := &machines[i]; !m.Lease.State.Final() && time.Duration(m.Plan.Term)*time.Second > cfg.OutlookHorizon {
-			for _, k := range m.For {
-				if termFor == nil {
-					termFor = map[string]bool{}
-				}
-				termFor[k] = true
+		m := &machines[i]
+		if m.Lease.State.Final() || !m.Plan.Committed() {
+			continue
+		}
+		committed += int64(m.CapMilli())
+		if time.Duration(m.Plan.Term)*time.Second <= cfg.OutlookHorizon {
+			continue
+		}
+		for _, k := range m.For {
+			if termFor == nil {
+				termFor = map[string]bool{}
 			}
+			termFor[k] = true
 		}
 	}
 	spent := map[string]core.Micros{}
