@@ -415,8 +415,16 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 		info = append(info, sched.Waiting{Since: u.Since, Done: u.Done})
 	}
 	sc.info = info
+	// pendingUnit and runningUnit (below) find the state's unit behind a
+	// unit the scheduler decided on, among the pending or the running ones.
+	var pendingOf, runningOf map[sched.Unit]*Unit
+	pendingUnit := func(su sched.Unit) *Unit { return findUnit(su, v.pending, v.pendingOf, &pendingOf) }
+	var termCost func(sched.Unit) core.Micros
+	if !cfg.NoAcquire {
+		termCost = termCosts(st, now, pendingUnit, cfg)
+	}
 	sd := sched.Schedule(&sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, PendingInfo: info, Teams: st.Teams,
-		History: st.History, Spent: st.Spent, NodeCost: v.cost, NodePaidUntil: v.paid, TimeOfUse: st.TimeOfUse, Machines: st.shapes(), Scratch: &sc.sched}, cfg.Sched)
+		History: st.History, Spent: st.Spent, NodeCost: v.cost, NodePaidUntil: v.paid, TermCost: termCost, TimeOfUse: st.TimeOfUse, Machines: st.shapes(), Scratch: &sc.sched}, cfg.Sched)
 	event := func(kind, subject, reason string) {
 		d.Events = append(d.Events, core.Event{At: now, Kind: kind, Subject: subject, Reason: reason})
 	}
@@ -424,10 +432,6 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	// are not nodes run nothing the scheduler counts.
 	alloc := append(sc.alloc[:0], v.alloc...)
 	sc.alloc = alloc
-	// pendingUnit and runningUnit find the state's unit behind a unit the
-	// scheduler decided on, among the pending or the running ones.
-	var pendingOf, runningOf map[sched.Unit]*Unit
-	pendingUnit := func(su sched.Unit) *Unit { return findUnit(su, v.pending, v.pendingOf, &pendingOf) }
 	runningUnit := func(su sched.Unit) *Unit {
 		if runningOf == nil {
 			runningOf = make(map[sched.Unit]*Unit, len(v.running))
@@ -666,6 +670,36 @@ func drainCandidates(v *view, alloc []core.Milli, history []fleet.DemandPoint, n
 	}
 	return out
 }
+
+// termCosts answers sched.State.TermCost for this step, once per unit:
+// what a committed term rented for the unit alone would cost per useful
+// GPU-hour (fleet.TermCost). Work with a deadline, and work that has
+// waited past its tier's wait target and termWait more (the term rented
+// for it did not come, or went to others), gets no such limit: it takes
+// a pay-as-you-go machine rather than wait longer.
+func termCosts(st *State, now time.Time, pendingUnit func(sched.Unit) *Unit, cfg Config) func(sched.Unit) core.Micros {
+	fcfg := cfg.Fleet.Defaults()
+	var memo map[sched.Unit]core.Micros
+	return func(su sched.Unit) core.Micros {
+		if c, ok := memo[su]; ok {
+			return c
+		}
+		var c core.Micros
+		if u := pendingUnit(su); u != nil && su.Job.Deadline.IsZero() && now.Sub(u.Since) < fcfg.WaitTarget[su.Job.Tier]+termWait {
+			c = fleet.TermCost(now, fleet.Demand{Unit: su, Since: u.Since, NoSpot: u.NoSpot}, st.Offers, st.Refused, fcfg)
+		}
+		if memo == nil {
+			memo = map[sched.Unit]core.Micros{}
+		}
+		memo[su] = c
+		return c
+	}
+}
+
+// termWait is how long past its tier's wait target work waits for a
+// committed term rented for it before it takes a pay-as-you-go machine
+// anyway: a few provisioning delays.
+const termWait = 15 * time.Minute
 
 // drainLead is how long before its billing boundary a machine whose work
 // could go onto paid committed time is emptied: early enough for the

@@ -172,6 +172,29 @@ func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.O
 	return acqs
 }
 
+// TermCost is the cost per useful GPU-hour of the committed term that
+// renting for d would take on d's own estimated run (no forecast: what the
+// work alone pays for), when such a term is the cheapest way to rent for
+// it and lasts no longer than the outlook (a day); 0 otherwise. The
+// scheduler keeps such work off pay-as-you-go machines where it would
+// cost more (sched.State.TermCost), and Acquire rents the term for it. A
+// longer term is bought on the fleet's forecast, not held out for one
+// unit: kept waiting for a month, one long job would rent a month, as
+// bursts once did on the monthly-only catalog.
+func TermCost(now time.Time, d Demand, offers []core.Offer, refused []core.Refusal, cfg Config) core.Micros {
+	cfg = cfg.Defaults()
+	opt, ok := bestOption(now, d, offers, nil, 0, false, held(refused, now), cfg)
+	if !ok || !opt.committed {
+		return 0
+	}
+	for _, p := range opt.offer.Plans {
+		if p.Mode == opt.mode && time.Duration(p.Term)*time.Second > cfg.OutlookHorizon {
+			return 0
+		}
+	}
+	return opt.perGPU
+}
+
 // waitedWhy says why a machine is rented for d: its wait past its tier's
 // target, or its deadline or wait target at risk.
 func waitedWhy(now time.Time, d Demand, atRisk bool, cfg Config) string {

@@ -281,3 +281,35 @@ func TestAcquireDisplacedUnitTakesShorterTerm(t *testing.T) {
 		})
 	}
 }
+
+// TermCost names the committed term renting for a unit alone would take,
+// per useful GPU-hour, only when such a term is its cheapest rental and
+// lasts no longer than the outlook; else 0 (no limit on where it runs).
+func TestTermCost(t *testing.T) {
+	day, week := core.Day.Seconds(), 7*core.Day.Seconds()
+	onDemand := core.PricePlan{Mode: core.OnDemand, Price: 2_000_000, Per: core.Hour, Granularity: 1}
+	daily := core.PricePlan{Mode: core.Daily, Price: 24_000_000, Per: core.Day, Granularity: day, Term: day}
+	weekly := core.PricePlan{Mode: core.Weekly, Price: 100_000_000, Per: core.Week, Granularity: week, Term: week}
+	offer := func(plans ...core.PricePlan) []core.Offer {
+		return []core.Offer{{ID: "v100", GPUModel: "V100", GPUs: 1, Plans: plans}}
+	}
+	for _, tc := range []struct {
+		name   string
+		offers []core.Offer
+		est    time.Duration
+		want   core.Micros
+	}{
+		// Three days: 72.00 in daily terms over 72 GPU-hours.
+		{"long run, a daily term is cheapest", offer(onDemand, daily), 72 * time.Hour, 1_000_000},
+		{"short run: on demand is cheapest", offer(onDemand, daily), 2 * time.Hour, 0},
+		{"no term at all", offer(onDemand), 72 * time.Hour, 0},
+		// Two weeks: 200.00 in weekly terms over 336 GPU-hours, below the
+		// daily terms' 336.00 — but a week is longer than the outlook.
+		{"the cheapest term is longer than a day", offer(onDemand, daily, weekly), 14 * 24 * time.Hour, 0},
+	} {
+		d := demandFor("u", core.TierCore, tc.est, false)
+		if got := TermCost(now, d, tc.offers, nil, Config{}); got != tc.want {
+			t.Errorf("%s: TermCost %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}

@@ -104,6 +104,9 @@ type pass struct {
 	alloc map[string]map[Class]int64
 	spent map[string]core.Micros
 	teams map[string]*core.Team
+	// placedUntil is, per node, the latest estimated end of the work this
+	// pass put there (kept only with State.TermCost).
+	placedUntil map[int]time.Time
 	// onNode lists the running allocations per node, by index into running.
 	running []Allocation
 	onNode  [][]int
@@ -399,7 +402,9 @@ func (p *pass) schedule(u Unit, w Waiting) {
 		p.wait(u, fmt.Sprintf("team %s has spent %s of its %s monthly budget", t.ID, p.spent[u.Job.Team], t.MonthlyBudget))
 		return
 	}
-	var quotaWhy string
+	var quotaWhy, termWhy string
+	var term core.Micros
+	termAsked := false
 	// The quota's answer depends on the node's GPU class only, and the
 	// quotas do not change while one unit is placed: it is asked once
 	// per class, not once per node (a queue mostly over quota would
@@ -409,6 +414,15 @@ func (p *pass) schedule(u Unit, w Waiting) {
 		node := &p.pl.nodes[n]
 		if node.Spot && !u.Job.Interruptible {
 			return false
+		}
+		if p.st.TermCost != nil && !node.Committed && n < len(p.st.NodeCost) && p.st.NodeCost[n] > 0 {
+			if !termAsked {
+				term, termAsked = p.st.TermCost(u), true
+			}
+			if added := p.addedCost(n, u); term > 0 && added > term {
+				termWhy = fmt.Sprintf("waits for a committed term, %s per useful GPU-hour over its %s, not a pay-as-you-go machine at %s", term, u.Job.EstDuration, added)
+				return false
+			}
 		}
 		i := slices.IndexFunc(memo, func(m quotaAnswer) bool { return m.class == node.GPUModel })
 		if i < 0 {
@@ -455,6 +469,9 @@ func (p *pass) schedule(u Unit, w Waiting) {
 		return
 	}
 	why := fmt.Sprintf("no room for %d×%d milli-GPU%s", r.GPUs, r.MilliPerGPU, modelsText(r))
+	if termWhy != "" {
+		why += "; " + termWhy
+	}
 	if !p.cfg.NoBackfill && p.res == nil {
 		if res, ok := p.reserve(u); ok {
 			p.res = &res
@@ -506,6 +523,14 @@ func (p *pass) withinBudget(u Unit, parts []Part) (string, bool) {
 func (p *pass) commit(u Unit, parts []Part, reason string) {
 	p.pl.place(&u, parts)
 	for _, part := range parts {
+		if p.st.TermCost != nil && u.Job.EstDuration > 0 {
+			if p.placedUntil == nil {
+				p.placedUntil = map[int]time.Time{}
+			}
+			if end := p.st.Now.Add(u.Job.EstDuration); end.After(p.placedUntil[part.Node]) {
+				p.placedUntil[part.Node] = end
+			}
+		}
 		p.nodeVer[part.Node]++
 		model := p.pl.nodes[part.Node].GPUModel
 		milli := int64(len(part.GPUs)) * int64(u.Job.Request.MilliPerGPU)
@@ -514,6 +539,47 @@ func (p *pass) commit(u Unit, parts []Part, reason string) {
 	}
 	p.spent[u.Job.Team] += p.expectedCost(u, parts)
 	p.dec.Placements = append(p.dec.Placements, Placement{Unit: u, Parts: parts, Reason: reason})
+}
+
+// addedCost is what putting u on pay-as-you-go node n adds to the node's
+// bill, per useful GPU-hour of u: the whole machine's price for the time
+// u is expected to run past the work already on it (busyUntil). Zero when
+// u's run is not known.
+func (p *pass) addedCost(n int, u Unit) core.Micros {
+	dur := u.Job.EstDuration
+	if dur <= 0 {
+		return 0
+	}
+	from := p.st.Now
+	if b := p.busyUntil(n); b.After(from) {
+		from = b
+	}
+	over := p.st.Now.Add(dur).Sub(from)
+	if over <= 0 {
+		return 0
+	}
+	gpus := len(p.pl.nodes[n].GPUs)
+	r := &u.Job.Request
+	useful := int64(min(r.GPUs, gpus)) * int64(r.MilliPerGPU) * int64(dur/time.Second) // milli-GPU-seconds
+	machine := int64(p.st.NodeCost[n]) * int64(gpus)                                   // per hour
+	return core.Micros(core.MulDivHalfEven(machine*int64(over/time.Second), int64(core.WholeGPU), max(useful, 1)))
+}
+
+// busyUntil is when the work on node n is expected to end: the latest
+// estimated end of what runs there (not preempted this pass) and of what
+// this pass put there. Work with no estimate is not counted.
+func (p *pass) busyUntil(n int) time.Time {
+	t := p.placedUntil[n]
+	for _, i := range p.onNode[n] {
+		a := &p.running[i]
+		if p.gone[i] || a.Job.EstDuration <= 0 {
+			continue
+		}
+		if end := a.Start.Add(a.Job.EstDuration - a.Done); end.After(t) {
+			t = end
+		}
+	}
+	return t
 }
 
 func (p *pass) placeReason(u Unit, parts []Part) string {

@@ -1,0 +1,80 @@
+package sched
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpufleet/gpufleet/internal/core"
+)
+
+// A unit whose own run pays for a committed term does not go on a
+// pay-as-you-go node where it would add more to that node's bill per
+// useful GPU-hour: it waits (and is rented the term). A short unit, a
+// node that runs past the unit's end anyway, or no term, and it goes
+// there as before.
+func TestTermCostKeepsLongWorkOffPayAsYouGo(t *testing.T) {
+	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	od := func() core.Node {
+		n := core.Node{LeaseID: "od", GPUModel: "V100", GPUMemMiB: 32768}
+		for g := range 8 {
+			n.GPUs = append(n.GPUs, core.GPU{Index: g, FreeMilli: core.WholeGPU, FreeMemMiB: 32768})
+		}
+		return n
+	}
+	unit := func(id string, gpus int, d time.Duration) Unit {
+		return Unit{Job: &core.Job{ID: id, Team: "t", Tier: core.TierCore, Submit: now, EstDuration: d, Request: core.Request{GPUs: gpus, MilliPerGPU: core.WholeGPU}}}
+	}
+	const perGPU = 3_000_000       // the node: 3.00 per GPU-hour, 24.00 per machine-hour
+	const daily = 416_667          // a daily term of 8 GPUs at 80.00, full
+	longUnit := 3 * 24 * time.Hour // on the node: 3.00 per useful GPU-hour
+	busyTill := func(d time.Duration) []Allocation {
+		// GPU 7 of the node runs work that ends d from now.
+		return []Allocation{{Unit: unit("busy", 1, d), Parts: []Part{{Node: 0, GPUs: []int{7}}}, Start: now}}
+	}
+	for _, tc := range []struct {
+		name    string
+		unit    Unit
+		running []Allocation
+		term    core.Micros // TermCost's answer for the unit
+		placed  bool
+	}{
+		{"long unit, idle node: waits for the term", unit("long", 7, longUnit), nil, daily, false},
+		{"no term pays for it: placed", unit("long", 7, longUnit), nil, 0, true},
+		{"term dearer than the node: placed", unit("long", 7, longUnit), nil, 4_000_000, true},
+		// 7 of 8 GPUs for an hour: 24.00 / 7 GPU-hours = 3.43 per useful
+		// GPU-hour, above 3.00.
+		{"short unit, term cheaper: waits", unit("short", 7, time.Hour), nil, perGPU, false},
+		{"node busy past the unit's end: adds nothing, placed", unit("long", 7, longUnit), busyTill(4 * 24 * time.Hour), daily, true},
+		// Busy for 2 of the 3 days: the last day, 24.00 × 24 h over 7 GPUs ×
+		// 72 h = 1.14 per useful GPU-hour, above the term's 0.42.
+		{"node busy part of the run: the rest counts", unit("long", 7, longUnit), busyTill(2 * 24 * time.Hour), daily, false},
+	} {
+		node := od()
+		if len(tc.running) > 0 {
+			node.GPUs[7].FreeMilli, node.GPUs[7].FreeMemMiB = 0, 0
+		}
+		asked := 0
+		st := &State{Now: now, Nodes: []core.Node{node}, NodeCost: []core.Micros{perGPU}, Running: tc.running, Pending: []Unit{tc.unit},
+			TermCost: func(u Unit) core.Micros { asked++; return tc.term }}
+		d := Schedule(st, Config{NoPreemption: true})
+		if got := len(d.Placements) == 1; got != tc.placed {
+			t.Errorf("%s: placed %v, want %v (waiting %+v)", tc.name, got, tc.placed, d.Waiting)
+		}
+		if !tc.placed && (len(d.Waiting) != 1 || !strings.Contains(d.Waiting[0].Reason, "waits for a committed term")) {
+			t.Errorf("%s: waiting %+v, want the term named as the reason", tc.name, d.Waiting)
+		}
+		if asked != 1 {
+			t.Errorf("%s: TermCost asked %d times, want once", tc.name, asked)
+		}
+	}
+
+	// Committed nodes are never limited: paid time is free to fill.
+	node := od()
+	node.Committed = true
+	d := Schedule(&State{Now: now, Nodes: []core.Node{node}, NodeCost: []core.Micros{0}, Pending: []Unit{unit("long", 8, longUnit)},
+		TermCost: func(Unit) core.Micros { return 1 }}, Config{})
+	if len(d.Placements) != 1 {
+		t.Errorf("committed node: placements %+v, waiting %+v", d.Placements, d.Waiting)
+	}
+}
