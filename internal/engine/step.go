@@ -375,8 +375,13 @@ func marginalGPUHour(l *Lease) core.Micros {
 	if l.Plan.Committed() {
 		return 0
 	}
-	hourly := core.MulDivHalfEven(int64(l.Plan.Price), 3600, l.Plan.Per.Seconds())
-	return core.Micros(hourly * int64(core.WholeGPU) / int64(max(l.Offer.CapMilli(), 1)))
+	return gpuHour(l.Plan, l.Offer)
+}
+
+// gpuHour is plan p's price of one GPU of o for an hour.
+func gpuHour(p *core.PricePlan, o *core.Offer) core.Micros {
+	hourly := core.MulDivHalfEven(int64(p.Price), 3600, p.Per.Seconds())
+	return core.Micros(hourly * int64(core.WholeGPU) / int64(max(o.CapMilli(), 1)))
 }
 
 // shapes lists the distinct machine shapes of the offers, for the
@@ -472,7 +477,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	d.Waiting = sd.Waiting
 	if !cfg.Fleet.NoConsolidation && !cfg.NoRelease {
 		schedState := &sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, NodeCost: v.cost, NodePaidUntil: v.paid, Scratch: &sc.sched}
-		drain := drainCandidates(v, alloc, st.Demand, now, cfg.Fleet.Defaults())
+		drain := drainCandidates(v, alloc, st.Demand, st.Offers, now, cfg.Fleet.Defaults())
 		for _, m := range sched.Consolidate(schedState, sd, drain, cfg.Sched) {
 			d.moveUnits = append(d.moveUnits, runningUnit(m.Unit))
 			mv := Place{Unit: m.Unit.Key(), Reason: m.Reason}
@@ -577,8 +582,11 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 // terms while the committed ones were full ends up on them once demand
 // has fallen below them, rather than renewing its machine beside idle
 // paid GPUs. Not while the day's peak stood above them: work moved there
-// would take room the next climb needs.
-func drainCandidates(v *view, alloc []core.Milli, history []fleet.DemandPoint, now time.Time, cfg fleet.Config) []sched.Drain {
+// would take room the next climb needs — unless the candidate is itself a
+// committed machine that the day's demand needed too seldom to pay for
+// its renewal (renewBreakEvenBP): then it goes, and the rare climb is
+// rented for when it comes.
+func drainCandidates(v *view, alloc []core.Milli, history []fleet.DemandPoint, offers []core.Offer, now time.Time, cfg fleet.Config) []sched.Drain {
 	type c struct {
 		node  int
 		paid  bool
@@ -596,16 +604,19 @@ func drainCandidates(v *view, alloc []core.Milli, history []fleet.DemandPoint, n
 			idleCommitted += int64(v.nodes[n].CapMilli() - alloc[n])
 		}
 	}
+	// spare is what is free on the committed machines, for the renewal
+	// test below when the day's peak closes them to other moves.
+	spare, peaked := idleCommitted, false
 	if idleCommitted > 0 && demandAbove(history, now.Add(-drainLookback), committed) {
 		// The last day's demand needed more than the committed machines:
 		// what is free on them now may be needed again.
-		idleCommitted = 0
+		idleCommitted, peaked = 0, true
 	}
 	found := false
 	for n, l := range v.leaseOf {
 		capMilli := int64(v.nodes[n].CapMilli())
 		share := int64(alloc[n]) * 10000 / max(capMilli, 1)
-		cand[n] = alloc[n] != 0 && (!l.Plan.Committed() && share < cfg.ScaleInBP || idleCommitted > 0)
+		cand[n] = alloc[n] != 0 && (!l.Plan.Committed() && share < cfg.ScaleInBP || idleCommitted > 0 || peaked && l.Plan.Committed())
 		found = found || cand[n]
 	}
 	if !found {
@@ -648,6 +659,13 @@ func drainCandidates(v *view, alloc []core.Milli, history []fleet.DemandPoint, n
 			cs = append(cs, c{n, false, share})
 		} else if paid.Sub(now) <= drainLead && int64(units[n]) <= idleCommitted {
 			idleCommitted -= int64(units[n])
+			cs = append(cs, c{n, true, share})
+		} else if peaked && l.Plan.Committed() && paid.Sub(now) <= drainLead && int64(units[n]) <= spare-(capMilli-int64(alloc[n])) &&
+			int64(timeAbove(history, now.Add(-drainLookback), now, committed-capMilli)) <= core.MulDivHalfEven(int64(drainLookback), renewBreakEvenBP(l, offers), 10000) {
+			// Without it, the committed machines would have fallen short
+			// too seldom over the day to pay for its term.
+			spare -= int64(units[n]) + capMilli - int64(alloc[n])
+			committed -= capMilli
 			cs = append(cs, c{n, true, share})
 		}
 	}
@@ -724,6 +742,51 @@ func demandAbove(pts []fleet.DemandPoint, from time.Time, level int64) bool {
 		}
 	}
 	return false
+}
+
+// timeAbove is how long demand stood above level between from and now
+// (pts oldest first, each holding until the next, the last until now).
+func timeAbove(pts []fleet.DemandPoint, from, now time.Time, level int64) time.Duration {
+	var above time.Duration
+	end := now
+	for i := len(pts) - 1; i >= 0 && end.After(from); i-- {
+		start := pts[i].At
+		if start.Before(from) {
+			start = from
+		}
+		if pts[i].Milli > level && end.After(start) {
+			above += end.Sub(start)
+		}
+		end = pts[i].At
+	}
+	return above
+}
+
+// renewBreakEvenBP is the share of a day, in basis points, that demand
+// must need committed machine l for renewing its term to pay: its term's
+// price per GPU-hour over the cheapest on-demand price per GPU-hour of a
+// machine as large (one that holds the same gangs), at which renting on
+// demand whenever it is needed costs the same. 0 when nothing that large
+// is rented on demand: it is renewed whenever it is needed at all.
+func renewBreakEvenBP(l *Lease, offers []core.Offer) int64 {
+	var cheapest core.Micros
+	for i := range offers {
+		o := &offers[i]
+		if o.GPUs < l.Offer.GPUs {
+			continue
+		}
+		for j := range o.Plans {
+			if p := &o.Plans[j]; p.Mode == core.OnDemand {
+				if c := gpuHour(p, o); cheapest == 0 || c < cheapest {
+					cheapest = c
+				}
+			}
+		}
+	}
+	if cheapest == 0 {
+		return 0
+	}
+	return min(core.MulDivHalfEven(int64(gpuHour(l.Plan, l.Offer)), 10000, int64(cheapest)), 10000)
 }
 
 // demand lists the waiting units with when they started waiting and,
