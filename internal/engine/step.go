@@ -616,7 +616,7 @@ func drainCandidates(v *view, alloc []core.Milli, history []fleet.DemandPoint, o
 	for n, l := range v.leaseOf {
 		capMilli := int64(v.nodes[n].CapMilli())
 		share := int64(alloc[n]) * 10000 / max(capMilli, 1)
-		cand[n] = alloc[n] != 0 && (!l.Plan.Committed() && share < cfg.ScaleInBP || idleCommitted > 0 || peaked && l.Plan.Committed())
+		cand[n] = alloc[n] != 0 && (!l.Plan.Committed() && share < cfg.ScaleInBP || idleCommitted > 0 || peaked && l.Plan.Committed() && dueSoon(l, now))
 		found = found || cand[n]
 	}
 	if !found {
@@ -742,6 +742,12 @@ func demandAbove(pts []fleet.DemandPoint, from time.Time, level int64) bool {
 		}
 	}
 	return false
+}
+
+// dueSoon: l's paid time runs out within drainLead.
+func dueSoon(l *Lease, now time.Time) bool {
+	paid, err := l.paidNow.PaidUntil(l.Plan, l.Start, now)
+	return err == nil && paid.Sub(now) <= drainLead
 }
 
 // timeAbove is how long demand stood above level between from and now

@@ -145,7 +145,7 @@ func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.O
 		if packInto(pool, d) {
 			continue
 		}
-		opt, ok := bestOption(now, d, offers, out, committed, termFor[d.Unit.Key()], skip, cfg)
+		opt, ok := bestOption(now, d, offers, out, committed, termFor[d.Unit.Key()], skip, true, cfg)
 		if !ok {
 			continue
 		}
@@ -183,7 +183,7 @@ func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.O
 // bursts once did on the monthly-only catalog.
 func TermCost(now time.Time, d Demand, offers []core.Offer, refused []core.Refusal, cfg Config) core.Micros {
 	cfg = cfg.Defaults()
-	opt, ok := bestOption(now, d, offers, nil, 0, false, held(refused, now), cfg)
+	opt, ok := bestOption(now, d, offers, nil, 0, false, held(refused, now), false, cfg)
 	if !ok || !opt.committed {
 		return 0
 	}
@@ -372,8 +372,10 @@ func admissible(o *core.Offer, mode core.BillingMode, d Demand) bool {
 // for capacity, which the provider is not asked for again yet. It still
 // counts as admissible for the spanning rule (a gang spans machines only
 // when no admissible offer holds it whole), so that what is rented
-// meanwhile is what the scheduler can use.
-func bestOption(now time.Time, d Demand, offers []core.Offer, out *Outlook, committed int64, displaced bool, skip func(string, core.BillingMode) bool, cfg Config) (option, bool) {
+// meanwhile is what the scheduler can use. explain: the option carries
+// the reason for the decision log (TermCost needs only the price, and
+// asks often).
+func bestOption(now time.Time, d Demand, offers []core.Offer, out *Outlook, committed int64, displaced bool, skip func(string, core.BillingMode) bool, explain bool, cfg Config) (option, bool) {
 	j := d.Unit.Job
 	dur := j.EstDuration
 	if dur <= 0 {
@@ -406,18 +408,20 @@ func bestOption(now time.Time, d Demand, offers []core.Offer, out *Outlook, comm
 				// offer can make it: the earliest finish (then the cheapest
 				// hour), so a missed deadline is a late job, never one
 				// that waits forever.
-				if o2, ok := priceOption(o, p, d, now.Add(delay), dur, useful, out, committed, displaced, cfg.OutlookHorizon); ok && (late.offer == nil || end.Before(lateEnd) || end.Equal(lateEnd) && o2.perGPU < late.perGPU) {
+				if o2, ok := priceOption(o, p, d, now.Add(delay), dur, useful, out, committed, displaced, cfg.OutlookHorizon, explain); ok && (late.offer == nil || end.Before(lateEnd) || end.Equal(lateEnd) && o2.perGPU < late.perGPU) {
 					late, lateEnd = o2, end
 				}
 				continue
 			}
-			o2, ok := priceOption(o, p, d, now.Add(delay), dur, useful, out, committed, displaced, cfg.OutlookHorizon)
+			o2, ok := priceOption(o, p, d, now.Add(delay), dur, useful, out, committed, displaced, cfg.OutlookHorizon, explain)
 			if !ok {
 				continue
 			}
 			if !found || o2.perGPU < best.perGPU || o2.perGPU == best.perGPU && o.ID < best.offer.ID {
 				best, found = o2, true
-				best.why += " = " + best.perGPU.String() + " per useful GPU-hour, the cheapest admissible"
+				if explain {
+					best.why += " = " + best.perGPU.String() + " per useful GPU-hour, the cheapest admissible"
+				}
 			}
 		}
 	}
@@ -435,8 +439,9 @@ func bestOption(now time.Time, d Demand, offers []core.Offer, out *Outlook, comm
 // d before and is still in force, and d waits again (preempted off it,
 // or placed elsewhere first); such a unit prices no other such term on
 // its own estimate where the offer has a shorter term, only on the
-// forecast — its estimate did not keep it on the first.
-func priceOption(o *core.Offer, p *core.PricePlan, d Demand, start time.Time, dur time.Duration, useful int64, out *Outlook, committed int64, displaced bool, horizon time.Duration) (option, bool) {
+// forecast — its estimate did not keep it on the first. The reason is
+// written only when explain is set.
+func priceOption(o *core.Offer, p *core.PricePlan, d Demand, start time.Time, dur time.Duration, useful int64, out *Outlook, committed int64, displaced bool, horizon time.Duration, explain bool) (option, bool) {
 	j := d.Unit.Job
 	n := machinesFor(o, j)
 	// A committed term is paid whole: the fleet never ends one early (an
@@ -451,7 +456,10 @@ func priceOption(o *core.Offer, p *core.PricePlan, d Demand, start time.Time, du
 		return option{}, false
 	}
 	cost := b.Amount * core.Micros(n)
-	why := fmt.Sprintf("%d× %s %s at %s for %s", n, o.ID, p.Mode, cost, dur)
+	var why string
+	if explain {
+		why = fmt.Sprintf("%d× %s %s at %s for %s", n, o.ID, p.Mode, cost, dur)
+	}
 	if p.Mode == core.Spot && p.Reclaim != nil {
 		// Expected reclaims over the run, each losing half a
 		// checkpoint interval of work (or half the run without one).
@@ -462,7 +470,9 @@ func priceOption(o *core.Offer, p *core.PricePlan, d Demand, start time.Time, du
 		expectedBP := core.MulDivHalfEven(p.Reclaim.MonthlyRateBP, int64(dur/time.Second), core.Month.Seconds())
 		extra := core.Micros(core.MulDivHalfEven(int64(cost), expectedBP*lossSec, 10000*max(int64(dur/time.Second), 1)))
 		cost += extra
-		why += fmt.Sprintf(" + %s expected rework from reclaims (%s)", extra, p.Reclaim.Bucket)
+		if explain {
+			why += fmt.Sprintf(" + %s expected rework from reclaims (%s)", extra, p.Reclaim.Bucket)
+		}
 	}
 	per := core.Micros(core.MulDivHalfEven(int64(cost), 3600*1000, max(useful, 1)))
 	// A committed term serves more than the job it is rented for while
@@ -484,7 +494,9 @@ func priceOption(o *core.Offer, p *core.PricePlan, d Demand, start time.Time, du
 		if use, hold, bp := out.forecastUse(o, n, committed, time.Duration(p.Term)*time.Second); use > useful {
 			if alt := core.Micros(core.MulDivHalfEven(int64(cost), 3600*1000, use)); !priced || alt < per {
 				per, priced = alt, true
-				why += fmt.Sprintf("; or %s for the %d GPU-h the forecast expects it to serve (%s)", cost, use/3600/1000, forecastWhy(bp, hold))
+				if explain {
+					why += fmt.Sprintf("; or %s for the %d GPU-h the forecast expects it to serve (%s)", cost, use/3600/1000, forecastWhy(bp, hold))
+				}
 			}
 		}
 		if !priced {
@@ -495,7 +507,9 @@ func priceOption(o *core.Offer, p *core.PricePlan, d Demand, start time.Time, du
 			held := b.Amount * core.Micros(n)
 			if alt := core.Micros(core.MulDivHalfEven(int64(held), 3600*1000, use)); alt < per {
 				per, cost = alt, held
-				why += fmt.Sprintf("; or %s held %s for the %d GPU-h demand is expected to give it (%s)", held, max(dur, hold).Round(time.Minute), use/3600/1000, expectedWhy(above, hold))
+				if explain {
+					why += fmt.Sprintf("; or %s held %s for the %d GPU-h demand is expected to give it (%s)", held, max(dur, hold).Round(time.Minute), use/3600/1000, expectedWhy(above, hold))
+				}
 			}
 		}
 	}
