@@ -574,7 +574,7 @@ gpus and optionally interruptible and deferrable shares (docs/planner.md).`,
 	fl.StringVar(&f.format, "format", "", "trace format: "+strings.Join(traceFormats, ", "))
 	fl.StringVar(&f.paiTasks, "pai-tasks", "", "with --format pai: the task table (--trace is the job table)")
 	fl.StringVar(&f.profile, "profile", "", "with --trace: the workload profile (YAML; default: the documented defaults)")
-	fl.StringVar(&f.gpuModel, "gpu-model", "", "with --trace: the GPU class of jobs that name none, as the catalog spells it")
+	fl.StringVar(&f.gpuModel, "gpu-model", "", "with --trace: the GPU class of jobs that name none, as the catalog spells it or a unique part of it (V100)")
 	fl.StringVar(&f.catalog, "catalog", "", "price catalog (.yaml or .csv; default: the embedded demo catalog)")
 	fl.StringVar(&f.start, "start", "2026-01-01T00:00:00Z", "when hour 0 starts, for a CSV that numbers its hours (RFC 3339)")
 	fl.IntVar(&f.shiftWindow, "shift-window", 24, "hours deferrable work may move within (blocks from hour 0; 1: no shifting)")
@@ -639,6 +639,13 @@ func runPlanPortfolio(cmd *cobra.Command, f portfolioFlags) error {
 	}
 	var s plan.Series
 	if f.trace != "" {
+		if f.gpuModel != "" {
+			// As a demand CSV's gpu_model: the catalog's spelling, or a
+			// unique part of it ("V100").
+			if f.gpuModel, err = plan.FindClass(names, f.gpuModel); err != nil {
+				return usageError{fmt.Errorf("--gpu-model: %w", err)}
+			}
+		}
 		if s, err = traceDemand(f); err != nil {
 			return fmt.Errorf("plan portfolio: %w", err)
 		}

@@ -168,6 +168,13 @@ func TestPlanPortfolioFromTrace(t *testing.T) {
 	if cost <= 0 || cost > od {
 		t.Errorf("expected cost %v, all on demand %v", cost, od)
 	}
+	// A unique part of the class names it, as in a demand CSV.
+	if code, short, stderr := runCLI(t, "plan", "portfolio", "--trace", "testdata/small-trace.csv", "--format", "csv", "--gpu-model", "a100", "--json", "--no-sensitivity"); code != 0 || short != stdout {
+		t.Errorf("--gpu-model a100: exit %d, %s; want the plan for NVIDIA A100", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "plan", "portfolio", "--trace", "testdata/small-trace.csv", "--format", "csv", "--gpu-model", "NVIDIA"); code != 2 || !strings.Contains(stderr, `--gpu-model: plan: unknown GPU class "NVIDIA": ambiguous`) {
+		t.Errorf("--gpu-model NVIDIA: exit %d, %s; want 2 and the candidates", code, stderr)
+	}
 	if code, _, stderr := runCLI(t, "plan", "portfolio", "--trace", "testdata/small-trace.csv", "--format", "csv"); code == 0 || !strings.Contains(stderr, "gpu_model") {
 		t.Errorf("a trace without GPU models and no --gpu-model: exit %d, %s", code, stderr)
 	}
