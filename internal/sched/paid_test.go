@@ -15,13 +15,6 @@ import (
 // order.
 func TestPlacementFillsPaidTime(t *testing.T) {
 	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
-	mk := func(id string, committed bool) core.Node {
-		n := core.Node{LeaseID: id, GPUModel: "V100", GPUMemMiB: 32768, Committed: committed}
-		for g := range 8 {
-			n.GPUs = append(n.GPUs, core.GPU{Index: g, FreeMilli: core.WholeGPU, FreeMemMiB: 32768})
-		}
-		return n
-	}
 	job := func(gpus int, d time.Duration) Unit {
 		return Unit{Job: &core.Job{ID: "j", Team: "t", Tier: core.TierCore, Submit: now, EstDuration: d, Request: core.Request{GPUs: gpus, MilliPerGPU: core.WholeGPU}}}
 	}
@@ -34,11 +27,11 @@ func TestPlacementFillsPaidTime(t *testing.T) {
 		unit  Unit
 		want  []string // lease of each part, in order
 	}{
-		{"short job: the term that ends soonest", []core.Node{mk("late", true), mk("soon", true)}, nil, []time.Time{late, soon}, job(8, 30*time.Minute), []string{"soon"}},
-		{"long job: the term paid longest", []core.Node{mk("soon", true), mk("late", true)}, nil, []time.Time{soon, late}, job(8, 5*time.Hour), []string{"late"}},
-		{"longer than every term: the least overrun", []core.Node{mk("soon", true), mk("late", true)}, nil, []time.Time{soon, late}, job(8, 30*time.Hour), []string{"late"}},
-		{"no estimate: the first node", []core.Node{mk("soon", true), mk("late", true)}, nil, []time.Time{soon, late}, job(8, 0), []string{"soon"}},
-		{"gang: committed before hourly, paid longest first", []core.Node{mk("od", false), mk("soon", true), mk("late", true)},
+		{"short job: the term that ends soonest", []core.Node{v100x8("late", true), v100x8("soon", true)}, nil, []time.Time{late, soon}, job(8, 30*time.Minute), []string{"soon"}},
+		{"long job: the term paid longest", []core.Node{v100x8("soon", true), v100x8("late", true)}, nil, []time.Time{soon, late}, job(8, 5*time.Hour), []string{"late"}},
+		{"longer than every term: the least overrun", []core.Node{v100x8("soon", true), v100x8("late", true)}, nil, []time.Time{soon, late}, job(8, 30*time.Hour), []string{"late"}},
+		{"no estimate: the first node", []core.Node{v100x8("soon", true), v100x8("late", true)}, nil, []time.Time{soon, late}, job(8, 0), []string{"soon"}},
+		{"gang: committed before hourly, paid longest first", []core.Node{v100x8("od", false), v100x8("soon", true), v100x8("late", true)},
 			[]core.Micros{3_000_000, 0, 0}, []time.Time{{}, soon, late}, job(16, 5*time.Hour), []string{"late", "soon"}},
 	} {
 		d := Schedule(&State{Now: now, Nodes: tc.nodes, NodeCost: tc.cost, NodePaidUntil: tc.paid, Pending: []Unit{tc.unit}}, Config{})
@@ -54,4 +47,13 @@ func TestPlacementFillsPaidTime(t *testing.T) {
 			t.Errorf("%s: placed on %v, want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+// v100x8 is an empty node of 8 V100s.
+func v100x8(id string, committed bool) core.Node {
+	n := core.Node{LeaseID: id, GPUModel: "V100", GPUMemMiB: 32768, Committed: committed}
+	for g := range 8 {
+		n.GPUs = append(n.GPUs, core.GPU{Index: g, FreeMilli: core.WholeGPU, FreeMemMiB: 32768})
+	}
+	return n
 }

@@ -15,13 +15,6 @@ import (
 // there as before.
 func TestTermCostKeepsLongWorkOffPayAsYouGo(t *testing.T) {
 	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
-	od := func() core.Node {
-		n := core.Node{LeaseID: "od", GPUModel: "V100", GPUMemMiB: 32768}
-		for g := range 8 {
-			n.GPUs = append(n.GPUs, core.GPU{Index: g, FreeMilli: core.WholeGPU, FreeMemMiB: 32768})
-		}
-		return n
-	}
 	unit := func(id string, gpus int, d time.Duration) Unit {
 		return Unit{Job: &core.Job{ID: id, Team: "t", Tier: core.TierCore, Submit: now, EstDuration: d, Request: core.Request{GPUs: gpus, MilliPerGPU: core.WholeGPU}}}
 	}
@@ -50,7 +43,7 @@ func TestTermCostKeepsLongWorkOffPayAsYouGo(t *testing.T) {
 		// 72 h = 1.14 per useful GPU-hour, above the term's 0.42.
 		{"node busy part of the run: the rest counts", unit("long", 7, longUnit), busyTill(2 * 24 * time.Hour), daily, false},
 	} {
-		node := od()
+		node := v100x8("od", false)
 		if len(tc.running) > 0 {
 			node.GPUs[7].FreeMilli, node.GPUs[7].FreeMemMiB = 0, 0
 		}
@@ -70,8 +63,7 @@ func TestTermCostKeepsLongWorkOffPayAsYouGo(t *testing.T) {
 	}
 
 	// Committed nodes are never limited: paid time is free to fill.
-	node := od()
-	node.Committed = true
+	node := v100x8("committed", true)
 	d := Schedule(&State{Now: now, Nodes: []core.Node{node}, NodeCost: []core.Micros{0}, Pending: []Unit{unit("long", 8, longUnit)},
 		TermCost: func(Unit) core.Micros { return 1 }}, Config{})
 	if len(d.Placements) != 1 {
