@@ -19,16 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ $# -ge 2 ] || { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 runs="${3:-6}"
-work="$(mktemp -d)"
-trap 'for w in "$work"/wt-*; do [ -d "$w" ] && git worktree remove --force "$w"; done; rm -rf "$work"' EXIT
-
-binary() { # binary NAME REV_OR_PATH: prints the path of an executable
-  if [ -x "$2" ] && [ -f "$2" ]; then echo "$2"; return; fi
-  local rev; rev="$(git rev-parse --verify "$2^{commit}")"
-  git worktree add --detach -q "$work/wt-$1" "$rev"
-  (cd "$work/wt-$1" && CGO_ENABLED=0 go build -o "$work/$1" ./cmd/gpufleet)
-  echo "$work/$1"
-}
+. tools/simab/lib.sh
 a="$(binary a "$1")"
 b="$(binary b "$2")"
 trace="${4:-}"
