@@ -277,10 +277,7 @@ func TestLongWorkMovesOntoSpareCommittedTime(t *testing.T) {
 // waits a few minutes for the daily term its run pays for, and the
 // on-demand machine goes (sched.State.TermCost, fleet.TermCost).
 func TestLongWorkWaitsForATermNotAFreeOnDemandMachine(t *testing.T) {
-	o := core.Offer{ID: "v100x8", Provider: "test", GPUModel: "V100", GPUs: 8, GPUMemMiB: 32768, Currency: "USD", Plans: []core.PricePlan{
-		{Mode: core.OnDemand, Price: mustMoney("24"), Per: core.Hour, Granularity: 1},
-		{Mode: core.Daily, Price: mustMoney("80"), Per: core.Day, Granularity: core.Day.Seconds(), Term: core.Day.Seconds()},
-	}}
+	o := v100x8Daily()
 	h := newHarness(t, []core.Offer{o}, Config{})
 	long := 3 * 24 * time.Hour
 	var longAt time.Time
@@ -337,10 +334,7 @@ func TestLongWorkWaitsForATermNotAFreeOnDemandMachine(t *testing.T) {
 // per GPU-hour against 3.00 on demand: 13.9% of the day, 3 h 20 min), it
 // is renewed.
 func TestRenewalPaysOrTheMachineGoes(t *testing.T) {
-	o := core.Offer{ID: "v100x8", Provider: "test", GPUModel: "V100", GPUs: 8, GPUMemMiB: 32768, Currency: "USD", Plans: []core.PricePlan{
-		{Mode: core.OnDemand, Price: mustMoney("24"), Per: core.Hour, Granularity: 1},
-		{Mode: core.Daily, Price: mustMoney("80"), Per: core.Day, Granularity: core.Day.Seconds(), Term: core.Day.Seconds()},
-	}}
+	o := v100x8Daily()
 	for _, tc := range []struct {
 		name    string
 		busyFor time.Duration // how long the 16 GPUs stay needed
@@ -399,4 +393,13 @@ func TestRenewalPaysOrTheMachineGoes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// v100x8Daily is an 8-V100 offer at 24 an hour on demand (3.00 per
+// GPU-hour, per second) or 80 a day (0.42 per GPU-hour in full).
+func v100x8Daily() core.Offer {
+	return core.Offer{ID: "v100x8", Provider: "test", GPUModel: "V100", GPUs: 8, GPUMemMiB: 32768, Currency: "USD", Plans: []core.PricePlan{
+		{Mode: core.OnDemand, Price: mustMoney("24"), Per: core.Hour, Granularity: 1},
+		{Mode: core.Daily, Price: mustMoney("80"), Per: core.Day, Granularity: core.Day.Seconds(), Term: core.Day.Seconds()},
+	}}
 }

@@ -703,28 +703,21 @@ func drainCandidates(v *view, alloc []core.Milli, history []fleet.DemandPoint, o
 	return out
 }
 
-// termCosts answers sched.State.TermCost for this step, once per unit:
-// what a committed term rented for the unit alone would cost per useful
-// GPU-hour (fleet.TermCost). Work with a deadline, and work that has
-// waited past its tier's wait target and termWait more (the term rented
-// for it did not come, or went to others), gets no such limit: it takes
-// a pay-as-you-go machine rather than wait longer.
+// termCosts answers sched.State.TermCost for this step (the scheduler
+// asks once per unit it schedules): what a committed term rented for the
+// unit alone would cost per useful GPU-hour (fleet.TermCost). Work with a
+// deadline, and work that has waited past its tier's wait target and
+// termWait more (the term rented for it did not come, or went to
+// others), gets no such limit: it takes a pay-as-you-go machine rather
+// than wait longer.
 func termCosts(st *State, now time.Time, pendingUnit func(sched.Unit) *Unit, cfg Config) func(sched.Unit) core.Micros {
 	fcfg := cfg.Fleet.Defaults()
-	var memo map[sched.Unit]core.Micros
 	return func(su sched.Unit) core.Micros {
-		if c, ok := memo[su]; ok {
-			return c
+		u := pendingUnit(su)
+		if u == nil || !su.Job.Deadline.IsZero() || now.Sub(u.Since) >= fcfg.WaitTarget[su.Job.Tier]+termWait {
+			return 0
 		}
-		var c core.Micros
-		if u := pendingUnit(su); u != nil && su.Job.Deadline.IsZero() && now.Sub(u.Since) < fcfg.WaitTarget[su.Job.Tier]+termWait {
-			c = fleet.TermCost(now, fleet.Demand{Unit: su, Since: u.Since, NoSpot: u.NoSpot}, st.Offers, st.Refused, fcfg)
-		}
-		if memo == nil {
-			memo = map[sched.Unit]core.Micros{}
-		}
-		memo[su] = c
-		return c
+		return fleet.TermCost(now, fleet.Demand{Unit: su, Since: u.Since, NoSpot: u.NoSpot}, st.Offers, st.Refused, fcfg)
 	}
 }
 
