@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/fleet"
+	"github.com/gpufleet/gpufleet/internal/plan"
 )
 
 func TestTimeAbove(t *testing.T) {
@@ -14,6 +15,7 @@ func TestTimeAbove(t *testing.T) {
 	}
 	pts := []fleet.DemandPoint{at(0, 5000), at(2, 20000), at(3, 8000), at(10, 12000)}
 	now := t0.Add(12 * time.Hour)
+	var ix plan.DemandIndex // one index for every question, as a State keeps it
 	for _, tc := range []struct {
 		name  string
 		from  time.Time
@@ -26,7 +28,7 @@ func TestTimeAbove(t *testing.T) {
 		{"above every point", t0, 20000, 0},
 		{"below every point, window before the first", t0.Add(-time.Hour), 0, 12 * time.Hour},
 	} {
-		if got := timeAbove(pts, tc.from, now, tc.level); got != tc.want {
+		if got := timeAbove(&ix, pts, tc.from, now, tc.level); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
 	}

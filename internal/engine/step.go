@@ -11,6 +11,7 @@ import (
 	"github.com/gpufleet/gpufleet/internal/capacity"
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/fleet"
+	"github.com/gpufleet/gpufleet/internal/plan"
 	"github.com/gpufleet/gpufleet/internal/sched"
 )
 
@@ -166,6 +167,10 @@ type scratch struct {
 	used   []int64
 	usedAt time.Time
 	usedOK bool
+	// demand answers how long State.Demand stood above a level, for the
+	// renewal test and the fleet manager's outlook, without walking the
+	// history at every step (plan.DemandIndex).
+	demand plan.DemandIndex
 }
 
 // scratchOf returns st's scratch space, made on first use.
@@ -477,7 +482,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	d.Waiting = sd.Waiting
 	if !cfg.Fleet.NoConsolidation && !cfg.NoRelease {
 		schedState := &sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, NodeCost: v.cost, NodePaidUntil: v.paid, Scratch: &sc.sched}
-		drain := drainCandidates(v, alloc, st.Demand, st.Offers, now, cfg.Fleet.Defaults())
+		drain := drainCandidates(v, alloc, st.Demand, &sc.demand, st.Offers, now, cfg.Fleet.Defaults())
 		for _, m := range sched.Consolidate(schedState, sd, drain, cfg.Sched) {
 			d.moveUnits = append(d.moveUnits, runningUnit(m.Unit))
 			mv := Place{Unit: m.Unit.Key(), Reason: m.Reason}
@@ -535,7 +540,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 			d.Acquire = append(d.Acquire, joined...)
 		}
 		if !cfg.NoAcquire && len(waiting) > 0 {
-			d.Acquire = append(d.Acquire, fleet.Acquire(now, waiting, machines, st.Offers, budgets(st), d.UtilBP, fleet.NewOutlook(now, st.Demand), st.Refused, cfg.Fleet)...)
+			d.Acquire = append(d.Acquire, fleet.Acquire(now, waiting, machines, st.Offers, budgets(st), d.UtilBP, fleet.NewOutlook(now, st.Demand, &sc.demand), st.Refused, cfg.Fleet)...)
 		}
 	}
 	if !cfg.NoAcquire {
@@ -586,7 +591,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 // committed machine that the day's demand needed too seldom to pay for
 // its renewal (renewBreakEvenBP): then it goes, and the rare climb is
 // rented for when it comes.
-func drainCandidates(v *view, alloc []core.Milli, history []fleet.DemandPoint, offers []core.Offer, now time.Time, cfg fleet.Config) []sched.Drain {
+func drainCandidates(v *view, alloc []core.Milli, history []fleet.DemandPoint, ix *plan.DemandIndex, offers []core.Offer, now time.Time, cfg fleet.Config) []sched.Drain {
 	type c struct {
 		node  int
 		paid  bool
@@ -613,7 +618,7 @@ func drainCandidates(v *view, alloc []core.Milli, history []fleet.DemandPoint, o
 	above := func(level int64) time.Duration {
 		d, ok := aboveAt[level]
 		if !ok {
-			d = timeAbove(history, now.Add(-drainLookback), now, level)
+			d = timeAbove(ix, history, now.Add(-drainLookback), now, level)
 			if aboveAt == nil {
 				aboveAt = map[int64]time.Duration{}
 			}
@@ -758,21 +763,10 @@ func dueSoon(l *Lease, now time.Time) bool {
 }
 
 // timeAbove is how long demand stood above level between from and now
-// (pts oldest first, each holding until the next, the last until now).
-func timeAbove(pts []fleet.DemandPoint, from, now time.Time, level int64) time.Duration {
-	var above time.Duration
-	end := now
-	for i := len(pts) - 1; i >= 0 && end.After(from); i-- {
-		start := pts[i].At
-		if start.Before(from) {
-			start = from
-		}
-		if pts[i].Milli > level && end.After(start) {
-			above += end.Sub(start)
-		}
-		end = pts[i].At
-	}
-	return above
+// (pts oldest first, each holding until the next, the last until now),
+// read through ix: at or above the next milli-GPU.
+func timeAbove(ix *plan.DemandIndex, pts []fleet.DemandPoint, from, now time.Time, level int64) time.Duration {
+	return ix.Above(pts, level+1, from, now)
 }
 
 // renewBreakEvenBP is the share of a day, in basis points, that demand

@@ -87,7 +87,7 @@ func TestAcquireWaitsForTargetAndCountsProvisioning(t *testing.T) {
 func TestAcquireNothingWithoutDemand(t *testing.T) {
 	o := offers()[1]
 	booting := Machine{Lease: &core.Lease{ID: "L1", Mode: core.OnDemand, State: core.LeaseProvisioning}, Offer: &o, Plan: &o.Plans[0]}
-	out := NewOutlook(now, []DemandPoint{{At: now.Add(-6 * time.Hour), Milli: 64000}})
+	out := NewOutlook(now, []DemandPoint{{At: now.Add(-6 * time.Hour), Milli: 64000}}, nil)
 	for _, util := range []int64{0, 9000, 10000} {
 		if acq := Acquire(now, nil, []Machine{booting}, offers(), map[string]Budget{"a": {Limit: 1}}, util, out, nil, Config{}); len(acq) != 0 {
 			t.Errorf("utilization %d bp, no demand: acquired %+v", util, acq)

@@ -31,7 +31,7 @@ func TestAcquireBuysTermsOnTheForecast(t *testing.T) {
 			}
 			pts = append(pts, DemandPoint{At: now.Add(-time.Duration(h) * time.Hour), Milli: m})
 		}
-		return NewOutlook(now, pts)
+		return NewOutlook(now, pts, nil)
 	}
 	pick := func(out *Outlook) Acquisition {
 		t.Helper()

@@ -2,8 +2,6 @@ package fleet
 
 import (
 	"fmt"
-	"slices"
-	"sort"
 	"time"
 
 	"github.com/gpufleet/gpufleet/internal/core"
@@ -32,11 +30,14 @@ const DemandKeep = 8 * 24 * time.Hour
 // than the history looks back, so with no history the job alone prices
 // the term. On-demand and spot machines are not counted in that place:
 // they are the flexible layer a committed machine would replace.
+//
+// Every question is answered through a plan.DemandIndex, which the engine
+// keeps from step to step.
 type Outlook struct {
-	now    time.Time
-	pts    []DemandPoint
-	curves map[time.Duration]*ldc
-	// fc is the forecast longer terms are bought on, read at first use.
+	now time.Time
+	pts []DemandPoint
+	ix  *plan.DemandIndex
+	// fc is the forecast longer terms are bought on, made at first use.
 	fc     *plan.Forecast
 	fcRead bool
 }
@@ -60,7 +61,7 @@ func (o *Outlook) forecastUse(off *core.Offer, n int, level int64, term time.Dur
 		return 0, 0, 0
 	}
 	if !o.fcRead {
-		o.fc, o.fcRead = plan.NewForecast(o.now, o.pts, plan.ForecastDays), true
+		o.fc, o.fcRead = plan.NewForecastIndexed(o.now, o.pts, plan.ForecastDays, o.ix), true
 	}
 	if o.fc == nil {
 		return 0, 0, 0
@@ -75,35 +76,17 @@ func forecastWhy(bp int64, hold time.Duration) string {
 	return fmt.Sprintf("demand stood above its place on the committed capacity %d.%02d%% of the day on the %d%% quantile of the last %s, counted for that long", bp/100, bp%100, ForecastQuantile, hold.Round(time.Hour))
 }
 
-// ldc is a load-duration curve: demand levels, highest first, with the
-// time demand stood at or above each. It is sorted only once it has been
-// asked often (sortAfter): a step asks a few times, and summing the
-// window's segments for each question is cheaper than sorting them.
-type ldc struct {
-	segs   []seg // the window's segments, in time order
-	asked  int
-	levels []int64 // descending, once sorted
-	cum    []time.Duration
-	span   time.Duration
-}
-
-// seg is a demand level held for a duration.
-type seg struct {
-	level int64
-	d     time.Duration
-}
-
-// sortAfter is how many questions a curve answers by summing before it
-// is sorted.
-const sortAfter = 8
-
 // NewOutlook reads pts (oldest first, each holding until the next, the
-// last until now). A nil Outlook forecasts nothing.
-func NewOutlook(now time.Time, pts []DemandPoint) *Outlook {
+// last until now) through ix (a fresh index when nil; pts must not change
+// while the Outlook is used). A nil Outlook forecasts nothing.
+func NewOutlook(now time.Time, pts []DemandPoint, ix *plan.DemandIndex) *Outlook {
 	if len(pts) == 0 {
 		return nil
 	}
-	return &Outlook{now: now, pts: pts}
+	if ix == nil {
+		ix = &plan.DemandIndex{}
+	}
+	return &Outlook{now: now, pts: pts, ix: ix}
 }
 
 // Above reports how long, over the last window (or the part of it there
@@ -112,89 +95,14 @@ func (o *Outlook) Above(level int64, window time.Duration) (above, span time.Dur
 	if o == nil || window <= 0 {
 		return 0, 0
 	}
-	c := o.curves[window]
-	if c == nil {
-		c = o.curve(window)
-		if o.curves == nil {
-			o.curves = map[time.Duration]*ldc{}
-		}
-		o.curves[window] = c
-	}
-	if c.levels == nil {
-		if c.asked < sortAfter {
-			c.asked++
-			for _, sg := range c.segs {
-				if sg.level >= level {
-					above += sg.d
-				}
-			}
-			return above, c.span
-		}
-		c.sort()
-	}
-	// The first level below the one asked for; all before it are at or
-	// above.
-	i, _ := slices.BinarySearchFunc(c.levels, level, func(a, b int64) int {
-		if a >= b {
-			return -1
-		}
-		return 1
-	})
-	if i == 0 {
-		return 0, c.span
-	}
-	return c.cum[i-1], c.span
-}
-
-func (o *Outlook) curve(window time.Duration) *ldc {
 	from := o.now.Add(-window)
-	c := &ldc{}
-	// Points that end by from add nothing: start at the one in force at
-	// from (the history keeps days more than a window).
-	first := max(sort.Search(len(o.pts), func(i int) bool { return o.pts[i].At.After(from) })-1, 0)
-	segs := make([]seg, 0, len(o.pts)-first)
-	for i := first; i < len(o.pts); i++ {
-		p := o.pts[i]
-		end := o.now
-		if i+1 < len(o.pts) {
-			end = o.pts[i+1].At
-		}
-		start := p.At
-		if start.Before(from) {
-			start = from
-		}
-		if end.After(start) {
-			segs = append(segs, seg{p.Milli, end.Sub(start)})
-			c.span += end.Sub(start)
-		}
+	if first := o.pts[0].At; from.Before(first) {
+		from = first
 	}
-	c.segs = segs
-	return c
-}
-
-// sort builds the curve's levels from its segments.
-func (c *ldc) sort() {
-	segs := c.segs
-	c.levels, c.cum = make([]int64, 0, len(segs)), make([]time.Duration, 0, len(segs))
-	slices.SortFunc(segs, func(a, b seg) int {
-		switch {
-		case a.level > b.level:
-			return -1
-		case a.level < b.level:
-			return 1
-		}
-		return 0
-	})
-	var sum time.Duration
-	for _, s := range segs {
-		sum += s.d
-		if n := len(c.levels); n > 0 && c.levels[n-1] == s.level {
-			c.cum[n-1] = sum
-			continue
-		}
-		c.levels = append(c.levels, s.level)
-		c.cum = append(c.cum, sum)
+	if !o.now.After(from) {
+		return 0, 0
 	}
+	return o.ix.Above(o.pts, level, from, o.now), o.now.Sub(from)
 }
 
 // expectedUse is what a committed term of plan p on n machines of offer

@@ -22,16 +22,14 @@ import (
 // its history looks back (ExpectedBusy): with a week of history, a month
 // is priced on at most a week of use.
 //
-// Forecast is pure: now and the points come in; nothing is read.
+// Forecast is pure: now and the points come in; nothing is read. Its
+// days are read through a DemandIndex, which a caller that forecasts at
+// every step keeps between them (NewForecastIndexed).
 type Forecast struct {
-	days []dayCurve // most recent first
-}
-
-// dayCurve is one day's load-duration curve: levels, highest first, and
-// the time demand stood at or above each.
-type dayCurve struct {
-	levels []int64
-	cum    []time.Duration
+	now  time.Time
+	pts  []core.DemandPoint
+	days int
+	ix   *DemandIndex
 }
 
 // ForecastDays is the most days a Forecast reads: a week, one cycle of
@@ -46,6 +44,12 @@ const fcDay = 24 * time.Hour
 // (ForecastDays when 0). A day before the first point is not counted:
 // with less than a day of history there is no forecast (nil).
 func NewForecast(now time.Time, pts []core.DemandPoint, maxDays int) *Forecast {
+	return NewForecastIndexed(now, pts, maxDays, nil)
+}
+
+// NewForecastIndexed is NewForecast reading pts through ix (a fresh
+// index when nil). pts must not change while the Forecast is used.
+func NewForecastIndexed(now time.Time, pts []core.DemandPoint, maxDays int, ix *DemandIndex) *Forecast {
 	if maxDays <= 0 {
 		maxDays = ForecastDays
 	}
@@ -56,51 +60,10 @@ func NewForecast(now time.Time, pts []core.DemandPoint, maxDays int) *Forecast {
 	if n <= 0 {
 		return nil
 	}
-	f := &Forecast{days: make([]dayCurve, n)}
-	type seg struct {
-		level int64
-		d     time.Duration
+	if ix == nil {
+		ix = &DemandIndex{}
 	}
-	for k := range n {
-		to := now.Add(-time.Duration(k) * fcDay)
-		from := to.Add(-fcDay)
-		first := max(sort.Search(len(pts), func(i int) bool { return pts[i].At.After(from) })-1, 0)
-		var segs []seg
-		for i := first; i < len(pts) && pts[i].At.Before(to); i++ {
-			end := to
-			if i+1 < len(pts) && pts[i+1].At.Before(to) {
-				end = pts[i+1].At
-			}
-			start := pts[i].At
-			if start.Before(from) {
-				start = from
-			}
-			if end.After(start) {
-				segs = append(segs, seg{pts[i].Milli, end.Sub(start)})
-			}
-		}
-		slices.SortFunc(segs, func(a, b seg) int {
-			switch {
-			case a.level > b.level:
-				return -1
-			case a.level < b.level:
-				return 1
-			}
-			return 0
-		})
-		c := &f.days[k]
-		var sum time.Duration
-		for _, s := range segs {
-			sum += s.d
-			if m := len(c.levels); m > 0 && c.levels[m-1] == s.level {
-				c.cum[m-1] = sum
-				continue
-			}
-			c.levels = append(c.levels, s.level)
-			c.cum = append(c.cum, sum)
-		}
-	}
-	return f
+	return &Forecast{now: now, pts: pts, days: n, ix: ix}
 }
 
 // Days is the number of full days the forecast read.
@@ -108,21 +71,7 @@ func (f *Forecast) Days() int {
 	if f == nil {
 		return 0
 	}
-	return len(f.days)
-}
-
-// above is how long demand stood at or above level on fcDay k.
-func (c *dayCurve) above(level int64) time.Duration {
-	i, _ := slices.BinarySearchFunc(c.levels, level, func(a, b int64) int {
-		if a >= b {
-			return -1
-		}
-		return 1
-	})
-	if i == 0 {
-		return 0
-	}
-	return c.cum[i-1]
+	return f.days
 }
 
 // BusyBP is, per fcDay read (most recent first), the share of the fcDay in
@@ -131,9 +80,10 @@ func (f *Forecast) BusyBP(level int64) []int64 {
 	if f == nil {
 		return nil
 	}
-	out := make([]int64, len(f.days))
-	for k := range f.days {
-		out[k] = int64(f.days[k].above(level) * 10000 / fcDay)
+	out := make([]int64, f.days)
+	for k := range out {
+		to := f.now.Add(-time.Duration(k) * fcDay)
+		out[k] = int64(f.ix.Above(f.pts, level, to.Add(-fcDay), to) * 10000 / fcDay)
 	}
 	return out
 }
@@ -168,7 +118,7 @@ func (f *Forecast) ExpectedBusy(level int64, term time.Duration, q int) (busy, h
 	if f == nil || term <= 0 {
 		return 0, 0
 	}
-	hold = min(term, time.Duration(len(f.days))*fcDay)
+	hold = min(term, time.Duration(f.days)*fcDay)
 	bp := f.LowerBusyBP(level, q)
 	return time.Duration(core.MulDivHalfEven(int64(hold), bp, 10000)), hold
 }
