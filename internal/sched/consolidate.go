@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gpufleet/gpufleet/internal/core"
 )
@@ -36,21 +37,12 @@ func Consolidate(st *State, d Decisions, drain []Drain, cfg Config) []Move {
 		return nil
 	}
 	cfg = cfg.withDefaults()
-	var ps *placerScratch
-	if st.Scratch != nil {
-		ps = &st.Scratch.consolidate
-	}
-	pl := newPlacer(ps, st.Nodes, st.NodeCost, st.Pending, cfg.Scorer)
 	var gone map[string]bool
 	if len(d.Preemptions) > 0 {
 		gone = make(map[string]bool, len(d.Preemptions))
 	}
 	for _, p := range d.Preemptions {
 		gone[p.Victim.Key()] = true
-		pl.remove(&p.Victim.Unit, p.Victim.Parts)
-	}
-	for _, p := range d.Placements {
-		pl.place(&p.Unit, p.Parts)
 	}
 	// Only the nodes to drain need their units listed.
 	onNode := make(map[int][]Allocation, len(drain))
@@ -67,6 +59,30 @@ func Consolidate(st *State, d Decisions, drain []Drain, cfg Config) []Move {
 		}
 		onNode[a.Parts[0].Node] = append(units, a)
 	}
+	movable := func(units []Allocation) bool {
+		for _, a := range units {
+			if !a.Job.Interruptible || a.Job.Tier == core.TierCore || st.Now.Sub(a.Start) < cfg.MinRuntime {
+				return false
+			}
+		}
+		return len(units) > 0
+	}
+	// Most steps' candidates hold work that may not move: the placer,
+	// the costly part, is built only when some may.
+	if !slices.ContainsFunc(drain, func(dr Drain) bool { return movable(onNode[dr.Node]) }) {
+		return nil
+	}
+	var ps *placerScratch
+	if st.Scratch != nil {
+		ps = &st.Scratch.consolidate
+	}
+	pl := newPlacer(ps, st.Nodes, st.NodeCost, st.Pending, cfg.Scorer)
+	for _, p := range d.Preemptions {
+		pl.remove(&p.Victim.Unit, p.Victim.Parts)
+	}
+	for _, p := range d.Placements {
+		pl.place(&p.Unit, p.Parts)
+	}
 	// drained: nodes emptied (or being emptied) this pass — they take
 	// nothing; received: nodes that took moved work — they are no longer
 	// worth draining.
@@ -75,16 +91,7 @@ func Consolidate(st *State, d Decisions, drain []Drain, cfg Config) []Move {
 	for _, dr := range drain {
 		n := dr.Node
 		units := onNode[n]
-		if len(units) == 0 || received[n] {
-			continue
-		}
-		movable := true
-		for _, a := range units {
-			if !a.Job.Interruptible || a.Job.Tier == core.TierCore || st.Now.Sub(a.Start) < cfg.MinRuntime {
-				movable = false
-			}
-		}
-		if !movable {
+		if received[n] || !movable(units) {
 			continue
 		}
 		drained[n] = true
