@@ -28,8 +28,8 @@ import (
 type DemandIndex struct {
 	// at is the start of every point indexed, in order, and milli its
 	// level; the history's first point is at[0] after each sync.
-	at     []time.Time
-	milli  []int64
+	at     fifo[time.Time]
+	milli  fifo[int64]
 	levels map[int64]*levelSums
 	clock  uint64
 }
@@ -38,9 +38,35 @@ type DemandIndex struct {
 // stood at or above it over the segments of points 0 … i−1 of at (the
 // segment of point i runs from at[i] to at[i+1]).
 type levelSums struct {
-	cum  []time.Duration
+	cum  fifo[time.Duration]
 	used uint64
 }
+
+// fifo is a slice that loses items at the front as the history does:
+// the room they leave is reused when the back runs out of it, rather
+// than a larger array made (a replay drops and adds a point at nearly
+// every step).
+type fifo[T any] struct {
+	buf []T
+	off int
+}
+
+// items is what the fifo holds, oldest first; valid until the next push.
+func (f *fifo[T]) items() []T { return f.buf[f.off:] }
+
+func (f *fifo[T]) len() int { return len(f.buf) - f.off }
+
+func (f *fifo[T]) drop(n int) { f.off += min(n, f.len()) }
+
+func (f *fifo[T]) push(v T) {
+	if len(f.buf) == cap(f.buf) && f.off > 0 && f.off >= f.len() {
+		f.buf = f.buf[:copy(f.buf, f.buf[f.off:])]
+		f.off = 0
+	}
+	f.buf = append(f.buf, v)
+}
+
+func (f *fifo[T]) reset() { f.buf, f.off = f.buf[:0], 0 }
 
 // maxIndexLevels bounds the levels kept: the least recently asked goes
 // first. A replay asks about a few at a time (the committed capacity and
@@ -55,29 +81,34 @@ func (x *DemandIndex) sync(pts []core.DemandPoint) {
 		x.reset()
 		return
 	}
-	drop := sort.Search(len(x.at), func(i int) bool { return !x.at[i].Before(pts[0].At) })
-	if drop == len(x.at) || !x.at[drop].Equal(pts[0].At) {
+	at := x.at.items()
+	drop := sort.Search(len(at), func(i int) bool { return !at[i].Before(pts[0].At) })
+	if drop == len(at) || !at[drop].Equal(pts[0].At) {
 		x.reset()
 	} else if drop > 0 {
-		x.at, x.milli = x.at[drop:], x.milli[drop:]
+		x.at.drop(drop)
+		x.milli.drop(drop)
 		for _, s := range x.levels {
-			s.cum = s.cum[min(drop, len(s.cum)):]
+			s.cum.drop(drop)
 		}
 	}
-	if k := len(x.at); k > len(pts) || k > 0 && (x.milli[0] != pts[0].Milli || !x.at[k-1].Equal(pts[k-1].At)) ||
-		k > 1 && x.milli[k-2] != pts[k-2].Milli {
+	at, milli := x.at.items(), x.milli.items()
+	if k := len(at); k > len(pts) || k > 0 && (milli[0] != pts[0].Milli || !at[k-1].Equal(pts[k-1].At)) ||
+		k > 1 && milli[k-2] != pts[k-2].Milli {
 		x.reset()
 	}
-	if k := len(x.at); k > 0 {
-		x.milli[k-1] = pts[k-1].Milli // the last may have been rewritten
+	if k := x.milli.len(); k > 0 {
+		x.milli.items()[k-1] = pts[k-1].Milli // the last may have been rewritten
 	}
-	for _, p := range pts[len(x.at):] {
-		x.at, x.milli = append(x.at, p.At), append(x.milli, p.Milli)
+	for _, p := range pts[x.at.len():] {
+		x.at.push(p.At)
+		x.milli.push(p.Milli)
 	}
 }
 
 func (x *DemandIndex) reset() {
-	x.at, x.milli = x.at[:0], x.milli[:0]
+	x.at.reset()
+	x.milli.reset()
 	clear(x.levels)
 }
 
@@ -97,19 +128,20 @@ func (x *DemandIndex) sums(pts []core.DemandPoint, level int64) []time.Duration 
 		x.levels[level] = s
 	}
 	s.used = x.clock
-	if len(s.cum) == 0 {
+	if s.cum.len() == 0 {
 		// New, or behind the front: any origin serves, only differences
 		// are read.
-		s.cum = append(s.cum[:0], 0)
+		s.cum.reset()
+		s.cum.push(0)
 	}
-	for i := len(s.cum) - 1; i+1 < len(pts); i++ {
-		c := s.cum[i]
+	for i := s.cum.len() - 1; i+1 < len(pts); i++ {
+		c := s.cum.items()[i]
 		if pts[i].Milli >= level {
 			c += pts[i+1].At.Sub(pts[i].At)
 		}
-		s.cum = append(s.cum, c)
+		s.cum.push(c)
 	}
-	return s.cum
+	return s.cum.items()
 }
 
 // evict drops the level asked least recently.

@@ -158,7 +158,15 @@ func (m *DurationModel) Typical(team, command string) (time.Duration, bool) {
 // Empty reports whether the model has learned nothing.
 func (m *DurationModel) Empty() bool { return len(m.Runs) == 0 && len(m.Ratios) == 0 }
 
-// median is the lower median of xs.
+// median is the lower median of xs (LowerQuantile(xs, 50)), sorted in a
+// copy on the stack: it is asked at every prediction, and a model keeps
+// at most DurationKeep values per key.
 func median(xs []int64) int64 {
-	return LowerQuantile(xs, 50)
+	if len(xs) == 0 {
+		return 0
+	}
+	var buf [DurationKeep]int64
+	s := append(buf[:0], xs...)
+	slices.Sort(s)
+	return s[(len(s)-1)/2]
 }

@@ -2,9 +2,12 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 )
 
 func TestDurationModel(t *testing.T) {
@@ -71,4 +74,19 @@ func TestDurationModelBounded(t *testing.T) {
 	if _, ok := m.Typical("ml", last); !ok {
 		t.Errorf("the newest command was forgotten at once")
 	}
+}
+
+// median is LowerQuantile at 50, for as many values as a model keeps and
+// more, and leaves its input as it was.
+func TestPropertyMedian(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		xs := rapid.SliceOfN(rapid.Int64Range(-5, 5), 0, DurationKeep+8).Draw(t, "xs")
+		before := slices.Clone(xs)
+		if got, want := median(xs), LowerQuantile(xs, 50); got != want {
+			t.Fatalf("median(%v) = %d, want %d", xs, got, want)
+		}
+		if !slices.Equal(xs, before) {
+			t.Fatal("median changed its input")
+		}
+	})
 }
