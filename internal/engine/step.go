@@ -633,9 +633,11 @@ func drainCandidates(v *view, alloc []core.Milli, history []fleet.DemandPoint, i
 	}
 	found := false
 	for n, l := range v.leaseOf {
-		capMilli := int64(v.nodes[n].CapMilli())
-		share := int64(alloc[n]) * 10000 / max(capMilli, 1)
-		cand[n] = alloc[n] != 0 && (!l.Plan.Committed() && share < cfg.ScaleInBP || idleCommitted > 0 || peaked && l.Plan.Committed() && dueSoon(l, now))
+		// share < ScaleInBP, share being ⌊alloc·10000/cap⌋: the test at
+		// every node of every step, without the division.
+		cand[n] = alloc[n] != 0 && (idleCommitted > 0 ||
+			!l.Plan.Committed() && int64(alloc[n])*10000 < cfg.ScaleInBP*max(int64(v.nodes[n].CapMilli()), 1) ||
+			peaked && l.Plan.Committed() && dueSoon(l, now))
 		found = found || cand[n]
 	}
 	if !found {
