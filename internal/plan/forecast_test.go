@@ -98,24 +98,7 @@ func TestPropertyForecastDays(t *testing.T) {
 		}
 		for k := range got {
 			to := now.Add(-time.Duration(k) * fcDay)
-			from := to.Add(-fcDay)
-			var above time.Duration
-			for i, p := range pts {
-				end := now
-				if i+1 < len(pts) {
-					end = pts[i+1].At
-				}
-				s, e := p.At, end
-				if s.Before(from) {
-					s = from
-				}
-				if e.After(to) {
-					e = to
-				}
-				if e.After(s) && p.Milli >= level {
-					above += e.Sub(s)
-				}
-			}
+			above := aboveWalk(pts, level, to.Add(-fcDay), to, now)
 			if want := int64(above * 10000 / fcDay); got[k] != want {
 				t.Fatalf("day %d: BusyBP(%d) = %d, want %d", k, level, got[k], want)
 			}
