@@ -132,6 +132,11 @@ func (x *DemandIndex) sums(pts []core.DemandPoint, level int64) []time.Duration 
 		// New, or behind the front: any origin serves, only differences
 		// are read.
 		s.cum.reset()
+		if cap(s.cum.buf) < len(pts) {
+			// Room for the whole history and the points to come: a level
+			// is built at once, not grown by doubling.
+			s.cum.buf = make([]time.Duration, 0, len(pts)+len(pts)/4)
+		}
 		s.cum.push(0)
 	}
 	for i := s.cum.len() - 1; i+1 < len(pts); i++ {
