@@ -92,3 +92,71 @@ func TestDemandIndexEvicts(t *testing.T) {
 		t.Errorf("Above(2000) = %s, want 1h", got)
 	}
 }
+
+// benchHistory is a demand history, a point a minute; a replay's step k
+// sees the eight days all[k : k+window].
+func benchHistory() (all []core.DemandPoint, window int) {
+	t0 := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	window = 8 * 24 * 60
+	all = make([]core.DemandPoint, 0, window+4096)
+	for i := range cap(all) {
+		all = append(all, core.DemandPoint{At: t0.Add(time.Duration(i) * time.Minute), Milli: int64(i*7919%64) * 1000})
+	}
+	return all, window
+}
+
+// The renewal test's question at every step of a replay: how long, over
+// the last day, demand stood above a level, with the history sliding by
+// one point a step. BenchmarkDemandIndexStep asks it of one index kept
+// across the steps; BenchmarkDemandWalkStep walks the day back from now,
+// as the engine did before the index (walkBack).
+func BenchmarkDemandIndexStep(b *testing.B) {
+	all, window := benchHistory()
+	var ix DemandIndex
+	for i := 0; b.Loop(); i++ {
+		k := i % (len(all) - window)
+		h := all[k : k+window]
+		now := h[len(h)-1].At.Add(30 * time.Second)
+		for l := range int64(3) {
+			ix.Above(h, 30000+l*8000, now.Add(-24*time.Hour), now)
+		}
+	}
+}
+
+func BenchmarkDemandWalkStep(b *testing.B) {
+	all, window := benchHistory()
+	var ix DemandIndex
+	for k := range 100 {
+		h := all[k : k+window]
+		now := h[len(h)-1].At.Add(30 * time.Second)
+		if w, x := walkBack(h, 30000, now.Add(-24*time.Hour), now), ix.Above(h, 30000, now.Add(-24*time.Hour), now); w != x {
+			b.Fatalf("step %d: the walk says %s, the index %s", k, w, x)
+		}
+	}
+	for i := 0; b.Loop(); i++ {
+		k := i % (len(all) - window)
+		h := all[k : k+window]
+		now := h[len(h)-1].At.Add(30 * time.Second)
+		for l := range int64(3) {
+			walkBack(h, 30000+l*8000, now.Add(-24*time.Hour), now)
+		}
+	}
+}
+
+// walkBack is how long demand stood at or above level between from and
+// now, walking back from the last point until from.
+func walkBack(pts []core.DemandPoint, level int64, from, now time.Time) time.Duration {
+	var above time.Duration
+	end := now
+	for i := len(pts) - 1; i >= 0 && end.After(from); i-- {
+		start := pts[i].At
+		if start.Before(from) {
+			start = from
+		}
+		if pts[i].Milli >= level && end.After(start) {
+			above += end.Sub(start)
+		}
+		end = pts[i].At
+	}
+	return above
+}
