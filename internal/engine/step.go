@@ -610,22 +610,8 @@ func drainCandidates(v *view, alloc []core.Milli, history []fleet.DemandPoint, i
 		}
 	}
 	// spare is what is free on the committed machines, for the renewal
-	// test below when the day's peak closes them to other moves; above
-	// is how long the day's demand stood above a level, read once per
-	// level (machines of one size ask the same).
+	// test below when the day's peak closes them to other moves.
 	spare, peaked := idleCommitted, false
-	var aboveAt map[int64]time.Duration
-	above := func(level int64) time.Duration {
-		d, ok := aboveAt[level]
-		if !ok {
-			d = timeAbove(ix, history, now.Add(-drainLookback), now, level)
-			if aboveAt == nil {
-				aboveAt = map[int64]time.Duration{}
-			}
-			aboveAt[level] = d
-		}
-		return d
-	}
 	if idleCommitted > 0 && demandAbove(history, now.Add(-drainLookback), committed) {
 		// The last day's demand needed more than the committed machines:
 		// what is free on them now may be needed again.
@@ -682,7 +668,7 @@ func drainCandidates(v *view, alloc []core.Milli, history []fleet.DemandPoint, i
 			idleCommitted -= int64(units[n])
 			cs = append(cs, c{n, true, share})
 		} else if peaked && l.Plan.Committed() && paid.Sub(now) <= drainLead && int64(units[n]) <= spare-(capMilli-int64(alloc[n])) &&
-			above(committed-capMilli) <= time.Duration(core.MulDivHalfEven(int64(drainLookback), renewBreakEvenBP(l, offers), 10000)) {
+			timeAbove(ix, history, now.Add(-drainLookback), now, committed-capMilli) <= time.Duration(core.MulDivHalfEven(int64(drainLookback), renewBreakEvenBP(l, offers), 10000)) {
 			// Without it, the committed machines would have fallen short
 			// too seldom over the day to pay for its term.
 			spare -= int64(units[n]) + capMilli - int64(alloc[n])

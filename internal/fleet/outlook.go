@@ -67,8 +67,8 @@ func (o *Outlook) forecastUse(off *core.Offer, n int, level int64, term time.Dur
 		return 0, 0, 0
 	}
 	capMilli := int64(n) * int64(off.CapMilli())
-	busy, hold := o.fc.ExpectedBusy(level+capMilli/2, term, ForecastQuantile)
-	return capMilli * int64(busy/time.Second), hold, o.fc.LowerBusyBP(level+capMilli/2, ForecastQuantile)
+	busy, hold, bp := o.fc.ExpectedBusyBP(level+capMilli/2, term, ForecastQuantile)
+	return capMilli * int64(busy/time.Second), hold, bp
 }
 
 // forecastWhy says why forecastUse expects what it does.

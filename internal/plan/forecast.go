@@ -115,12 +115,19 @@ func LowerQuantile(xs []int64, q int) int64 {
 // as the history looks back (Days), and nothing beyond. hold is that
 // covered part of the term.
 func (f *Forecast) ExpectedBusy(level int64, term time.Duration, q int) (busy, hold time.Duration) {
+	busy, hold, _ = f.ExpectedBusyBP(level, term, q)
+	return busy, hold
+}
+
+// ExpectedBusyBP is ExpectedBusy with the busy share it is priced on
+// (LowerBusyBP), read once.
+func (f *Forecast) ExpectedBusyBP(level int64, term time.Duration, q int) (busy, hold time.Duration, bp int64) {
 	if f == nil || term <= 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
 	hold = min(term, time.Duration(f.days)*fcDay)
-	bp := f.LowerBusyBP(level, q)
-	return time.Duration(core.MulDivHalfEven(int64(hold), bp, 10000)), hold
+	bp = f.LowerBusyBP(level, q)
+	return time.Duration(core.MulDivHalfEven(int64(hold), bp, 10000)), hold, bp
 }
 
 // DemandAhead is the demand the recent days say to expect over the next
