@@ -38,23 +38,26 @@ type PolicyView struct {
 	// GPU-hours weighted by the jobs' utilization, jobs without a series
 	// (UtilMissingJobs) counted busy; IdleAlerts the idle ladder's alerts
 	// by kind.
-	BusyGPUHours    json.Number          `json:"busy_gpu_hours,omitempty"`
-	UtilMissingJobs int                  `json:"util_missing_jobs,omitempty"`
-	IdleAlerts      map[string]int       `json:"idle_alerts,omitempty"`
-	IdleShare       json.Number          `json:"idle_share"`
-	WaitP50         int64                `json:"wait_p50_s"`
-	WaitP95         int64                `json:"wait_p95_s"`
-	WaitP99         int64                `json:"wait_p99_s"`
-	WaitsByTier     map[string]sim.Waits `json:"waits_by_tier"`
-	DeadlineMisses  int                  `json:"deadline_misses"`
-	Preemptions     int                  `json:"preemptions"`
-	Moves           int                  `json:"moves"`
-	Reclaims        int                  `json:"reclaims"`
-	LostGPUHours    json.Number          `json:"lost_gpu_hours"`
-	Leases          int                  `json:"leases"`
-	Jobs            int                  `json:"jobs"`
-	Unfinished      int                  `json:"unfinished"`
-	Events          int                  `json:"events"`
+	BusyGPUHours    json.Number    `json:"busy_gpu_hours,omitempty"`
+	UtilMissingJobs int            `json:"util_missing_jobs,omitempty"`
+	IdleAlerts      map[string]int `json:"idle_alerts,omitempty"`
+	IdleShare       json.Number    `json:"idle_share"`
+	// IdleShareArriving is the idle share up to the trace's last
+	// submission (sim.Result.LastSubmit).
+	IdleShareArriving json.Number          `json:"idle_share_arriving"`
+	WaitP50           int64                `json:"wait_p50_s"`
+	WaitP95           int64                `json:"wait_p95_s"`
+	WaitP99           int64                `json:"wait_p99_s"`
+	WaitsByTier       map[string]sim.Waits `json:"waits_by_tier"`
+	DeadlineMisses    int                  `json:"deadline_misses"`
+	Preemptions       int                  `json:"preemptions"`
+	Moves             int                  `json:"moves"`
+	Reclaims          int                  `json:"reclaims"`
+	LostGPUHours      json.Number          `json:"lost_gpu_hours"`
+	Leases            int                  `json:"leases"`
+	Jobs              int                  `json:"jobs"`
+	Unfinished        int                  `json:"unfinished"`
+	Events            int                  `json:"events"`
 	// Steps counts the engine steps the replay took.
 	Steps int `json:"steps"`
 	// WallS is the replay's wall-clock seconds and EventsPerS its events
@@ -96,8 +99,8 @@ func NewSimView(traceName string, cur core.Currency, seed uint64, profile string
 		pv := PolicyView{Policy: r.Policy, PolicySource: r.PolicySource, PolicyHash: r.PolicyHash, Label: label(r), Cost: Number(int64(r.Cost), int64(core.MicrosPerUnit)), CostByMode: map[string]json.Number{},
 			IdleCost:     Number(int64(r.IdleCost), int64(core.MicrosPerUnit)),
 			PaidGPUHours: Number(r.PaidMilliSec, 3_600_000), AllocatedGPUHours: Number(r.AllocatedMilliSec, 3_600_000),
-			IdleShare: Number(r.IdleShareBP(), 10000),
-			WaitP50:   r.Waits.P50, WaitP95: r.Waits.P95, WaitP99: r.Waits.P99, WaitsByTier: map[string]sim.Waits{},
+			IdleShare: Number(r.IdleShareBP(), 10000), IdleShareArriving: Number(r.IdleShareArrivingBP(), 10000),
+			WaitP50: r.Waits.P50, WaitP95: r.Waits.P95, WaitP99: r.Waits.P99, WaitsByTier: map[string]sim.Waits{},
 			DeadlineMisses: r.DeadlineMisses, Preemptions: r.Preemptions, Moves: r.Moves, Reclaims: r.Reclaims,
 			LostGPUHours: Number(r.LostMilliSec, 3_600_000), Leases: r.Leases, Jobs: r.Jobs, Unfinished: r.Unfinished, Events: r.Events, Steps: r.Steps}
 		if r.BusyMilliSec > 0 || r.UtilMissingJobs > 0 {

@@ -54,6 +54,15 @@ type Result struct {
 	PaidMilliSec      int64 `json:"-"`
 	AllocatedMilliSec int64 `json:"-"`
 	LostMilliSec      int64 `json:"-"`
+	// LastSubmit is when the trace's last job arrives, and PaidArriving
+	// and AllocatedArriving the paid and allocated GPU-time before it:
+	// a replay's tail, while running work drains on terms rented when
+	// demand was high and no new work comes to fill them, is the trace's
+	// end, which an online policy cannot see coming and the lower bound
+	// can (docs/simulator.md, "Where the idle share comes from").
+	LastSubmit        time.Time `json:"-"`
+	PaidArriving      int64     `json:"-"`
+	AllocatedArriving int64     `json:"-"`
 	// BusyMilliSec is the allocated GPU-time weighted by the jobs'
 	// utilization series (Config.Util; util.go); zero without series.
 	// UtilMissingJobs counts jobs that ran without a series (counted
@@ -107,12 +116,32 @@ func (r *Result) IdleShareBP() int64 {
 	return (r.PaidMilliSec - r.AllocatedMilliSec) * 10000 / r.PaidMilliSec
 }
 
+// IdleShareArrivingBP is IdleShareBP before the last submission.
+func (r *Result) IdleShareArrivingBP() int64 {
+	if r.PaidArriving == 0 {
+		return 0
+	}
+	return (r.PaidArriving - r.AllocatedArriving) * 10000 / r.PaidArriving
+}
+
+// beforeLast is the whole seconds of [from, to) before LastSubmit.
+func (r *Result) beforeLast(from, to time.Time) int64 {
+	if to.After(r.LastSubmit) {
+		to = r.LastSubmit
+	}
+	if !to.After(from) {
+		return 0
+	}
+	return int64(to.Sub(from) / time.Second)
+}
+
 func (r *Result) addAllocated(u *engine.Unit, from, to time.Time) {
 	if !to.After(from) {
 		return
 	}
 	secs := int64(to.Sub(from) / time.Second)
 	r.AllocatedMilliSec += int64(u.Milli()) * secs
+	r.AllocatedArriving += int64(u.Milli()) * r.beforeLast(from, to)
 	r.addBusy(u, from, to)
 	if r.leaseUse != nil {
 		for _, p := range u.Parts {
@@ -172,6 +201,7 @@ func (r *Result) addLease(l *engine.Lease) {
 	r.Cost += b.Amount
 	r.CostByMode[l.Mode] += b.Amount
 	r.PaidMilliSec += int64(l.Offer.CapMilli()) * b.Billed // a quarter-GPU slice pays 0.25 GPU-hours an hour
+	r.PaidArriving += int64(l.Offer.CapMilli()) * r.beforeLast(l.Start, b.PaidUntil)
 }
 
 // SampleEvery is the least simulated time between two samples of the

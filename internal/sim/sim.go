@@ -111,6 +111,7 @@ func Run(ctx context.Context, cfg Config, p policy.Policy) (*Result, error) {
 		st.TimeOfUse = cfg.TimeOfUse
 	}
 	r := &run{cfg: cfg, p: p, ecfg: ecfg, st: st, cloud: cloud, clk: clk, res: newResult(p, cfg.Leases), waking: map[int64]bool{}, first: map[string]time.Time{}}
+	r.res.LastSubmit = jobs[len(jobs)-1].Submit
 	if cfg.Util != nil {
 		r.res.util, r.res.first, r.res.utilMissing = cfg.Util, r.first, map[string]bool{}
 	}

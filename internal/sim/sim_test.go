@@ -200,6 +200,9 @@ func TestLeaseRecordsAddUpToTheBill(t *testing.T) {
 		if sum != r.Cost {
 			t.Errorf("%s: records sum to %s, the bill is %s", name, sum, r.Cost)
 		}
+		if r.PaidArriving <= 0 || r.PaidArriving > r.PaidMilliSec || r.AllocatedArriving > r.AllocatedMilliSec || r.AllocatedArriving > r.PaidArriving {
+			t.Errorf("%s: before the last submission %d milli-GPU-seconds paid and %d allocated; in all %d and %d", name, r.PaidArriving, r.AllocatedArriving, r.PaidMilliSec, r.AllocatedMilliSec)
+		}
 		if alloc != r.AllocatedMilliSec || alloc == 0 {
 			t.Errorf("%s: leases' allocated time sums to %d milli-GPU-seconds, the run's is %d", name, alloc, r.AllocatedMilliSec)
 		}
@@ -208,5 +211,48 @@ func TestLeaseRecordsAddUpToTheBill(t *testing.T) {
 				t.Errorf("%s: %s records sum to %s, the bill says %s", name, m, byMode[m], c)
 			}
 		}
+	}
+}
+
+// The idle share before the last submission counts the paid and the
+// allocated time up to it: a day's term rented for an hour's job at t0
+// and holding a minute's job submitted three hours later has paid from
+// its start to then, and held the hour's job.
+func TestIdleShareArriving(t *testing.T) {
+	day := int64(24 * 3600)
+	offers := []core.Offer{{ID: "v100x1", Provider: "idc", GPUModel: "V100", GPUs: 1, GPUMemMiB: 32768, Currency: "USD", Plans: []core.PricePlan{
+		{Mode: core.Daily, Price: 10_000_000, Per: core.Day, Granularity: day, Term: day},
+	}}}
+	last := t0.Add(3 * time.Hour)
+	w := &Workload{Actual: map[string]time.Duration{"a": time.Hour, "b": time.Minute}, Jobs: []*core.Job{
+		{ID: "a", Team: "t", Tier: core.TierCore, Submit: t0, EstDuration: time.Hour, Request: core.Request{GPUs: 1, MilliPerGPU: core.WholeGPU}},
+		{ID: "b", Team: "t", Tier: core.TierCore, Submit: last, EstDuration: time.Minute, Request: core.Request{GPUs: 1, MilliPerGPU: core.WholeGPU}},
+	}}
+	cfg := testConfig(w)
+	cfg.Offers = offers
+	var recs []LeaseRecord
+	cfg.Leases = func(l LeaseRecord) { recs = append(recs, l) }
+	p, _ := policy.Preset("gpufleet")
+	r, err := Run(context.Background(), cfg, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Mode != core.Daily || !recs[0].Start.Before(last) {
+		t.Fatalf("leases %+v, want one daily term started before %s", recs, last)
+	}
+	if r.LastSubmit != last {
+		t.Errorf("last submission %s, want %s", r.LastSubmit, last)
+	}
+	if want := int64(core.WholeGPU) * int64(last.Sub(recs[0].Start)/time.Second); r.PaidArriving != want {
+		t.Errorf("paid before the last submission %d milli-GPU-seconds, want %d (from %s)", r.PaidArriving, want, recs[0].Start)
+	}
+	if want := int64(core.WholeGPU) * 3600; r.AllocatedArriving != want {
+		t.Errorf("allocated before the last submission %d milli-GPU-seconds, want %d", r.AllocatedArriving, want)
+	}
+	if r.PaidMilliSec != int64(core.WholeGPU)*day || r.AllocatedMilliSec != int64(core.WholeGPU)*(3600+60) {
+		t.Errorf("paid %d and allocated %d milli-GPU-seconds in all", r.PaidMilliSec, r.AllocatedMilliSec)
+	}
+	if a, all := r.IdleShareArrivingBP(), r.IdleShareBP(); a >= all || a <= 0 {
+		t.Errorf("idle share %d bp before the last submission, %d bp in all", a, all)
 	}
 }

@@ -65,14 +65,14 @@ for name in "$@"; do
 	jq -r --arg name "$name" "$defs"'"| \($name) | LP bound | \(.lower_bound.cost | money) | 1 | | | | |"' "$out/$name.json"
 done
 echo
-echo '| Helios, AWS catalog, seed | cost | × bound | idle share | p99 wait core / regular / offline | p99 wait, all | deadline misses |'
-echo '|---|---:|---:|---:|---:|---:|---:|'
+echo '| Helios, AWS catalog, seed | cost | × bound | idle share | idle share before the last submission | p99 wait core / regular / offline | p99 wait, all | deadline misses |'
+echo '|---|---:|---:|---:|---:|---:|---:|---:|'
 for seed in 1 2 3 4 5; do
 	f=$out/helios-aws-seed$seed.json
 	[ "$seed" = 1 ] && f=$out/helios-aws.json
 	jq -r --arg seed "$seed" --slurpfile lp "$out/helios-aws.json" "$defs"'
 	  $lp[0].lower_bound.cost as $lb
 	  | .policies[] | select(.policy == "gpufleet")
-	  | "| \($seed) | \(.cost | money) | \(.cost / $lb * 1000 | round / 1000 | tostring) | \(.idle_share * 1000 | round / 10 | tostring)% | \(p99("core")) / \(p99("regular")) / \(p99("offline")) | \(.wait_p99_s) s | \(.deadline_misses) |"
+	  | "| \($seed) | \(.cost | money) | \(.cost / $lb * 1000 | round / 1000 | tostring) | \(.idle_share * 1000 | round / 10 | tostring)% | \(.idle_share_arriving * 1000 | round / 10 | tostring)% | \(p99("core")) / \(p99("regular")) / \(p99("offline")) | \(.wait_p99_s) s | \(.deadline_misses) |"
 	' "$f"
 done
