@@ -54,12 +54,11 @@ type Result struct {
 	PaidMilliSec      int64 `json:"-"`
 	AllocatedMilliSec int64 `json:"-"`
 	LostMilliSec      int64 `json:"-"`
-	// LastSubmit is when the trace's last job arrives, and PaidArriving
-	// and AllocatedArriving the paid and allocated GPU-time before it:
-	// a replay's tail, while running work drains on terms rented when
-	// demand was high and no new work comes to fill them, is the trace's
-	// end, which an online policy cannot see coming and the lower bound
-	// can (docs/simulator.md, "Where the idle share comes from").
+	// LastSubmit is when the trace's last job arrives; PaidArriving and
+	// AllocatedArriving are the GPU-time paid and allocated before it.
+	// After it, running work drains on terms rented while demand was
+	// high: the trace's end, which an online policy cannot see coming
+	// and the lower bound can.
 	LastSubmit        time.Time `json:"-"`
 	PaidArriving      int64     `json:"-"`
 	AllocatedArriving int64     `json:"-"`
@@ -109,19 +108,18 @@ func newResult(p policy.Policy, onLease func(LeaseRecord)) *Result {
 }
 
 // IdleShareBP is idle GPU-time over paid GPU-time, in basis points.
-func (r *Result) IdleShareBP() int64 {
-	if r.PaidMilliSec == 0 {
-		return 0
-	}
-	return (r.PaidMilliSec - r.AllocatedMilliSec) * 10000 / r.PaidMilliSec
-}
+func (r *Result) IdleShareBP() int64 { return idleBP(r.PaidMilliSec, r.AllocatedMilliSec) }
 
 // IdleShareArrivingBP is IdleShareBP before the last submission.
-func (r *Result) IdleShareArrivingBP() int64 {
-	if r.PaidArriving == 0 {
+func (r *Result) IdleShareArrivingBP() int64 { return idleBP(r.PaidArriving, r.AllocatedArriving) }
+
+// idleBP is (paid − allocated) / paid in basis points; 0 when nothing
+// was paid.
+func idleBP(paid, allocated int64) int64 {
+	if paid == 0 {
 		return 0
 	}
-	return (r.PaidArriving - r.AllocatedArriving) * 10000 / r.PaidArriving
+	return (paid - allocated) * 10000 / paid
 }
 
 // beforeLast is the whole seconds of [from, to) before LastSubmit.
