@@ -35,12 +35,14 @@ type replayFlags struct {
 	policies                                       string
 	seed                                           uint64
 	jsonOut, htmlOut, csvOut, leasesOut, eventsOut string
-	limit                                          int
-	delay                                          time.Duration
-	quiet                                          bool
-	noLP, checkViews                               bool
-	cpuProfile, memProfile                         string
-	lpMPS                                          string
+	// limit keeps the first jobs; repeat replays them that many times back
+	// to back (sim.Repeat).
+	limit, repeat          int
+	delay                  time.Duration
+	quiet                  bool
+	noLP, checkViews       bool
+	cpuProfile, memProfile string
+	lpMPS                  string
 	// spotTrace is a folder of spot traces, util a utilization series.
 	spotTrace, util string
 	// budgets are --budget TEAM=AMOUNT, each team's monthly budget.
@@ -66,6 +68,7 @@ func attachReplay(cmd *cobra.Command) {
 	fl.StringVar(&f.leasesOut, "leases", "", "write every lease each policy rented (offer, mode, start, end, held and billed hours, allocated GPU-hours, idle share, cost) as CSV to this file")
 	fl.StringVar(&f.eventsOut, "events", "", "write every event of each policy's replay (time, kind, subject, and the reason the decision gives) as CSV to this file")
 	fl.IntVar(&f.limit, "limit", 0, "replay only the first N jobs (0: all)")
+	fl.IntVar(&f.repeat, "repeat", 1, "replay the trace N times back to back, each copy one span of its submissions later, to judge decisions (committed terms above all) over a longer horizon than the trace (1 to 100)")
 	fl.DurationVar(&f.delay, "provisioning-delay", 2*time.Minute, "simulated provisioning delay of every offer")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress on stderr (shown only when stderr is a terminal)")
 	fl.BoolVar(&f.noLP, "no-lp", false, "skip the LP lower bound (the price bound is still computed)")
@@ -86,6 +89,10 @@ func attachReplay(cmd *cobra.Command) {
 		return runReplay(cmd, f)
 	}
 }
+
+// maxRepeat bounds --repeat: a hundred copies of a month-long trace is
+// eight years, past any term a catalog sells.
+const maxRepeat = 100
 
 func loadTrace(f replayFlags) (trace.Trace, error) {
 	switch f.format {
@@ -219,8 +226,17 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 			return err
 		}
 	}
+	if f.repeat < 1 || f.repeat > maxRepeat {
+		return usageError{&core.FieldError{Field: "--repeat", Value: fmt.Sprint(f.repeat), Allowed: fmt.Sprintf("1..%d", maxRepeat)}}
+	}
+	if f.repeat > 1 && f.util != "" {
+		return usageError{&core.FieldError{Field: "--repeat", Value: fmt.Sprint(f.repeat), Allowed: "1 with --util (the series name the original jobs only)"}}
+	}
 	w, err := toWorkload(tr, prof, cat.Offers, f.limit)
 	if err != nil {
+		return err
+	}
+	if w, err = sim.Repeat(w, f.repeat); err != nil {
 		return err
 	}
 	// Only the trace's name is used past here, so the trace as read is

@@ -141,6 +141,9 @@ func TestSimReplayErrors(t *testing.T) {
 		{[]string{"--trace", "testdata/small-trace.csv", "--policy", "magic"}, 2, `policy: invalid value "magic"`},
 		{[]string{"--trace", "testdata/nope.csv"}, 1, "nope.csv"},
 		{[]string{"--trace", "testdata/small-trace.csv", "--format", "pai"}, 2, "--pai-tasks"},
+		{[]string{"--trace", "testdata/small-trace.csv", "--format", "csv", "--repeat", "0"}, 2, `--repeat: invalid value "0": want 1..100`},
+		{[]string{"--trace", "testdata/small-trace.csv", "--format", "csv", "--repeat", "101"}, 2, `--repeat: invalid value "101": want 1..100`},
+		{[]string{"--trace", "testdata/small-trace.csv", "--format", "csv", "--repeat", "2", "--util", "testdata/nope.csv"}, 2, `--repeat: invalid value "2": want 1 with --util`},
 	} {
 		code, _, stderr := runCLI(t, append([]string{"sim", "--quiet"}, tc.args...)...)
 		if code != tc.code || !strings.Contains(stderr, tc.want) {
