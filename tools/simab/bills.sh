@@ -13,16 +13,19 @@
 # with and without deadlines; Philly when PHILLY names its CSV), unseen
 # (generated traces the policy was not tuned on: 10,000 jobs at seeds 2,
 # 4, 5, 6, 8, 9, 10, 12, with deadlines at 13-15, and 3,000 jobs at seeds
-# 1-8, each under the AWS and the demo catalog) or all (the default).
+# 1-8, each under the AWS and the demo catalog), long (the Helios excerpt
+# and two generated traces replayed three times back to back, sim
+# --repeat 3: a horizon over which weekly and monthly terms can pay) or
+# all (named and unseen, the default).
 # Each replay is gpufleet sim --quiet --no-lp --policy gpufleet; the
 # output is one line per replay (bill, idle share, deadline misses, for
 # each build) and, per set, the mean change of the bill, its standard
 # deviation and how many replays the new build pays less on. Needs jq.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-[ $# -ge 2 ] || { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 set_="${3:-all}"
-case "$set_" in named | unseen | all) ;; *) echo "SET: want named, unseen or all, not $set_" >&2; exit 2 ;; esac
+case "$set_" in named | unseen | long | all) ;; *) echo "SET: want named, unseen, long or all, not $set_" >&2; exit 2 ;; esac
 . tools/simab/lib.sh
 a="$(binary a "$1")"
 b="$(binary b "$2")"
@@ -47,7 +50,7 @@ row() { # row SET NAME SIM-ARGS...
 }
 
 {
-  if [ "$set_" != unseen ]; then
+  if [ "$set_" = named ] || [ "$set_" = all ]; then
     for seed in 1 2 3 4 5; do
       row named "helios-aws-s$seed" --trace "$helios" --format helios --catalog "$aws" --seed "$seed"
     done
@@ -71,7 +74,7 @@ row() { # row SET NAME SIM-ARGS...
       row named philly-demo --trace "$PHILLY" --format philly --profile examples/deadlines/philly-profile.yaml
     fi
   fi
-  if [ "$set_" != named ]; then
+  if [ "$set_" = unseen ] || [ "$set_" = all ]; then
     for seed in 2 4 5 6 8 9 10 12 13 14 15; do
       if [ "$seed" -ge 13 ]; then
         f="$(gen "u10k-s$seed" --jobs 10000 --seed "$seed" --deadlines 30)"
@@ -88,6 +91,19 @@ row() { # row SET NAME SIM-ARGS...
       row unseen "3k-s$seed-aws" --trace "$f" --format csv --catalog "$aws"
       row unseen "3k-s$seed-demo" --trace "$f" --format csv
     done
+  fi
+  if [ "$set_" = long ]; then
+    for seed in 1 2; do
+      row long "helios-aws-s$seed-x3" --trace "$helios" --format helios --catalog "$aws" --seed "$seed" --repeat 3
+    done
+    row long helios-demo-x3 --trace "$helios" --format helios --repeat 3
+    row long helios-monthly-x3 --trace "$helios" --format helios --catalog "$monthly" --repeat 3
+    f="$(gen 10k-s1 --jobs 10000 --seed 1)"
+    row long 10k-s1-aws-x3 --trace "$f" --format csv --catalog "$aws" --repeat 3
+    row long 10k-s1-demo-x3 --trace "$f" --format csv --repeat 3
+    d30="$(gen d30 --jobs 10000 --seed 1 --deadlines 30)"
+    row long d30-aws-x3 --trace "$d30" --format csv --profile "$deadlines" --catalog "$aws" --repeat 3
+    row long d30-monthly-x3 --trace "$d30" --format csv --profile "$deadlines" --catalog "$monthly" --repeat 3
   fi
 } | tee "$work/rows" | awk '{ printf "%-7s %-18s %9s %6s %4s  %9s %6s %4s  %+6.2f%%\n", $1, $2, $3, $4, $5, $6, $7, $8, 100 * ($6 / $3 - 1) }'
 
