@@ -243,6 +243,9 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 	// dead from now on: a long replay's collections no longer mark a
 	// million jobs' strings (keep it that way: no use of tr below).
 	traceName := tr.Name
+	if f.repeat > 1 {
+		traceName = fmt.Sprintf("%s ×%d (--repeat)", traceName, f.repeat)
+	}
 	if f.lpMPS != "" {
 		prog, err := bound.Explicit(bound.Input{Jobs: w.Jobs, Actual: w.Actual, Offers: cat.Offers}, bound.Options{})
 		if err != nil {

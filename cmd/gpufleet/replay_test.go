@@ -131,6 +131,38 @@ func TestSimReplayNoLP(t *testing.T) {
 	}
 }
 
+// TestSimReplayRepeat: --repeat 3 replays three times the jobs, and the
+// report says so where it names the trace.
+func TestSimReplayRepeat(t *testing.T) {
+	type view struct {
+		Trace    string `json:"trace"`
+		Policies []struct {
+			Jobs       int `json:"jobs"`
+			Unfinished int `json:"unfinished"`
+		} `json:"policies"`
+	}
+	run := func(repeat string) view {
+		out := filepath.Join(t.TempDir(), "r.json")
+		code, _, stderr := runCLI(t, "sim", "--trace", "testdata/small-trace.csv", "--format", "csv", "--policy", "reactive", "--no-lp", "--json", out, "--quiet", "--repeat", repeat)
+		if code != 0 {
+			t.Fatalf("--repeat %s: exit %d: %s", repeat, code, stderr)
+		}
+		var v view
+		readJSONFile(t, out, &v)
+		if len(v.Policies) != 1 || v.Policies[0].Unfinished != 0 {
+			t.Fatalf("--repeat %s: %+v", repeat, v)
+		}
+		return v
+	}
+	one, three := run("1"), run("3")
+	if three.Policies[0].Jobs != 3*one.Policies[0].Jobs || one.Policies[0].Jobs == 0 {
+		t.Errorf("jobs: %d with --repeat 3, %d with 1", three.Policies[0].Jobs, one.Policies[0].Jobs)
+	}
+	if strings.Contains(one.Trace, "repeat") || !strings.HasSuffix(three.Trace, "×3 (--repeat)") {
+		t.Errorf("trace named %q and %q", one.Trace, three.Trace)
+	}
+}
+
 func TestSimReplayErrors(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
