@@ -171,6 +171,12 @@ func startBounds(w *sim.Workload, offers []core.Offer, tou *core.TimeOfUse, noLP
 
 func runReplay(cmd *cobra.Command, f replayFlags) error {
 	start := time.Now()
+	if f.repeat < 1 || f.repeat > maxRepeat {
+		return usageError{&core.FieldError{Field: "--repeat", Value: fmt.Sprint(f.repeat), Allowed: fmt.Sprintf("1..%d", maxRepeat)}}
+	}
+	if f.repeat > 1 && f.util != "" {
+		return usageError{&core.FieldError{Field: "--repeat", Value: fmt.Sprint(f.repeat), Allowed: "1 with --util (the series name the original jobs only)"}}
+	}
 	// The garbage collector runs at Go's default pace, within a soft
 	// limit of 3 GiB (below issue 5's 4 GiB ceiling) so that a long replay
 	// collects harder rather than grow past it. Since the engine keeps its
@@ -225,12 +231,6 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 		if prof, err = trace.LoadProfile(f.profile); err != nil {
 			return err
 		}
-	}
-	if f.repeat < 1 || f.repeat > maxRepeat {
-		return usageError{&core.FieldError{Field: "--repeat", Value: fmt.Sprint(f.repeat), Allowed: fmt.Sprintf("1..%d", maxRepeat)}}
-	}
-	if f.repeat > 1 && f.util != "" {
-		return usageError{&core.FieldError{Field: "--repeat", Value: fmt.Sprint(f.repeat), Allowed: "1 with --util (the series name the original jobs only)"}}
 	}
 	w, err := toWorkload(tr, prof, cat.Offers, f.limit)
 	if err != nil {
