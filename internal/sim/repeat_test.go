@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/policy"
+	"pgregory.net/rapid"
 )
 
 // repeatJob is a one-GPU job submitted at t0+at that runs for d.
@@ -124,4 +125,63 @@ func TestRepeatReplays(t *testing.T) {
 	if r2.Cost <= r1.Cost {
 		t.Errorf("two copies cost %s, one %s", r2.Cost, r1.Cost)
 	}
+}
+
+// TestPropertyRepeat: on generated workloads, each copy is the original
+// moved by one shift (deadlines too), the shifts grow by one period, each
+// copy arrives after the one before has, names never clash, and the price
+// bound — a sum over jobs — is n times the original's.
+func TestPropertyRepeat(t *testing.T) {
+	offers := testOffers()
+	rapid.Check(t, func(t *rapid.T) {
+		w := genWorkload(t)
+		n := rapid.IntRange(1, 4).Draw(t, "n")
+		got, err := Repeat(w, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := len(w.Jobs)
+		if len(got.Jobs) != n*m || len(got.Actual) != n*m {
+			t.Fatalf("%d jobs, %d durations from %d × %d", len(got.Jobs), len(got.Actual), n, m)
+		}
+		var prevShift time.Duration
+		var prevLast time.Time
+		for k := 0; k < n; k++ {
+			shift := got.Jobs[k*m].Submit.Sub(w.Jobs[0].Submit)
+			first, last := got.Jobs[k*m].Submit, got.Jobs[k*m].Submit
+			for i, orig := range w.Jobs {
+				c := got.Jobs[k*m+i]
+				if !c.Submit.Equal(orig.Submit.Add(shift)) || !orig.Deadline.IsZero() && !c.Deadline.Equal(orig.Deadline.Add(shift)) ||
+					orig.Deadline.IsZero() != c.Deadline.IsZero() || got.Actual[c.ID] != w.Actual[orig.ID] || c.EstDuration != orig.EstDuration {
+					t.Fatalf("copy %d of %s: %+v; want the original moved by %s", k, orig.ID, *c, shift)
+				}
+				if c.Submit.Before(first) {
+					first = c.Submit
+				}
+				if c.Submit.After(last) {
+					last = c.Submit
+				}
+			}
+			if k > 0 {
+				if k > 1 && shift-prevShift != got.Jobs[m].Submit.Sub(w.Jobs[0].Submit) {
+					t.Fatalf("copy %d moved by %s after %s: not one period more", k, shift, prevShift)
+				}
+				if shift <= prevShift || first.Before(prevLast) {
+					t.Fatalf("copy %d (from %s, moved %s) starts before copy %d ends arriving (%s)", k, first, shift, k-1, prevLast)
+				}
+			}
+			prevShift, prevLast = shift, last
+		}
+		one, err := PriceBound(w, offers, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := PriceBound(got, offers, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := all - core.Micros(n)*one; d < -core.Micros(n*m) || d > core.Micros(n*m) {
+			t.Fatalf("price bound of %d copies %s, of one %s", n, all, one)
+		}
+	})
 }
