@@ -47,8 +47,8 @@ func Repeat(w *Workload, n int) (*Workload, error) {
 	for reason, c := range w.Skipped {
 		out.Skipped[reason] = n * c
 	}
+	out.Jobs = append(out.Jobs, w.Jobs...)
 	for _, j := range w.Jobs {
-		out.Jobs = append(out.Jobs, j)
 		out.Actual[j.ID] = w.Actual[j.ID]
 	}
 	for k := 1; k < n; k++ {
