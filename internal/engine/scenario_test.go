@@ -274,55 +274,74 @@ func TestLongWorkMovesOntoSpareCommittedTime(t *testing.T) {
 
 // A long job that arrives as a short one leaves its on-demand machine
 // empty does not take that machine for days at the hourly price: it
-// waits a few minutes for the daily term its run pays for, and the
-// on-demand machine goes (sched.State.TermCost, fleet.TermCost).
+// waits a few minutes for a committed term, and the on-demand machine
+// goes (sched.State.TermCost, fleet.TermCost) — also when its run is long
+// enough for a weekly term to be cheaper still than daily ones.
 func TestLongWorkWaitsForATermNotAFreeOnDemandMachine(t *testing.T) {
-	o := v100x8Daily()
-	h := newHarness(t, []core.Offer{o}, Config{})
-	long := 3 * 24 * time.Hour
-	var longAt time.Time
-	h.onTick = func(h *harness) {
-		switch {
-		case h.now.Equal(t0.Add(time.Minute)):
-			h.submit(job("short", core.TierCore, 8, 20*time.Minute), 20*time.Minute)
-		case longAt.IsZero() && len(h.eventsOf("place")) == 1 && h.st.Units[0].State == core.JobSucceeded:
-			longAt = h.now // the short job's machine has just emptied
-			h.submit(job("long", core.TierCore, 8, long), long)
-		}
-	}
-	h.runUntil(t0.Add(long + 6*time.Hour))
-	if longAt.IsZero() {
-		t.Fatal("the short job never finished")
-	}
-	modeOf := map[string]core.BillingMode{}
-	for _, l := range h.st.Leases {
-		modeOf[l.ID] = l.Mode
-		if l.Mode == core.OnDemand && (!l.State.Final() || l.End.After(longAt.Add(10*time.Minute))) {
-			t.Errorf("on-demand lease %s %s, ended %s after the long job came: want it gone within minutes", l.ID, l.State, l.End.Sub(longAt))
-		}
-	}
-	for _, e := range h.eventsOf("place") {
-		if e.Subject != "long" {
-			continue
-		}
-		for id, m := range modeOf {
-			if strings.Contains(e.Reason, "on "+id+":") && m != core.Daily {
-				t.Errorf("long placed on %s (%s): %s", id, m, e.Reason)
+	weekly := core.PricePlan{Mode: core.Weekly, Price: mustMoney("500"), Per: core.Week, Granularity: core.Week.Seconds(), Term: core.Week.Seconds()}
+	for _, tc := range []struct {
+		name  string
+		long  time.Duration
+		week  bool
+		under string // the bill's limit: the terms', far below on demand
+	}{
+		// Four days of the daily term (320) and the short job's minutes
+		// on demand, against 72 hours on demand (1,728).
+		{"three days, daily terms", 3 * 24 * time.Hour, false, "400"},
+		// Three weeks less an hour (so that the run ends inside the third
+		// week): 1,500 in weekly terms, 1,680 in daily ones, against
+		// 12,072 on demand.
+		{"three weeks, a weekly term cheaper still", 21*24*time.Hour - time.Hour, true, "1800"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := v100x8Daily()
+			if tc.week {
+				o.Plans = append(o.Plans, weekly)
 			}
-		}
-		if e.At.Sub(longAt) > 5*time.Minute {
-			t.Errorf("long placed %s after it came, want within a few minutes", e.At.Sub(longAt))
-		}
-	}
-	for _, u := range h.st.Units {
-		if u.State != core.JobSucceeded {
-			t.Errorf("%s %s", u.Key(), u.State)
-		}
-	}
-	// Four days of the daily term (320) and the short job's minutes on
-	// demand, against 72 hours on demand (1,728) without the rule.
-	if total, _ := h.bill(h.now); total > mustMoney("400") {
-		t.Errorf("bill %s, want the daily terms' (under 400)", total)
+			h := newHarness(t, []core.Offer{o}, Config{})
+			var longAt time.Time
+			h.onTick = func(h *harness) {
+				switch {
+				case h.now.Equal(t0.Add(time.Minute)):
+					h.submit(job("short", core.TierCore, 8, 20*time.Minute), 20*time.Minute)
+				case longAt.IsZero() && len(h.eventsOf("place")) == 1 && h.st.Units[0].State == core.JobSucceeded:
+					longAt = h.now // the short job's machine has just emptied
+					h.submit(job("long", core.TierCore, 8, tc.long), tc.long)
+				}
+			}
+			h.runUntil(t0.Add(tc.long + 6*time.Hour))
+			if longAt.IsZero() {
+				t.Fatal("the short job never finished")
+			}
+			modeOf := map[string]core.BillingMode{}
+			for _, l := range h.st.Leases {
+				modeOf[l.ID] = l.Mode
+				if l.Mode == core.OnDemand && (!l.State.Final() || l.End.After(longAt.Add(10*time.Minute))) {
+					t.Errorf("on-demand lease %s %s, ended %s after the long job came: want it gone within minutes", l.ID, l.State, l.End.Sub(longAt))
+				}
+			}
+			for _, e := range h.eventsOf("place") {
+				if e.Subject != "long" {
+					continue
+				}
+				for id, m := range modeOf {
+					if strings.Contains(e.Reason, "on "+id+":") && m == core.OnDemand {
+						t.Errorf("long placed on %s (%s): %s", id, m, e.Reason)
+					}
+				}
+				if e.At.Sub(longAt) > 5*time.Minute {
+					t.Errorf("long placed %s after it came, want within a few minutes", e.At.Sub(longAt))
+				}
+			}
+			for _, u := range h.st.Units {
+				if u.State != core.JobSucceeded {
+					t.Errorf("%s %s", u.Key(), u.State)
+				}
+			}
+			if total, _ := h.bill(h.now); total > mustMoney(tc.under) {
+				t.Errorf("bill %s, want the terms' (under %s)", total, tc.under)
+			}
+		})
 	}
 }
 

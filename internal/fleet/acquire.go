@@ -145,7 +145,7 @@ func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.O
 		if packInto(pool, d) {
 			continue
 		}
-		opt, ok := bestOption(now, d, offers, out, committed, termFor[d.Unit.Key()], skip, true, cfg)
+		opt, ok := bestOption(now, d, offers, out, committed, termFor[d.Unit.Key()], skip, 0, true, cfg)
 		if !ok {
 			continue
 		}
@@ -174,23 +174,22 @@ func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.O
 
 // TermCost is the cost per useful GPU-hour of the committed term that
 // renting for d would take on d's own estimated run (no forecast: what the
-// work alone pays for), when such a term is the cheapest way to rent for
-// it and lasts no longer than the outlook (a day); 0 otherwise. The
-// scheduler keeps such work off pay-as-you-go machines where it would
-// cost more (sched.State.TermCost), and Acquire rents the term for it. A
-// longer term is bought on the fleet's forecast, not held out for one
-// unit: kept waiting for a month, one long job would rent a month, as
-// bursts once did on the monthly-only catalog.
+// work alone pays for), when such a term, no longer than the outlook (a
+// day), renewed over the run, is the cheapest way to rent for it among
+// those terms and pay-as-you-go; 0 otherwise. The scheduler keeps such
+// work off pay-as-you-go machines where it would cost more
+// (sched.State.TermCost), and Acquire rents for it. Work long enough for a
+// week or a month to be cheaper still is held by the daily term too —
+// otherwise a job of weeks ran on an on-demand machine that happened to be
+// free, at several times a day's price each day — but a longer term is
+// bought only on the fleet's forecast (Acquire), never priced here: kept
+// waiting for a month, one long job would rent a month, as bursts once
+// did on the monthly-only catalog.
 func TermCost(now time.Time, d Demand, offers []core.Offer, refused []core.Refusal, cfg Config) core.Micros {
 	cfg = cfg.Defaults()
-	opt, ok := bestOption(now, d, offers, nil, 0, false, held(refused, now), false, cfg)
+	opt, ok := bestOption(now, d, offers, nil, 0, false, held(refused, now), cfg.OutlookHorizon, false, cfg)
 	if !ok || !opt.committed {
 		return 0
-	}
-	for _, p := range opt.offer.Plans {
-		if p.Mode == opt.mode && time.Duration(p.Term)*time.Second > cfg.OutlookHorizon {
-			return 0
-		}
 	}
 	return opt.perGPU
 }
@@ -372,10 +371,11 @@ func admissible(o *core.Offer, mode core.BillingMode, d Demand) bool {
 // for capacity, which the provider is not asked for again yet. It still
 // counts as admissible for the spanning rule (a gang spans machines only
 // when no admissible offer holds it whole), so that what is rented
-// meanwhile is what the scheduler can use. explain: the option carries
+// meanwhile is what the scheduler can use. maxTerm, when above 0, leaves
+// out committed terms longer than it. explain: the option carries
 // the reason for the decision log (TermCost needs only the price, and
 // asks often).
-func bestOption(now time.Time, d Demand, offers []core.Offer, out *Outlook, committed int64, displaced bool, skip func(string, core.BillingMode) bool, explain bool, cfg Config) (option, bool) {
+func bestOption(now time.Time, d Demand, offers []core.Offer, out *Outlook, committed int64, displaced bool, skip func(string, core.BillingMode) bool, maxTerm time.Duration, explain bool, cfg Config) (option, bool) {
 	j := d.Unit.Job
 	dur := j.EstDuration
 	if dur <= 0 {
@@ -399,7 +399,8 @@ func bestOption(now time.Time, d Demand, offers []core.Offer, out *Outlook, comm
 		o := &offers[i]
 		for pi := range o.Plans {
 			p := &o.Plans[pi]
-			if !admissible(o, p.Mode, d) || o.GPUs < min(j.Request.GPUs, largest) || skip != nil && skip(o.ID, p.Mode) {
+			if !admissible(o, p.Mode, d) || o.GPUs < min(j.Request.GPUs, largest) || skip != nil && skip(o.ID, p.Mode) ||
+				maxTerm > 0 && p.Committed() && time.Duration(p.Term)*time.Second > maxTerm {
 				continue
 			}
 			delay := cfg.delay(o.ID)

@@ -282,9 +282,10 @@ func TestAcquireDisplacedUnitTakesShorterTerm(t *testing.T) {
 	}
 }
 
-// TermCost names the committed term renting for a unit alone would take,
-// per useful GPU-hour, only when such a term is its cheapest rental and
-// lasts no longer than the outlook; else 0 (no limit on where it runs).
+// TermCost names the committed term of at most the outlook (a day) that
+// renting for a unit alone would take, per useful GPU-hour, when such a
+// term is cheaper than pay-as-you-go; else 0 (no limit on where it runs).
+// Terms longer than a day are left out of it, cheaper or not.
 func TestTermCost(t *testing.T) {
 	day, week := core.Day.Seconds(), 7*core.Day.Seconds()
 	onDemand := core.PricePlan{Mode: core.OnDemand, Price: 2_000_000, Per: core.Hour, Granularity: 1}
@@ -304,8 +305,10 @@ func TestTermCost(t *testing.T) {
 		{"short run: on demand is cheapest", offer(onDemand, daily), 2 * time.Hour, 0},
 		{"no term at all", offer(onDemand), 72 * time.Hour, 0},
 		// Two weeks: 200.00 in weekly terms over 336 GPU-hours, below the
-		// daily terms' 336.00 — but a week is longer than the outlook.
-		{"the cheapest term is longer than a day", offer(onDemand, daily, weekly), 14 * 24 * time.Hour, 0},
+		// daily terms' 336.00 — but a week is longer than the outlook: the
+		// daily terms still hold it off 2.00 an hour on demand.
+		{"the cheapest term is longer than a day", offer(onDemand, daily, weekly), 14 * 24 * time.Hour, 1_000_000},
+		{"only a term longer than a day", offer(onDemand, weekly), 14 * 24 * time.Hour, 0},
 	} {
 		d := demandFor("u", core.TierCore, tc.est, false)
 		if got := TermCost(now, d, tc.offers, nil, Config{}); got != tc.want {

@@ -78,7 +78,7 @@ func AcquireJoined(now time.Time, demand []Demand, joined []Joined, budgets map[
 				avail = append(avail, o)
 			}
 		}
-		opt, ok := bestOption(now, d, avail, nil, 0, false, nil, true, cfg)
+		opt, ok := bestOption(now, d, avail, nil, 0, false, nil, 0, true, cfg)
 		j := d.Unit.Job
 		if !ok || opt.mode == core.Spot {
 			rest = append(rest, d)
