@@ -275,7 +275,7 @@ func TestLongWorkMovesOntoSpareCommittedTime(t *testing.T) {
 // A long job that arrives as a short one leaves its on-demand machine
 // empty does not take that machine for days at the hourly price: it
 // waits a few minutes for a committed term, and the on-demand machine
-// goes (sched.State.TermCost, fleet.TermCost) — also when its run is long
+// goes (sched.State.RentCost, fleet.RentCost) — also when its run is long
 // enough for a weekly term to be cheaper still than daily ones.
 func TestLongWorkWaitsForATermNotAFreeOnDemandMachine(t *testing.T) {
 	weekly := core.PricePlan{Mode: core.Weekly, Price: mustMoney("500"), Per: core.Week, Granularity: core.Week.Seconds(), Term: core.Week.Seconds()}

@@ -429,12 +429,12 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	// unit the scheduler decided on, among the pending or the running ones.
 	var pendingOf, runningOf map[sched.Unit]*Unit
 	pendingUnit := func(su sched.Unit) *Unit { return findUnit(su, v.pending, v.pendingOf, &pendingOf) }
-	var termCost func(sched.Unit) core.Micros
+	var rentCost func(sched.Unit) core.Micros
 	if !cfg.NoAcquire {
-		termCost = termCosts(st, now, pendingUnit, cfg)
+		rentCost = rentCosts(st, now, pendingUnit, cfg)
 	}
 	sd := sched.Schedule(&sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, PendingInfo: info, Teams: st.Teams,
-		History: st.History, Spent: st.Spent, NodeCost: v.cost, NodePaidUntil: v.paid, TermCost: termCost, TimeOfUse: st.TimeOfUse, Machines: st.shapes(), Scratch: &sc.sched}, cfg.Sched)
+		History: st.History, Spent: st.Spent, NodeCost: v.cost, NodePaidUntil: v.paid, RentCost: rentCost, TimeOfUse: st.TimeOfUse, Machines: st.shapes(), Scratch: &sc.sched}, cfg.Sched)
 	event := func(kind, subject, reason string) {
 		d.Events = append(d.Events, core.Event{At: now, Kind: kind, Subject: subject, Reason: reason})
 	}
@@ -696,28 +696,27 @@ func drainCandidates(v *view, alloc []core.Milli, history []fleet.DemandPoint, i
 	return out
 }
 
-// termCosts answers sched.State.TermCost for this step (the scheduler
-// asks once per unit it schedules): what a committed term rented for the
-// unit alone would cost per useful GPU-hour (fleet.TermCost). Work with a
-// deadline, and work that has waited past its tier's wait target and
-// termWait more (the term rented for it did not come, or went to
-// others), gets no such limit: it takes a pay-as-you-go machine rather
-// than wait longer.
-func termCosts(st *State, now time.Time, pendingUnit func(sched.Unit) *Unit, cfg Config) func(sched.Unit) core.Micros {
+// rentCosts answers sched.State.RentCost for this step (the scheduler
+// asks once per unit it schedules): what renting for the unit alone would
+// cost per useful GPU-hour (fleet.RentCost). Work with a deadline, and
+// work that has waited past its tier's wait target and rentWait more (the
+// machine rented for it did not come, or went to others), gets no such
+// limit: it takes a pay-as-you-go machine rather than wait longer.
+func rentCosts(st *State, now time.Time, pendingUnit func(sched.Unit) *Unit, cfg Config) func(sched.Unit) core.Micros {
 	fcfg := cfg.Fleet.Defaults()
 	return func(su sched.Unit) core.Micros {
 		u := pendingUnit(su)
-		if u == nil || !su.Job.Deadline.IsZero() || now.Sub(u.Since) >= fcfg.WaitTarget[su.Job.Tier]+termWait {
+		if u == nil || !su.Job.Deadline.IsZero() || now.Sub(u.Since) >= fcfg.WaitTarget[su.Job.Tier]+rentWait {
 			return 0
 		}
-		return fleet.TermCost(now, fleet.Demand{Unit: su, Since: u.Since, NoSpot: u.NoSpot}, st.Offers, st.Refused, fcfg)
+		return fleet.RentCost(now, fleet.Demand{Unit: su, Since: u.Since, NoSpot: u.NoSpot}, st.Offers, st.Refused, fcfg)
 	}
 }
 
-// termWait is how long past its tier's wait target work waits for a
-// committed term rented for it before it takes a pay-as-you-go machine
-// anyway: a few provisioning delays.
-const termWait = 15 * time.Minute
+// rentWait is how long past its tier's wait target work waits for a
+// machine rented for it before it takes a pay-as-you-go machine anyway: a
+// few provisioning delays.
+const rentWait = 15 * time.Minute
 
 // drainLead is how long before its billing boundary a machine whose work
 // could go onto paid committed time is emptied: early enough for the

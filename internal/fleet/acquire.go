@@ -172,23 +172,20 @@ func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.O
 	return acqs
 }
 
-// TermCost is the cost per useful GPU-hour of the committed term that
-// renting for d would take on d's own estimated run (no forecast: what the
-// work alone pays for), when such a term, no longer than the outlook (a
-// day), renewed over the run, is the cheapest way to rent for it among
-// those terms and pay-as-you-go; 0 otherwise. The scheduler keeps such
-// work off pay-as-you-go machines where it would cost more
-// (sched.State.TermCost), and Acquire rents for it. Work long enough for a
-// week or a month to be cheaper still is held by the daily term too —
-// otherwise a job of weeks ran on an on-demand machine that happened to be
-// free, at several times a day's price each day — but a longer term is
-// bought only on the fleet's forecast (Acquire), never priced here: kept
-// waiting for a month, one long job would rent a month, as bursts once
-// did on the monthly-only catalog.
-func TermCost(now time.Time, d Demand, offers []core.Offer, refused []core.Refusal, cfg Config) core.Micros {
+// RentCost is the cost per useful GPU-hour of renting for d alone over
+// its own estimated run (no forecast: what the work alone pays for), the
+// cheapest among pay-as-you-go and committed terms no longer than the
+// outlook (a day), renewed over the run; 0 when nothing admits it. The
+// scheduler keeps the unit off pay-as-you-go machines where what it adds
+// to their bill costs more (sched.State.RentCost), and Acquire rents for
+// it. Terms longer than a day are left out, cheaper or not: they are
+// bought on the fleet's forecast (Acquire), never held out for one unit —
+// kept waiting for a month, one long job would rent a month, as bursts
+// once did on the monthly-only catalog.
+func RentCost(now time.Time, d Demand, offers []core.Offer, refused []core.Refusal, cfg Config) core.Micros {
 	cfg = cfg.Defaults()
 	opt, ok := bestOption(now, d, offers, nil, 0, false, held(refused, now), cfg.OutlookHorizon, false, cfg)
-	if !ok || !opt.committed {
+	if !ok {
 		return 0
 	}
 	return opt.perGPU
@@ -373,7 +370,7 @@ func admissible(o *core.Offer, mode core.BillingMode, d Demand) bool {
 // when no admissible offer holds it whole), so that what is rented
 // meanwhile is what the scheduler can use. maxTerm, when above 0, leaves
 // out committed terms longer than it. explain: the option carries
-// the reason for the decision log (TermCost needs only the price, and
+// the reason for the decision log (RentCost needs only the price, and
 // asks often).
 func bestOption(now time.Time, d Demand, offers []core.Offer, out *Outlook, committed int64, displaced bool, skip func(string, core.BillingMode) bool, maxTerm time.Duration, explain bool, cfg Config) (option, bool) {
 	j := d.Unit.Job

@@ -282,11 +282,11 @@ func TestAcquireDisplacedUnitTakesShorterTerm(t *testing.T) {
 	}
 }
 
-// TermCost names the committed term of at most the outlook (a day) that
-// renting for a unit alone would take, per useful GPU-hour, when such a
-// term is cheaper than pay-as-you-go; else 0 (no limit on where it runs).
-// Terms longer than a day are left out of it, cheaper or not.
-func TestTermCost(t *testing.T) {
+// RentCost is what renting for a unit alone costs per useful GPU-hour,
+// the cheapest of pay-as-you-go and committed terms of at most the
+// outlook (a day); terms longer than a day are left out of it, cheaper or
+// not. 0 when nothing admits the unit.
+func TestRentCost(t *testing.T) {
 	day, week := core.Day.Seconds(), 7*core.Day.Seconds()
 	onDemand := core.PricePlan{Mode: core.OnDemand, Price: 2_000_000, Per: core.Hour, Granularity: 1}
 	daily := core.PricePlan{Mode: core.Daily, Price: 24_000_000, Per: core.Day, Granularity: day, Term: day}
@@ -302,17 +302,18 @@ func TestTermCost(t *testing.T) {
 	}{
 		// Three days: 72.00 in daily terms over 72 GPU-hours.
 		{"long run, a daily term is cheapest", offer(onDemand, daily), 72 * time.Hour, 1_000_000},
-		{"short run: on demand is cheapest", offer(onDemand, daily), 2 * time.Hour, 0},
-		{"no term at all", offer(onDemand), 72 * time.Hour, 0},
+		{"short run: on demand is cheapest", offer(onDemand, daily), 2 * time.Hour, 2_000_000},
+		{"no term at all", offer(onDemand), 72 * time.Hour, 2_000_000},
 		// Two weeks: 200.00 in weekly terms over 336 GPU-hours, below the
 		// daily terms' 336.00 — but a week is longer than the outlook: the
 		// daily terms still hold it off 2.00 an hour on demand.
 		{"the cheapest term is longer than a day", offer(onDemand, daily, weekly), 14 * 24 * time.Hour, 1_000_000},
-		{"only a term longer than a day", offer(onDemand, weekly), 14 * 24 * time.Hour, 0},
+		{"only a term longer than a day", offer(onDemand, weekly), 14 * 24 * time.Hour, 2_000_000},
+		{"nothing admits it", nil, time.Hour, 0},
 	} {
 		d := demandFor("u", core.TierCore, tc.est, false)
-		if got := TermCost(now, d, tc.offers, nil, Config{}); got != tc.want {
-			t.Errorf("%s: TermCost %s, want %s", tc.name, got, tc.want)
+		if got := RentCost(now, d, tc.offers, nil, Config{}); got != tc.want {
+			t.Errorf("%s: RentCost %s, want %s", tc.name, got, tc.want)
 		}
 	}
 }

@@ -105,7 +105,7 @@ type pass struct {
 	spent map[string]core.Micros
 	teams map[string]*core.Team
 	// placedUntil is, per node, the latest estimated end of the work this
-	// pass put there (kept only with State.TermCost).
+	// pass put there (kept only with State.RentCost).
 	placedUntil map[int]time.Time
 	// onNode lists the running allocations per node, by index into running.
 	running []Allocation
@@ -415,12 +415,16 @@ func (p *pass) schedule(u Unit, w Waiting) {
 		if node.Spot && !u.Job.Interruptible {
 			return false
 		}
-		if p.st.TermCost != nil && !node.Committed && n < len(p.st.NodeCost) && p.st.NodeCost[n] > 0 {
+		if p.st.RentCost != nil && !node.Committed && n < len(p.st.NodeCost) && p.st.NodeCost[n] > 0 {
 			if !termAsked {
-				term, termAsked = p.st.TermCost(u), true
+				term, termAsked = p.st.RentCost(u), true
 			}
-			if added := p.addedCost(n, u); term > 0 && added > term {
-				termWhy = fmt.Sprintf("waits for a committed term, %s per useful GPU-hour over its %s, not a pay-as-you-go machine at %s", term, u.Job.EstDuration, added)
+			// Within a thousandth it is a tie, which the machine already
+			// there wins (no wait for another): the two prices are
+			// rounded along different paths, and a machine rented for
+			// the unit must not be refused by it on the rounding.
+			if added := p.addedCost(n, u); term > 0 && int64(added)*1000 > int64(term)*1001 {
+				termWhy = fmt.Sprintf("waits for a machine of its own, %s per useful GPU-hour over its %s, not a pay-as-you-go machine at %s", term, u.Job.EstDuration, added)
 				return false
 			}
 		}
@@ -523,7 +527,7 @@ func (p *pass) withinBudget(u Unit, parts []Part) (string, bool) {
 func (p *pass) commit(u Unit, parts []Part, reason string) {
 	p.pl.place(&u, parts)
 	for _, part := range parts {
-		if p.st.TermCost != nil && u.Job.EstDuration > 0 {
+		if p.st.RentCost != nil && u.Job.EstDuration > 0 {
 			if p.placedUntil == nil {
 				p.placedUntil = map[int]time.Time{}
 			}
@@ -558,10 +562,12 @@ func (p *pass) addedCost(n int, u Unit) core.Micros {
 	if over <= 0 {
 		return 0
 	}
-	gpus := len(p.pl.nodes[n].GPUs)
+	node := &p.pl.nodes[n]
 	r := &u.Job.Request
-	useful := int64(min(r.GPUs, gpus)) * int64(r.MilliPerGPU) * int64(dur/time.Second) // milli-GPU-seconds
-	machine := int64(p.st.NodeCost[n]) * int64(gpus)                                   // per hour
+	useful := int64(min(r.GPUs, len(node.GPUs))) * int64(r.MilliPerGPU) * int64(dur/time.Second) // milli-GPU-seconds
+	// The machine's price per hour: NodeCost is per whole GPU, and a
+	// slice machine holds less than one.
+	machine := core.MulDivHalfEven(int64(p.st.NodeCost[n]), int64(node.CapMilli()), int64(core.WholeGPU))
 	return core.Micros(core.MulDivHalfEven(machine*int64(over/time.Second), int64(core.WholeGPU), max(useful, 1)))
 }
 

@@ -84,16 +84,17 @@ type State struct {
 	// runs). Zero for nodes billed by the second and for missing entries.
 	// Placement fills paid time that would otherwise go unused.
 	NodePaidUntil []time.Time
-	// TermCost, when set, is for a pending unit the cost per useful
-	// GPU-hour of the committed term that renting for it would take, when
-	// its own estimated run pays for one (0: none). Such a unit goes on a
-	// pay-as-you-go node only where what it adds to that node's bill —
-	// the whole machine's price for the time it runs past the work
-	// already there — costs no more per useful GPU-hour: a long run put
-	// on an on-demand machine that a short job just left free pays the
-	// machine's hourly price for days where a term costs a fraction. It
-	// waits for the term instead.
-	TermCost func(u Unit) core.Micros
+	// RentCost, when set, is for a pending unit the cost per useful
+	// GPU-hour of the machine that renting for it alone would take (0: no
+	// limit). Such a unit goes on a pay-as-you-go node only where what it
+	// adds to that node's bill — the whole machine's price for the time it
+	// runs past the work already there — costs no more per useful
+	// GPU-hour: a long run put on an on-demand machine that a short job
+	// just left free pays the machine's hourly price for days where a term
+	// costs a fraction, and one GPU's long run keeps an eight-GPU machine
+	// on demand for weeks where a one-GPU machine costs an eighth. It
+	// waits for its own rental instead.
+	RentCost func(u Unit) core.Micros
 	// TimeOfUse is the tariff that deferrable work may wait for; nil if
 	// prices do not vary by hour.
 	TimeOfUse *core.TimeOfUse

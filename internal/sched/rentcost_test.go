@@ -8,12 +8,12 @@ import (
 	"github.com/gpufleet/gpufleet/internal/core"
 )
 
-// A unit whose own run pays for a committed term does not go on a
-// pay-as-you-go node where it would add more to that node's bill per
-// useful GPU-hour: it waits (and is rented the term). A short unit, a
-// node that runs past the unit's end anyway, or no term, and it goes
-// there as before.
-func TestTermCostKeepsLongWorkOffPayAsYouGo(t *testing.T) {
+// A unit does not go on a pay-as-you-go node where it would add more to
+// that node's bill per useful GPU-hour than renting for it alone costs
+// (a term its own run pays for, or a machine of its size): it waits (and
+// is rented its own). A node that runs past the unit's end anyway, a
+// rental dearer than the node, or none, and it goes there as before.
+func TestRentCostKeepsLongWorkOffPayAsYouGo(t *testing.T) {
 	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 	unit := func(id string, gpus int, d time.Duration) Unit {
 		return Unit{Job: &core.Job{ID: id, Team: "t", Tier: core.TierCore, Submit: now, EstDuration: d, Request: core.Request{GPUs: gpus, MilliPerGPU: core.WholeGPU}}}
@@ -29,11 +29,15 @@ func TestTermCostKeepsLongWorkOffPayAsYouGo(t *testing.T) {
 		name    string
 		unit    Unit
 		running []Allocation
-		term    core.Micros // TermCost's answer for the unit
+		term    core.Micros // RentCost's answer for the unit
 		placed  bool
 	}{
 		{"long unit, idle node: waits for the term", unit("long", 7, longUnit), nil, daily, false},
-		{"no term pays for it: placed", unit("long", 7, longUnit), nil, 0, true},
+		{"nothing to rent for it: placed", unit("long", 7, longUnit), nil, 0, true},
+		// One GPU for three days holds the whole machine: 24.00 an hour
+		// for 1 useful GPU-hour, against a one-GPU machine at 3.50.
+		{"one GPU of eight, a one-GPU machine cheaper: waits", unit("one", 1, longUnit), nil, 3_500_000, false},
+		{"a tie within a thousandth: placed", unit("long", 7, time.Hour), nil, 3_427_000, true},
 		{"term dearer than the node: placed", unit("long", 7, longUnit), nil, 4_000_000, true},
 		// 7 of 8 GPUs for an hour: 24.00 / 7 GPU-hours = 3.43 per useful
 		// GPU-hour, above 3.00.
@@ -49,23 +53,23 @@ func TestTermCostKeepsLongWorkOffPayAsYouGo(t *testing.T) {
 		}
 		asked := 0
 		st := &State{Now: now, Nodes: []core.Node{node}, NodeCost: []core.Micros{perGPU}, Running: tc.running, Pending: []Unit{tc.unit},
-			TermCost: func(u Unit) core.Micros { asked++; return tc.term }}
+			RentCost: func(u Unit) core.Micros { asked++; return tc.term }}
 		d := Schedule(st, Config{NoPreemption: true})
 		if got := len(d.Placements) == 1; got != tc.placed {
 			t.Errorf("%s: placed %v, want %v (waiting %+v)", tc.name, got, tc.placed, d.Waiting)
 		}
-		if !tc.placed && (len(d.Waiting) != 1 || !strings.Contains(d.Waiting[0].Reason, "waits for a committed term")) {
-			t.Errorf("%s: waiting %+v, want the term named as the reason", tc.name, d.Waiting)
+		if !tc.placed && (len(d.Waiting) != 1 || !strings.Contains(d.Waiting[0].Reason, "waits for a machine of its own, "+tc.term.String())) {
+			t.Errorf("%s: waiting %+v, want its own rental named as the reason", tc.name, d.Waiting)
 		}
 		if asked != 1 {
-			t.Errorf("%s: TermCost asked %d times, want once", tc.name, asked)
+			t.Errorf("%s: RentCost asked %d times, want once", tc.name, asked)
 		}
 	}
 
 	// Committed nodes are never limited: paid time is free to fill.
 	node := v100x8("committed", true)
 	d := Schedule(&State{Now: now, Nodes: []core.Node{node}, NodeCost: []core.Micros{0}, Pending: []Unit{unit("long", 8, longUnit)},
-		TermCost: func(Unit) core.Micros { return 1 }}, Config{})
+		RentCost: func(Unit) core.Micros { return 1 }}, Config{})
 	if len(d.Placements) != 1 {
 		t.Errorf("committed node: placements %+v, waiting %+v", d.Placements, d.Waiting)
 	}
