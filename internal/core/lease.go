@@ -60,6 +60,8 @@ type Node struct {
 	GPUMemMiB int64
 	Spot      bool
 	Committed bool
+	// Joined: a machine whose agent joined by hand, there already.
+	Joined bool
 	// Accelerator, Capability and SliceMilli are the offer's (see Offer).
 	// A slice's one GPU starts Shared with FreeMilli its share, so that
 	// only shares fit on it; GPUMemMiB stays the whole GPU's.

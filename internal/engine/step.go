@@ -225,7 +225,7 @@ func (sc *scratch) rebuild(st *State, now time.Time, register bool) {
 		}
 		l.node = len(v.nodes)
 		n := core.Node{LeaseID: l.ID, OfferID: l.Offer.ID, GPUModel: l.Offer.GPUModel, GPUMemMiB: l.Offer.GPUMemMiB,
-			Spot: l.Mode == core.Spot, Committed: l.Plan.Committed(),
+			Spot: l.Mode == core.Spot, Committed: l.Plan.Committed(), Joined: IsJoinedLease(l.ID),
 			Accelerator: l.Offer.Accelerator, Capability: l.Offer.Capability, SliceMilli: l.Offer.SliceMilli}
 		first := len(gpus)
 		for g := 0; g < l.Offer.GPUs; g++ {

@@ -175,17 +175,21 @@ func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.O
 // RentCost is the cost per useful GPU-hour of renting for d alone over
 // its own estimated run (no forecast: what the work alone pays for), the
 // cheapest among pay-as-you-go and committed terms no longer than the
-// outlook (a day), renewed over the run; 0 when nothing admits it. The
-// scheduler keeps the unit off pay-as-you-go machines where what it adds
-// to their bill costs more (sched.State.RentCost), and Acquire rents for
-// it. Terms longer than a day are left out, cheaper or not: they are
-// bought on the fleet's forecast (Acquire), never held out for one unit —
-// kept waiting for a month, one long job would rent a month, as bursts
-// once did on the monthly-only catalog.
+// outlook (a day), renewed over the run: when that is a term, or when the
+// run is at least the outlook long; 0 otherwise (and when nothing admits
+// the unit). The scheduler keeps the unit off pay-as-you-go machines where
+// what it adds to their bill costs more (sched.State.RentCost), and
+// Acquire rents for it. Shorter work is not held for a pay-as-you-go
+// machine of its own: the provisioning delay it would wait is not small
+// beside its run, and the saving is cents. Terms longer than a day are
+// left out, cheaper or not: they are bought on the fleet's forecast
+// (Acquire), never held out for one unit — kept waiting for a month, one
+// long job would rent a month, as bursts once did on the monthly-only
+// catalog.
 func RentCost(now time.Time, d Demand, offers []core.Offer, refused []core.Refusal, cfg Config) core.Micros {
 	cfg = cfg.Defaults()
 	opt, ok := bestOption(now, d, offers, nil, 0, false, held(refused, now), cfg.OutlookHorizon, false, cfg)
-	if !ok {
+	if !ok || !opt.committed && d.Unit.Job.EstDuration < cfg.OutlookHorizon {
 		return 0
 	}
 	return opt.perGPU

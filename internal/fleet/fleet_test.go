@@ -284,8 +284,9 @@ func TestAcquireDisplacedUnitTakesShorterTerm(t *testing.T) {
 
 // RentCost is what renting for a unit alone costs per useful GPU-hour,
 // the cheapest of pay-as-you-go and committed terms of at most the
-// outlook (a day); terms longer than a day are left out of it, cheaper or
-// not. 0 when nothing admits the unit.
+// outlook (a day), when that is a term or the run lasts the outlook; terms
+// longer than a day are left out of it, cheaper or not. 0 otherwise, and
+// when nothing admits the unit.
 func TestRentCost(t *testing.T) {
 	day, week := core.Day.Seconds(), 7*core.Day.Seconds()
 	onDemand := core.PricePlan{Mode: core.OnDemand, Price: 2_000_000, Per: core.Hour, Granularity: 1}
@@ -302,7 +303,8 @@ func TestRentCost(t *testing.T) {
 	}{
 		// Three days: 72.00 in daily terms over 72 GPU-hours.
 		{"long run, a daily term is cheapest", offer(onDemand, daily), 72 * time.Hour, 1_000_000},
-		{"short run: on demand is cheapest", offer(onDemand, daily), 2 * time.Hour, 2_000_000},
+		{"short run: on demand is cheapest, not held", offer(onDemand, daily), 2 * time.Hour, 0},
+		{"a day's run, on demand is cheapest", offer(onDemand), 24 * time.Hour, 2_000_000},
 		{"no term at all", offer(onDemand), 72 * time.Hour, 2_000_000},
 		// Two weeks: 200.00 in weekly terms over 336 GPU-hours, below the
 		// daily terms' 336.00 — but a week is longer than the outlook: the

@@ -73,4 +73,12 @@ func TestRentCostKeepsLongWorkOffPayAsYouGo(t *testing.T) {
 	if len(d.Placements) != 1 {
 		t.Errorf("committed node: placements %+v, waiting %+v", d.Placements, d.Waiting)
 	}
+	// Nor is a machine that joined by hand: it is there already.
+	joined := v100x8("joined", false)
+	joined.Joined = true
+	d = Schedule(&State{Now: now, Nodes: []core.Node{joined}, NodeCost: []core.Micros{perGPU}, Pending: []Unit{unit("long", 7, longUnit)},
+		RentCost: func(Unit) core.Micros { return 1 }}, Config{})
+	if len(d.Placements) != 1 {
+		t.Errorf("joined node: placements %+v, waiting %+v", d.Placements, d.Waiting)
+	}
 }

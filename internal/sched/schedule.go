@@ -415,7 +415,7 @@ func (p *pass) schedule(u Unit, w Waiting) {
 		if node.Spot && !u.Job.Interruptible {
 			return false
 		}
-		if p.st.RentCost != nil && !node.Committed && n < len(p.st.NodeCost) && p.st.NodeCost[n] > 0 {
+		if p.st.RentCost != nil && !node.Committed && !node.Joined && n < len(p.st.NodeCost) && p.st.NodeCost[n] > 0 {
 			if !termAsked {
 				term, termAsked = p.st.RentCost(u), true
 			}
