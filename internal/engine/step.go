@@ -480,10 +480,12 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 		event("reserve", r.Unit.Key(), r.Reason)
 	}
 	d.Waiting = sd.Waiting
+	var moves []sched.Move
 	if !cfg.Fleet.NoConsolidation && !cfg.NoRelease {
 		schedState := &sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, NodeCost: v.cost, NodePaidUntil: v.paid, Scratch: &sc.sched}
 		drain := drainCandidates(v, alloc, st.Demand, &sc.demand, st.Offers, now, cfg.Fleet.Defaults())
-		for _, m := range sched.Consolidate(schedState, sd, drain, cfg.Sched) {
+		moves = sched.Consolidate(schedState, sd, drain, cfg.Sched)
+		for _, m := range moves {
 			d.moveUnits = append(d.moveUnits, runningUnit(m.Unit))
 			mv := Place{Unit: m.Unit.Key(), Reason: m.Reason}
 			for _, part := range m.To {
@@ -531,7 +533,8 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	// nothing to decide, and its set-up — the machines on their way, the
 	// budgets, the outlook — is skipped.
 	if len(sd.Waiting) > 0 {
-		waiting := demand(v, sd.Waiting, now, cfg.Sched)
+		freeing := freedFirst(v, sd.Waiting, takenParts(sd, moves), preemptedUnits(sd), st.shapes(), rentCost, now, now.Add(cfg.Fleet.Defaults().SoonestReady()))
+		waiting := demand(v, sd.Waiting, freeing, now, cfg.Sched)
 		// Machines that joined by hand are there already: waiting work
 		// takes them before anything is rented.
 		if len(st.Joined) > 0 {
@@ -787,7 +790,7 @@ func renewBreakEvenBP(l *Lease, offers []core.Offer) int64 {
 // under a deadline-aware policy (not sched.Config.NoDeadlines), by when a
 // machine must be rented for them: their latest start (deadline less the
 // work left, p99 wait target) less the scheduler's lead.
-func demand(v *view, waiting []sched.Wait, now time.Time, cfg sched.Config) []fleet.Demand {
+func demand(v *view, waiting []sched.Wait, freeing map[sched.Unit]bool, now time.Time, cfg sched.Config) []fleet.Demand {
 	cfg = cfg.Defaults()
 	out := make([]fleet.Demand, 0, len(waiting))
 	if len(waiting) == 0 {
@@ -814,7 +817,7 @@ func demand(v *view, waiting []sched.Wait, now time.Time, cfg sched.Config) []fl
 			since, noSpot = u.Since, u.NoSpot
 			info = sched.Waiting{Since: u.Since, Done: u.Done}
 		}
-		d := fleet.Demand{Unit: w.Unit, Since: since, NoSpot: noSpot}
+		d := fleet.Demand{Unit: w.Unit, Since: since, NoSpot: noSpot, Freeing: freeing[w.Unit]}
 		if !cfg.NoDeadlines {
 			if at, ok := sched.LatestStart(w.Unit.Job, info, cfg); ok {
 				d.StartBy, d.RentBy = at, at.Add(-cfg.RiskLead)

@@ -24,6 +24,11 @@ type Demand struct {
 	// from then on it is rented for whatever its tier's wait target says.
 	// StartBy is that latest start.
 	RentBy, StartBy time.Time
+	// Freeing: GPUs that running work frees by its estimate before a
+	// machine rented now could be ready will take the unit. Nothing is
+	// rented for it: the machine would come after, to stand empty or take
+	// work that was not waiting for it.
+	Freeing bool
 }
 
 // Acquisition is a decision to rent one machine.
@@ -128,6 +133,9 @@ func Acquire(now time.Time, demand []Demand, machines []Machine, offers []core.O
 	for _, d := range ds {
 		if len(plan)-inflight >= cfg.MaxAcquire {
 			break
+		}
+		if d.Freeing {
+			continue
 		}
 		j := d.Unit.Job
 		atRisk := !d.RentBy.IsZero() && !now.Before(d.RentBy)

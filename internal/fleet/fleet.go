@@ -157,6 +157,16 @@ func (c Config) delay(offerID string) time.Duration {
 	return c.DefaultDelay
 }
 
+// SoonestReady is the shortest expected time from renting a machine to
+// its being ready, over every offer.
+func (c Config) SoonestReady() time.Duration {
+	d := c.DefaultDelay
+	for _, x := range c.ProvisioningDelay {
+		d = min(d, x)
+	}
+	return d
+}
+
 // Machine is the fleet's view of one lease.
 type Machine struct {
 	Lease *core.Lease
