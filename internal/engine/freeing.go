@@ -16,14 +16,16 @@ import (
 // that overruns its estimate holds nothing back: a unit is held for at
 // most the time to the last estimated end it counted on. Work with a
 // deadline is not held: the freed GPUs may go to work ahead of it, and its
-// rental would then come a delay later. taken are the GPUs this step's
+// rental would then come a delay later. Nor is work of a tier whose wait
+// target (wait) is zero: it is rented for the moment it waits (the
+// autoscaler-style baselines). taken are the GPUs this step's
 // placements and moves took (each with its per-GPU share), and preempted
 // the allocations being stopped, whose GPUs are not counted twice.
 // rentCost (nil: none) is the scheduler's rule that keeps work off
 // pay-as-you-go machines (sched.State.RentCost): GPUs it would refuse a
 // unit are not counted for it, or the unit would wait for them and
 // nothing would be rented.
-func freedFirst(v *view, waiting []sched.Wait, taken []takenPart, preempted map[sched.Unit]bool, shapes sched.MachineShapes, rentCost func(sched.Unit) core.Micros, now, by time.Time) map[sched.Unit]bool {
+func freedFirst(v *view, waiting []sched.Wait, taken []takenPart, preempted map[sched.Unit]bool, shapes sched.MachineShapes, rentCost func(sched.Unit) core.Micros, wait map[core.Tier]time.Duration, now, by time.Time) map[sched.Unit]bool {
 	if len(waiting) == 0 || !by.After(now) {
 		return nil
 	}
@@ -62,7 +64,7 @@ func freedFirst(v *view, waiting []sched.Wait, taken []takenPart, preempted map[
 	}
 	var out map[sched.Unit]bool
 	for _, w := range waiting {
-		if !w.Unit.Job.Deadline.IsZero() {
+		if !w.Unit.Job.Deadline.IsZero() || wait[w.Unit.Job.Tier] == 0 {
 			continue
 		}
 		payGo := rentCost == nil || rentCost(w.Unit) == 0

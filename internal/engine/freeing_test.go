@@ -24,6 +24,9 @@ func TestFreedFirst(t *testing.T) {
 		leases  int
 		// bStartBy is the latest b may start, from t0.
 		bStartBy time.Duration
+		// zeroWait: every tier's wait target is zero, as the
+		// autoscaler-style baselines have it: b is rented for at once.
+		zeroWait bool
 	}{
 		{name: "frees in a minute", submitB: 12 * time.Minute, aRuns: 10 * time.Minute, gpus: 1, leases: 1, bStartBy: 13 * time.Minute},
 		{name: "frees at the delay", submitB: 10 * time.Minute, aRuns: 10 * time.Minute, gpus: 1, leases: 1, bStartBy: 13 * time.Minute},
@@ -32,9 +35,16 @@ func TestFreedFirst(t *testing.T) {
 		// a overruns: at minute 13 its estimate has passed, b is rented
 		// for at once and starts when that machine is ready.
 		{name: "estimate overrun", submitB: 12 * time.Minute, aRuns: 40 * time.Minute, gpus: 1, leases: 2, bStartBy: 15 * time.Minute},
+		// a rents at once too: it runs from minute 2 to 12, and b, rented
+		// for at minute 11, takes a's GPU when it frees at 12.
+		{name: "zero wait target", submitB: 11 * time.Minute, aRuns: 10 * time.Minute, gpus: 1, leases: 2, bStartBy: 12 * time.Minute, zeroWait: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, []core.Offer{hourlyOffer("gpu1", "A100", 1, "4")}, Config{})
+			var cfg Config
+			if tc.zeroWait {
+				cfg.Fleet.WaitTarget = map[core.Tier]time.Duration{core.TierCore: 0, core.TierRegular: 0, core.TierOffline: 0}
+			}
+			h := newHarness(t, []core.Offer{hourlyOffer("gpu1", "A100", 1, "4")}, cfg)
 			h.submit(job("a", core.TierCore, tc.gpus, 10*time.Minute), tc.aRuns)
 			h.onTick = func(h *harness) {
 				if h.now.Sub(t0) == tc.submitB {

@@ -533,7 +533,8 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	// nothing to decide, and its set-up — the machines on their way, the
 	// budgets, the outlook — is skipped.
 	if len(sd.Waiting) > 0 {
-		freeing := freedFirst(v, sd.Waiting, takenParts(sd, moves), preemptedUnits(sd), st.shapes(), rentCost, now, now.Add(cfg.Fleet.Defaults().SoonestReady()))
+		fcfg := cfg.Fleet.Defaults()
+		freeing := freedFirst(v, sd.Waiting, takenParts(sd, moves), preemptedUnits(sd), st.shapes(), rentCost, fcfg.WaitTarget, now, now.Add(fcfg.SoonestReady()))
 		waiting := demand(v, sd.Waiting, freeing, now, cfg.Sched)
 		// Machines that joined by hand are there already: waiting work
 		// takes them before anything is rented.
@@ -701,15 +702,18 @@ func drainCandidates(v *view, alloc []core.Milli, history []fleet.DemandPoint, i
 
 // rentCosts answers sched.State.RentCost for this step (the scheduler
 // asks once per unit it schedules): what renting for the unit alone would
-// cost per useful GPU-hour (fleet.RentCost). Work with a deadline, and
-// work that has waited past its tier's wait target and rentWait more (the
-// machine rented for it did not come, or went to others), gets no such
-// limit: it takes a pay-as-you-go machine rather than wait longer.
+// cost per useful GPU-hour (fleet.RentCost). Work with a deadline, work of
+// a tier whose wait target is zero (it never waits for cheaper capacity:
+// the autoscaler-style baselines), and work that has waited past its
+// tier's wait target and rentWait more (the machine rented for it did not
+// come, or went to others), gets no such limit: it takes a pay-as-you-go
+// machine rather than wait.
 func rentCosts(st *State, now time.Time, pendingUnit func(sched.Unit) *Unit, cfg Config) func(sched.Unit) core.Micros {
 	fcfg := cfg.Fleet.Defaults()
 	return func(su sched.Unit) core.Micros {
 		u := pendingUnit(su)
-		if u == nil || !su.Job.Deadline.IsZero() || now.Sub(u.Since) >= fcfg.WaitTarget[su.Job.Tier]+rentWait {
+		target := fcfg.WaitTarget[su.Job.Tier]
+		if u == nil || !su.Job.Deadline.IsZero() || target == 0 || now.Sub(u.Since) >= target+rentWait {
 			return 0
 		}
 		return fleet.RentCost(now, fleet.Demand{Unit: su, Since: u.Since, NoSpot: u.NoSpot}, st.Offers, st.Refused, fcfg)
