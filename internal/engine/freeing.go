@@ -18,17 +18,18 @@ import (
 // deadline is not held: the freed GPUs may go to work ahead of it, and its
 // rental would then come a delay later. Nor is work of a tier whose wait
 // target (wait) is zero: it is rented for the moment it waits (the
-// autoscaler-style baselines). taken are the GPUs this step's
-// placements and moves took (each with its per-GPU share), and preempted
-// the allocations being stopped, whose GPUs are not counted twice.
+// autoscaler-style baselines). sd's placements and the moves take GPUs
+// first; the allocations sd preempts are being stopped, and their GPUs
+// are not counted twice.
 // rentCost (nil: none) is the scheduler's rule that keeps work off
 // pay-as-you-go machines (sched.State.RentCost): GPUs it would refuse a
 // unit are not counted for it, or the unit would wait for them and
 // nothing would be rented.
-func freedFirst(v *view, waiting []sched.Wait, taken []takenPart, preempted map[sched.Unit]bool, shapes sched.MachineShapes, rentCost func(sched.Unit) core.Micros, wait map[core.Tier]time.Duration, now, by time.Time) map[sched.Unit]bool {
-	if len(waiting) == 0 || !by.After(now) {
+func freedFirst(v *view, sd *sched.Decisions, moves []sched.Move, shapes sched.MachineShapes, rentCost func(sched.Unit) core.Micros, wait map[core.Tier]time.Duration, now, by time.Time) map[sched.Unit]bool {
+	if len(sd.Waiting) == 0 || !by.After(now) {
 		return nil
 	}
+	preempted := preemptedUnits(sd)
 	ending := false
 	for i := range v.running {
 		if endsWithin(&v.running[i], now, by) && !preempted[v.running[i].Unit] {
@@ -46,7 +47,7 @@ func freedFirst(v *view, waiting []sched.Wait, taken []takenPart, preempted map[
 			free[n][g] = gpu.FreeMilli
 		}
 	}
-	for _, t := range taken {
+	for _, t := range takenParts(sd, moves) {
 		for _, g := range t.part.GPUs {
 			free[t.part.Node][g] -= t.milli
 		}
@@ -63,7 +64,7 @@ func freedFirst(v *view, waiting []sched.Wait, taken []takenPart, preempted map[
 		}
 	}
 	var out map[sched.Unit]bool
-	for _, w := range waiting {
+	for _, w := range sd.Waiting {
 		if !w.Unit.Job.Deadline.IsZero() || wait[w.Unit.Job.Tier] == 0 {
 			continue
 		}
@@ -170,7 +171,7 @@ func holdFor(nodes []core.Node, free [][]core.Milli, j *core.Job, shapes sched.M
 }
 
 // takenParts are the GPUs this step's placements and moves took.
-func takenParts(sd sched.Decisions, moves []sched.Move) []takenPart {
+func takenParts(sd *sched.Decisions, moves []sched.Move) []takenPart {
 	var out []takenPart
 	for _, p := range sd.Placements {
 		for _, part := range p.Parts {
@@ -186,7 +187,7 @@ func takenParts(sd sched.Decisions, moves []sched.Move) []takenPart {
 }
 
 // preemptedUnits are the running units this step stops.
-func preemptedUnits(sd sched.Decisions) map[sched.Unit]bool {
+func preemptedUnits(sd *sched.Decisions) map[sched.Unit]bool {
 	if len(sd.Preemptions) == 0 {
 		return nil
 	}

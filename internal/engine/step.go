@@ -429,9 +429,10 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	// unit the scheduler decided on, among the pending or the running ones.
 	var pendingOf, runningOf map[sched.Unit]*Unit
 	pendingUnit := func(su sched.Unit) *Unit { return findUnit(su, v.pending, v.pendingOf, &pendingOf) }
+	fcfg := cfg.Fleet.Defaults()
 	var rentCost func(sched.Unit) core.Micros
 	if !cfg.NoAcquire {
-		rentCost = rentCosts(st, now, pendingUnit, cfg)
+		rentCost = rentCosts(st, now, pendingUnit, fcfg)
 	}
 	sd := sched.Schedule(&sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, PendingInfo: info, Teams: st.Teams,
 		History: st.History, Spent: st.Spent, NodeCost: v.cost, NodePaidUntil: v.paid, RentCost: rentCost, TimeOfUse: st.TimeOfUse, Machines: st.shapes(), Scratch: &sc.sched}, cfg.Sched)
@@ -483,7 +484,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	var moves []sched.Move
 	if !cfg.Fleet.NoConsolidation && !cfg.NoRelease {
 		schedState := &sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, NodeCost: v.cost, NodePaidUntil: v.paid, Scratch: &sc.sched}
-		drain := drainCandidates(v, alloc, st.Demand, &sc.demand, st.Offers, now, cfg.Fleet.Defaults())
+		drain := drainCandidates(v, alloc, st.Demand, &sc.demand, st.Offers, now, fcfg)
 		moves = sched.Consolidate(schedState, sd, drain, cfg.Sched)
 		for _, m := range moves {
 			d.moveUnits = append(d.moveUnits, runningUnit(m.Unit))
@@ -533,8 +534,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	// nothing to decide, and its set-up — the machines on their way, the
 	// budgets, the outlook — is skipped.
 	if len(sd.Waiting) > 0 {
-		fcfg := cfg.Fleet.Defaults()
-		freeing := freedFirst(v, sd.Waiting, takenParts(sd, moves), preemptedUnits(sd), st.shapes(), rentCost, fcfg.WaitTarget, now, now.Add(fcfg.SoonestReady()))
+		freeing := freedFirst(v, &sd, moves, st.shapes(), rentCost, fcfg.WaitTarget, now, now.Add(fcfg.SoonestReady()))
 		waiting := demand(v, sd.Waiting, freeing, now, cfg.Sched)
 		// Machines that joined by hand are there already: waiting work
 		// takes them before anything is rented.
@@ -708,8 +708,7 @@ func drainCandidates(v *view, alloc []core.Milli, history []fleet.DemandPoint, i
 // tier's wait target and rentWait more (the machine rented for it did not
 // come, or went to others), gets no such limit: it takes a pay-as-you-go
 // machine rather than wait.
-func rentCosts(st *State, now time.Time, pendingUnit func(sched.Unit) *Unit, cfg Config) func(sched.Unit) core.Micros {
-	fcfg := cfg.Fleet.Defaults()
+func rentCosts(st *State, now time.Time, pendingUnit func(sched.Unit) *Unit, fcfg fleet.Config) func(sched.Unit) core.Micros {
 	return func(su sched.Unit) core.Micros {
 		u := pendingUnit(su)
 		target := fcfg.WaitTarget[su.Job.Tier]
