@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/fleet"
 	"github.com/gpufleet/gpufleet/internal/plan"
 )
@@ -30,32 +29,6 @@ func TestTimeAbove(t *testing.T) {
 	} {
 		if got := timeAbove(&ix, pts, tc.from, now, tc.level); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
-		}
-	}
-}
-
-func TestRenewBreakEvenBP(t *testing.T) {
-	plan := func(mode core.BillingMode, price string, per core.Period) core.PricePlan {
-		return core.PricePlan{Mode: mode, Price: mustMoney(price), Per: per, Granularity: per.Seconds()}
-	}
-	v100 := core.Offer{ID: "v100x8", GPUModel: "V100", GPUs: 8, Plans: []core.PricePlan{plan(core.Daily, "80", core.Day)}}
-	lease := &Lease{Offer: &v100, Plan: &v100.Plans[0]}
-	t4 := func(gpus int, hourly string) core.Offer {
-		return core.Offer{ID: "t4", GPUModel: "T4", GPUs: gpus, Plans: []core.PricePlan{plan(core.OnDemand, hourly, core.Hour)}}
-	}
-	for _, tc := range []struct {
-		name   string
-		offers []core.Offer
-		want   int64
-	}{
-		// 80 a day is 0.416667 per GPU-hour; 7.824 an hour is 0.978.
-		{"an 8-GPU machine on demand", []core.Offer{v100, t4(8, "7.824")}, 4260},
-		{"a 1-GPU machine is cheaper but holds no 8-GPU gang", []core.Offer{v100, t4(1, "0.42"), t4(8, "7.824")}, 4260},
-		{"nothing large enough on demand", []core.Offer{v100, t4(1, "0.42")}, 0},
-		{"a term dearer than on demand: always", []core.Offer{v100, t4(8, "2")}, 10000},
-	} {
-		if got := renewBreakEvenBP(lease, tc.offers); got != tc.want {
-			t.Errorf("%s: %d bp, want %d", tc.name, got, tc.want)
 		}
 	}
 }

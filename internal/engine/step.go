@@ -380,13 +380,7 @@ func marginalGPUHour(l *Lease) core.Micros {
 	if l.Plan.Committed() {
 		return 0
 	}
-	return gpuHour(l.Plan, l.Offer)
-}
-
-// gpuHour is plan p's price of one GPU of o for an hour.
-func gpuHour(p *core.PricePlan, o *core.Offer) core.Micros {
-	hourly := core.MulDivHalfEven(int64(p.Price), 3600, p.Per.Seconds())
-	return core.Micros(hourly * int64(core.WholeGPU) / int64(max(o.CapMilli(), 1)))
+	return fleet.GPUHour(l.Plan, l.Offer)
 }
 
 // shapes lists the distinct machine shapes of the offers, for the
@@ -593,7 +587,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 // paid GPUs. Not while the day's peak stood above them: work moved there
 // would take room the next climb needs — unless the candidate is itself a
 // committed machine that the day's demand needed too seldom to pay for
-// its renewal (renewBreakEvenBP): then it goes, and the rare climb is
+// its renewal (fleet.BreakEvenBP): then it goes, and the rare climb is
 // rented for when it comes.
 func drainCandidates(v *view, alloc []core.Milli, history []fleet.DemandPoint, ix *plan.DemandIndex, offers []core.Offer, now time.Time, cfg fleet.Config) []sched.Drain {
 	type c struct {
@@ -672,7 +666,7 @@ func drainCandidates(v *view, alloc []core.Milli, history []fleet.DemandPoint, i
 			idleCommitted -= int64(units[n])
 			cs = append(cs, c{n, true, share})
 		} else if peaked && l.Plan.Committed() && paid.Sub(now) <= drainLead && int64(units[n]) <= spare-(capMilli-int64(alloc[n])) &&
-			timeAbove(ix, history, now.Add(-drainLookback), now, committed-capMilli) <= time.Duration(core.MulDivHalfEven(int64(drainLookback), renewBreakEvenBP(l, offers), 10000)) {
+			timeAbove(ix, history, now.Add(-drainLookback), now, committed-capMilli) <= time.Duration(core.MulDivHalfEven(int64(drainLookback), fleet.BreakEvenBP(l.Offer, l.Plan, offers), 10000)) {
 			// Without it, the committed machines would have fallen short
 			// too seldom over the day to pay for its term.
 			spare -= int64(units[n]) + capMilli - int64(alloc[n])
@@ -760,33 +754,6 @@ func dueSoon(l *Lease, now time.Time) bool {
 // read through ix: at or above the next milli-GPU.
 func timeAbove(ix *plan.DemandIndex, pts []fleet.DemandPoint, from, now time.Time, level int64) time.Duration {
 	return ix.Above(pts, level+1, from, now)
-}
-
-// renewBreakEvenBP is the share of a day, in basis points, that demand
-// must need committed machine l for renewing its term to pay: its term's
-// price per GPU-hour over the cheapest on-demand price per GPU-hour of a
-// machine as large (one that holds the same gangs), at which renting on
-// demand whenever it is needed costs the same. 0 when nothing that large
-// is rented on demand: it is renewed whenever it is needed at all.
-func renewBreakEvenBP(l *Lease, offers []core.Offer) int64 {
-	var cheapest core.Micros
-	for i := range offers {
-		o := &offers[i]
-		if o.GPUs < l.Offer.GPUs {
-			continue
-		}
-		for j := range o.Plans {
-			if p := &o.Plans[j]; p.Mode == core.OnDemand {
-				if c := gpuHour(p, o); cheapest == 0 || c < cheapest {
-					cheapest = c
-				}
-			}
-		}
-	}
-	if cheapest == 0 {
-		return 0
-	}
-	return min(core.MulDivHalfEven(int64(gpuHour(l.Plan, l.Offer)), 10000, int64(cheapest)), 10000)
 }
 
 // demand lists the waiting units with when they started waiting and,

@@ -418,12 +418,12 @@ func bestOption(now time.Time, d Demand, offers []core.Offer, out *Outlook, comm
 				// offer can make it: the earliest finish (then the cheapest
 				// hour), so a missed deadline is a late job, never one
 				// that waits forever.
-				if o2, ok := priceOption(o, p, d, now.Add(delay), dur, useful, out, committed, displaced, cfg.OutlookHorizon, explain); ok && (late.offer == nil || end.Before(lateEnd) || end.Equal(lateEnd) && o2.perGPU < late.perGPU) {
+				if o2, ok := priceOption(o, p, d, offers, now.Add(delay), dur, useful, out, committed, displaced, cfg.OutlookHorizon, explain); ok && (late.offer == nil || end.Before(lateEnd) || end.Equal(lateEnd) && o2.perGPU < late.perGPU) {
 					late, lateEnd = o2, end
 				}
 				continue
 			}
-			o2, ok := priceOption(o, p, d, now.Add(delay), dur, useful, out, committed, displaced, cfg.OutlookHorizon, explain)
+			o2, ok := priceOption(o, p, d, offers, now.Add(delay), dur, useful, out, committed, displaced, cfg.OutlookHorizon, explain)
 			if !ok {
 				continue
 			}
@@ -451,7 +451,7 @@ func bestOption(now time.Time, d Demand, offers []core.Offer, out *Outlook, comm
 // its own estimate where the offer has a shorter term, only on the
 // forecast — its estimate did not keep it on the first. The reason is
 // written only when explain is set.
-func priceOption(o *core.Offer, p *core.PricePlan, d Demand, start time.Time, dur time.Duration, useful int64, out *Outlook, committed int64, displaced bool, horizon time.Duration, explain bool) (option, bool) {
+func priceOption(o *core.Offer, p *core.PricePlan, d Demand, offers []core.Offer, start time.Time, dur time.Duration, useful int64, out *Outlook, committed int64, displaced bool, horizon time.Duration, explain bool) (option, bool) {
 	j := d.Unit.Job
 	n := machinesFor(o, j)
 	// A committed term is paid whole: the fleet never ends one early (an
@@ -501,7 +501,19 @@ func priceOption(o *core.Offer, p *core.PricePlan, d Demand, start time.Time, du
 			why += "; not on its own estimate: a term rented for it is in force and it waits again"
 		}
 		priced := alone
-		if use, hold, bp := out.forecastUse(o, n, committed, time.Duration(p.Term)*time.Second); use > useful {
+		// Below its break-even the term loses to renting on demand
+		// whenever the forecast's demand comes, whatever the unit alone
+		// would pay (a minute's minimum charge for a one-second job).
+		use, hold, bp := out.forecastUse(o, n, committed, time.Duration(p.Term)*time.Second)
+		if use > useful {
+			if be := BreakEvenBP(o, p, offers); bp < be {
+				use = 0
+				if explain {
+					why += fmt.Sprintf("; not on the forecast: it expects it busy %d.%02d%% of the time, under the %d.%02d%% at which it beats renting on demand", bp/100, bp%100, be/100, be%100)
+				}
+			}
+		}
+		if use > useful {
 			if alt := core.Micros(core.MulDivHalfEven(int64(cost), 3600*1000, use)); !priced || alt < per {
 				per, priced = alt, true
 				if explain {
