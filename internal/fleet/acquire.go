@@ -504,17 +504,12 @@ func priceOption(o *core.Offer, p *core.PricePlan, d Demand, offers []core.Offer
 		// Below its break-even the term loses to renting on demand
 		// whenever the forecast's demand comes, whatever the unit alone
 		// would pay (a minute's minimum charge for a one-second job).
-		use, hold, bp := out.forecastUse(o, n, committed, time.Duration(p.Term)*time.Second)
-		if use > useful {
+		if use, hold, bp := out.forecastUse(o, n, committed, time.Duration(p.Term)*time.Second); use > useful {
 			if be := BreakEvenBP(o, p, offers); bp < be {
-				use = 0
 				if explain {
 					why += fmt.Sprintf("; not on the forecast: it expects it busy %d.%02d%% of the time, under the %d.%02d%% at which it beats renting on demand", bp/100, bp%100, be/100, be%100)
 				}
-			}
-		}
-		if use > useful {
-			if alt := core.Micros(core.MulDivHalfEven(int64(cost), 3600*1000, use)); !priced || alt < per {
+			} else if alt := core.Micros(core.MulDivHalfEven(int64(cost), 3600*1000, use)); !priced || alt < per {
 				per, priced = alt, true
 				if explain {
 					why += fmt.Sprintf("; or %s for the %d GPU-h the forecast expects it to serve (%s)", cost, use/3600/1000, forecastWhy(bp, hold))
