@@ -87,11 +87,8 @@ type takenPart struct {
 
 // endsWithin: a's work is estimated to end after now and by by.
 func endsWithin(a *sched.Allocation, now, by time.Time) bool {
-	if a.Job.EstDuration <= 0 {
-		return false
-	}
-	end := a.Start.Add(a.Job.EstDuration)
-	return end.After(now) && !end.After(by)
+	end, ok := a.EstEnd()
+	return ok && end.After(now) && !end.After(by)
 }
 
 // holdFor reports whether j's request fits on free (per node and GPU) and,

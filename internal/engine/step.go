@@ -637,8 +637,7 @@ func drainCandidates(v *view, alloc []core.Milli, history []fleet.DemandPoint, i
 			continue
 		}
 		n := a.Parts[0].Node
-		end := a.Start.Add(a.Job.EstDuration)
-		if end.After(latest[n]) {
+		if end, ok := a.EstEnd(); ok && end.After(latest[n]) {
 			latest[n] = end
 		}
 		units[n] += a.Milli()

@@ -102,9 +102,9 @@ func Consolidate(st *State, d Decisions, drain []Drain, cfg Config) []Move {
 		ok := true
 		for _, a := range units {
 			a := a
-			end := a.Start.Add(a.Job.EstDuration)
+			end, known := a.EstEnd()
 			allowed := func(m int) bool {
-				if dr.OntoPaid && (!pl.nodes[m].Committed || m >= len(st.NodePaidUntil) || st.NodePaidUntil[m].Before(end)) {
+				if dr.OntoPaid && (!pl.nodes[m].Committed || m >= len(st.NodePaidUntil) || known && st.NodePaidUntil[m].Before(end)) {
 					return false
 				}
 				return !drained[m] && (!pl.nodes[m].Spot || a.Job.Interruptible)

@@ -414,7 +414,7 @@ func (p *pass) reserve(u Unit) (Reservation, bool) {
 				ends = append(ends, i)
 			}
 		}
-		end := func(i int) time.Time { return p.running[i].Start.Add(p.running[i].Job.EstDuration) }
+		end := func(i int) time.Time { e, _ := p.running[i].EstEnd(); return e }
 		sort.Slice(ends, func(a, b int) bool { return end(ends[a]).Before(end(ends[b])) })
 		removed := p.removed[:0]
 		for _, i := range ends {

@@ -42,6 +42,8 @@ type scJob struct {
 	Interruptible bool             `json:"interruptible"`
 	Deferrable    bool             `json:"deferrable"`
 	Submit        string           `json:"submit"`
+	// Done, for a pending job, is the work it resumes from ("4h").
+	Done string `json:"done"`
 }
 
 type scRunning struct {
@@ -51,6 +53,8 @@ type scRunning struct {
 	GPUs       []int  `json:"gpus"`
 	Start      string `json:"start"`
 	Checkpoint string `json:"checkpoint"`
+	// Done is the work saved before this run started ("8h").
+	Done string `json:"done"`
 }
 
 type scTeam struct {
@@ -192,14 +196,30 @@ func (sc *scenario) state(t *testing.T) (*State, Config, map[string]int) {
 		if r.Checkpoint != "" {
 			a.LastCheckpoint = mustTime(t, r.Checkpoint, now, now)
 		}
+		if r.Done != "" {
+			d, err := time.ParseDuration(r.Done)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.Done = d
+		}
 		apply(st.Nodes, &a.Unit, a.Parts[0], 1)
 		st.Running = append(st.Running, a)
 	}
 	for _, j := range sc.Pending {
 		job := j.build(t, now)
 		n := max(job.Shards, 1)
+		var w Waiting
+		if j.Done != "" {
+			d, err := time.ParseDuration(j.Done)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Done = d
+		}
 		for s := 0; s < n; s++ {
 			st.Pending = append(st.Pending, Unit{Job: job, Shard: s})
+			st.PendingInfo = append(st.PendingInfo, w)
 		}
 	}
 	if tou := sc.TimeOfUse; tou != nil {

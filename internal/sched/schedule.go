@@ -402,6 +402,13 @@ func (p *pass) schedule(u Unit, w Waiting) {
 		p.wait(u, fmt.Sprintf("team %s has spent %s of its %s monthly budget", t.ID, p.spent[u.Job.Team], t.MonthlyBudget))
 		return
 	}
+	// The unit's estimated end if it starts now, from the work it has
+	// left (a preempted unit resumes from its checkpoint); zero when its
+	// run is not known. Every fit to time below reads it.
+	p.pl.end = time.Time{}
+	if u.Job.EstDuration > 0 {
+		p.pl.end = p.st.Now.Add(Remaining(u.Job, w.Done, 0))
+	}
 	var quotaWhy, termWhy string
 	var term core.Micros
 	termAsked := false
@@ -440,15 +447,11 @@ func (p *pass) schedule(u Unit, w Waiting) {
 		}
 		if res := p.res; res != nil && res.Node == n {
 			// Backfill: only work that ends before the reservation.
-			return u.Job.EstDuration > 0 && !p.st.Now.Add(u.Job.EstDuration).After(res.At)
+			return !p.pl.end.IsZero() && !p.pl.end.After(res.At)
 		}
 		return true
 	}
 	var parts []Part
-	p.pl.end = time.Time{}
-	if u.Job.EstDuration > 0 {
-		p.pl.end = p.st.Now.Add(u.Job.EstDuration)
-	}
 	if r.GPUs > max(p.pl.maxNodeGPUs(r), p.st.Machines.Largest(r)) && r.MilliPerGPU == core.WholeGPU {
 		if gang, ok := p.pl.findGang(r, allowed); ok {
 			parts = gang
@@ -497,11 +500,15 @@ func (p *pass) wait(u Unit, why string) {
 	p.dec.Waiting = append(p.dec.Waiting, Wait{Unit: u, Reason: why})
 }
 
-// expectedCost is what the unit is expected to cost on parts: its GPUs
-// times its estimated hours times each node's marginal GPU-hour price.
+// expectedCost is what the unit being placed is expected to cost on
+// parts: its GPUs times its estimated hours left (p.pl.end) times each
+// node's marginal GPU-hour price.
 func (p *pass) expectedCost(u Unit, parts []Part) core.Micros {
+	if p.pl.end.IsZero() {
+		return 0
+	}
 	var c core.Micros
-	secs := int64(u.Job.EstDuration / time.Second)
+	secs := int64(p.pl.end.Sub(p.st.Now) / time.Second)
 	for _, part := range parts {
 		if part.Node < len(p.st.NodeCost) {
 			milli := int64(len(part.GPUs)) * int64(u.Job.Request.MilliPerGPU)
@@ -527,11 +534,11 @@ func (p *pass) withinBudget(u Unit, parts []Part) (string, bool) {
 func (p *pass) commit(u Unit, parts []Part, reason string) {
 	p.pl.place(&u, parts)
 	for _, part := range parts {
-		if p.st.RentCost != nil && u.Job.EstDuration > 0 {
+		if end := p.pl.end; p.st.RentCost != nil && !end.IsZero() {
 			if p.placedUntil == nil {
 				p.placedUntil = map[int]time.Time{}
 			}
-			if end := p.st.Now.Add(u.Job.EstDuration); end.After(p.placedUntil[part.Node]) {
+			if end.After(p.placedUntil[part.Node]) {
 				p.placedUntil[part.Node] = end
 			}
 		}
@@ -548,17 +555,17 @@ func (p *pass) commit(u Unit, parts []Part, reason string) {
 // addedCost is what putting u on pay-as-you-go node n adds to the node's
 // bill, per useful GPU-hour of u: the whole machine's price for the time
 // u is expected to run past the work already on it (busyUntil). Zero when
-// u's run is not known.
+// u's run is not known (p.pl.end, set for the unit being placed).
 func (p *pass) addedCost(n int, u Unit) core.Micros {
-	dur := u.Job.EstDuration
-	if dur <= 0 {
+	dur := p.pl.end.Sub(p.st.Now)
+	if p.pl.end.IsZero() || dur <= 0 {
 		return 0
 	}
 	from := p.st.Now
 	if b := p.busyUntil(n); b.After(from) {
 		from = b
 	}
-	over := p.st.Now.Add(dur).Sub(from)
+	over := p.pl.end.Sub(from)
 	if over <= 0 {
 		return 0
 	}
@@ -577,11 +584,10 @@ func (p *pass) addedCost(n int, u Unit) core.Micros {
 func (p *pass) busyUntil(n int) time.Time {
 	t := p.placedUntil[n]
 	for _, i := range p.onNode[n] {
-		a := &p.running[i]
-		if p.gone[i] || a.Job.EstDuration <= 0 {
+		if p.gone[i] {
 			continue
 		}
-		if end := a.Start.Add(a.Job.EstDuration - a.Done); end.After(t) {
+		if end, ok := p.running[i].EstEnd(); ok && end.After(t) {
 			t = end
 		}
 	}

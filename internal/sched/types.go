@@ -49,6 +49,18 @@ type Allocation struct {
 	Done time.Duration
 }
 
+// EstEnd is when the unit's run is expected to end: the run's start plus
+// the job's estimated duration less the work saved before the run. ok is
+// false when the job has no estimate. Every rule that asks when a machine
+// frees reads this one end, so that a resumed unit does not look as if it
+// held its GPUs for the work it had already done.
+func (a *Allocation) EstEnd() (end time.Time, ok bool) {
+	if a.Job.EstDuration <= 0 {
+		return time.Time{}, false
+	}
+	return a.Start.Add(a.Job.EstDuration - a.Done), true
+}
+
 // Class is the GPU class quotas are kept in: the GPU model.
 type Class = string
 
