@@ -198,7 +198,9 @@ func (p *pass) tryPreempt(u Unit) bool {
 	// Within a pass the room a preemptor can get — free capacity plus
 	// what it may preempt — only shrinks (placements take it, preemptions
 	// hand theirs to their preemptor), so a shape that found no victims
-	// is not searched again until the next pass.
+	// is not searched again until the next pass — unless the search
+	// passed over a node for u's own term (refusedForTerm depends on u's
+	// run, not only its shape).
 	key := failKey(u)
 	if p.preemptFail[key] {
 		return false
@@ -208,7 +210,9 @@ func (p *pass) tryPreempt(u Unit) bool {
 		best = p.searchReclaim(u)
 	}
 	if best == nil {
-		p.preemptFail[key] = true
+		if !p.termSkipped {
+			p.preemptFail[key] = true
+		}
 		return false
 	}
 	keys := make([]string, 0, len(best.victims))
@@ -253,6 +257,10 @@ func (p *pass) preemptableNode(u Unit, n int) bool {
 		return false
 	}
 	if res := p.res; res != nil && res.Node == n {
+		return false
+	}
+	if _, no := p.refusedForTerm(n, u); no {
+		p.termSkipped = true
 		return false
 	}
 	return true
@@ -407,6 +415,9 @@ func (p *pass) reserve(u Unit) (Reservation, bool) {
 		node := &p.pl.nodes[n]
 		if !r.Admits(node.Hardware()) || node.Spot && !u.Job.Interruptible || len(node.GPUs) < r.GPUs {
 			continue
+		}
+		if _, no := p.refusedForTerm(n, u); no {
+			continue // it waits for a machine of its own, not for this one
 		}
 		ends := p.ends[:0] // working space, reused from node to node
 		for _, i := range p.victims(n) {

@@ -82,3 +82,54 @@ func TestRentCostKeepsLongWorkOffPayAsYouGo(t *testing.T) {
 		t.Errorf("joined node: placements %+v, waiting %+v", d.Placements, d.Waiting)
 	}
 }
+
+// Work that waits for a machine of its own does not take a pay-as-you-go
+// node by preempting what runs there either; other work of the same shape
+// that may go there still does (the failed search is not remembered by
+// shape), and a committed node is preempted on as before.
+func TestRentCostKeepsLongWorkFromPreemptingOntoPayAsYouGo(t *testing.T) {
+	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	job := func(id string, tier core.Tier, d time.Duration) *core.Job {
+		return &core.Job{ID: id, Team: "t", Tier: tier, Submit: now.Add(-time.Hour), EstDuration: d, Interruptible: tier == core.TierOffline,
+			Request: core.Request{GPUs: 8, MilliPerGPU: core.WholeGPU}}
+	}
+	const perGPU = 3_000_000 // the node: 3.00 per GPU-hour
+	const daily = 416_667    // a daily term of 8 GPUs at 80.00, full
+	long, short := job("long", core.TierCore, 3*24*time.Hour), job("short", core.TierCore, 3*24*time.Hour)
+	for _, tc := range []struct {
+		name      string
+		committed bool
+		pending   []Unit
+		rent      map[string]core.Micros
+		want      string // the unit placed after preempting the offline work; "" none
+	}{
+		{"long work, a term cheaper: waits, preempts nothing", false, []Unit{{Job: long}}, map[string]core.Micros{"long": daily}, ""},
+		{"nothing to rent for it: preempts", false, []Unit{{Job: long}}, nil, "long"},
+		{"same shape after it, not limited: preempts", false, []Unit{{Job: long}, {Job: short}}, map[string]core.Micros{"long": daily}, "short"},
+		{"committed node: preempts", true, []Unit{{Job: long}}, map[string]core.Micros{"long": daily}, "long"},
+	} {
+		node := v100x8("n", tc.committed)
+		cost := core.Micros(perGPU)
+		if tc.committed {
+			cost = 0
+		}
+		victim := Allocation{Unit: Unit{Job: job("batch", core.TierOffline, 5*time.Hour)}, Parts: []Part{{Node: 0, GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}},
+			Start: now.Add(-time.Hour), LastCheckpoint: now.Add(-time.Minute)}
+		for g := range node.GPUs {
+			node.GPUs[g].FreeMilli, node.GPUs[g].FreeMemMiB = 0, 0
+		}
+		st := &State{Now: now, Nodes: []core.Node{node}, NodeCost: []core.Micros{cost}, Running: []Allocation{victim}, Pending: tc.pending,
+			RentCost: func(u Unit) core.Micros { return tc.rent[u.Job.ID] }}
+		d := Schedule(st, Config{})
+		got := ""
+		if len(d.Placements) == 1 && len(d.Preemptions) == 1 {
+			got = d.Placements[0].Unit.Job.ID
+		}
+		if got != tc.want || len(d.Placements) > 1 || len(d.Preemptions) > 1 {
+			t.Errorf("%s: placed %+v after preempting %+v, want %q", tc.name, d.Placements, d.Preemptions, tc.want)
+		}
+		if tc.want == "" && (len(d.Waiting) != 1 || !strings.Contains(d.Waiting[0].Reason, "waits for a machine of its own")) {
+			t.Errorf("%s: waiting %+v, want its own rental named as the reason", tc.name, d.Waiting)
+		}
+	}
+}

@@ -118,6 +118,11 @@ type pass struct {
 	nodeVer      []int
 	preemptHeaps [4]map[string]*boundHeap
 	preemptFail  map[shapeKey]bool
+	// term is RentCost for the unit being placed, asked at most once
+	// (termAsked), for refusedForTerm; termSkipped: a preemption search
+	// for it passed over a node refusedForTerm refused.
+	term                   core.Micros
+	termAsked, termSkipped bool
 	// modelSums and modelSeen are teamAlloc's working space, ends and
 	// removed reserve's.
 	modelSums     []int64
@@ -410,8 +415,7 @@ func (p *pass) schedule(u Unit, w Waiting) {
 		p.pl.end = p.st.Now.Add(Remaining(u.Job, w.Done, 0))
 	}
 	var quotaWhy, termWhy string
-	var term core.Micros
-	termAsked := false
+	p.term, p.termAsked, p.termSkipped = 0, false, false
 	// The quota's answer depends on the node's GPU class only, and the
 	// quotas do not change while one unit is placed: it is asked once
 	// per class, not once per node (a queue mostly over quota would
@@ -422,18 +426,9 @@ func (p *pass) schedule(u Unit, w Waiting) {
 		if node.Spot && !u.Job.Interruptible {
 			return false
 		}
-		if p.st.RentCost != nil && !node.Committed && !node.Joined && n < len(p.st.NodeCost) && p.st.NodeCost[n] > 0 {
-			if !termAsked {
-				term, termAsked = p.st.RentCost(u), true
-			}
-			// Within a thousandth it is a tie, which the machine already
-			// there wins (no wait for another): the two prices are
-			// rounded along different paths, and a machine rented for
-			// the unit must not be refused by it on the rounding.
-			if added := p.addedCost(n, u); term > 0 && int64(added)*1000 > int64(term)*1001 {
-				termWhy = fmt.Sprintf("waits for a machine of its own, %s per useful GPU-hour over its %s, not a pay-as-you-go machine at %s", term, u.Job.EstDuration, added)
-				return false
-			}
+		if added, no := p.refusedForTerm(n, u); no {
+			termWhy = fmt.Sprintf("waits for a machine of its own, %s per useful GPU-hour over its %s, not a pay-as-you-go machine at %s", p.term, u.Job.EstDuration, added)
+			return false
 		}
 		i := slices.IndexFunc(memo, func(m quotaAnswer) bool { return m.class == node.GPUModel })
 		if i < 0 {
@@ -470,6 +465,9 @@ func (p *pass) schedule(u Unit, w Waiting) {
 	}
 	if !p.cfg.NoPreemption && p.tryPreempt(u) {
 		return
+	}
+	if termWhy == "" && p.termSkipped {
+		termWhy = fmt.Sprintf("waits for a machine of its own, %s per useful GPU-hour over its %s, rather than preempt work on a pay-as-you-go machine", p.term, u.Job.EstDuration)
 	}
 	if quotaWhy != "" {
 		p.wait(u, "quota: "+quotaWhy)
@@ -550,6 +548,27 @@ func (p *pass) commit(u Unit, parts []Part, reason string) {
 	}
 	p.spent[u.Job.Team] += p.expectedCost(u, parts)
 	p.dec.Placements = append(p.dec.Placements, Placement{Unit: u, Parts: parts, Reason: reason})
+}
+
+// refusedForTerm reports whether u, the unit being placed, is kept off
+// pay-as-you-go node n because a machine rented for it (State.RentCost)
+// costs less per useful GPU-hour than n would add (addedCost, returned).
+// Placement and preemption both ask it: work that waits for a machine of
+// its own does not take a pay-as-you-go one by stopping what runs there.
+func (p *pass) refusedForTerm(n int, u Unit) (core.Micros, bool) {
+	node := &p.pl.nodes[n]
+	if p.st.RentCost == nil || node.Committed || node.Joined || n >= len(p.st.NodeCost) || p.st.NodeCost[n] <= 0 {
+		return 0, false
+	}
+	if !p.termAsked {
+		p.term, p.termAsked = p.st.RentCost(u), true
+	}
+	// Within a thousandth it is a tie, which the machine already there
+	// wins (no wait for another): the two prices are rounded along
+	// different paths, and a machine rented for the unit must not be
+	// refused by it on the rounding.
+	added := p.addedCost(n, u)
+	return added, p.term > 0 && int64(added)*1000 > int64(p.term)*1001
 }
 
 // addedCost is what putting u on pay-as-you-go node n adds to the node's
