@@ -426,7 +426,7 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	fcfg := cfg.Fleet.Defaults()
 	var rentCost func(sched.Unit) core.Micros
 	if !cfg.NoAcquire {
-		rentCost = rentCosts(st, now, pendingUnit, fcfg)
+		rentCost = rentCosts(st, now, pendingUnit, fcfg, cfg.Sched.Defaults().RiskLead)
 	}
 	sd := sched.Schedule(&sched.State{Now: now, Nodes: v.nodes, Running: v.running, Pending: v.pending, PendingInfo: info, Teams: st.Teams,
 		History: st.History, Spent: st.Spent, NodeCost: v.cost, NodePaidUntil: v.paid, RentCost: rentCost, TimeOfUse: st.TimeOfUse, Machines: st.shapes(), Scratch: &sc.sched}, cfg.Sched)
@@ -695,18 +695,26 @@ func drainCandidates(v *view, alloc []core.Milli, history []fleet.DemandPoint, i
 
 // rentCosts answers sched.State.RentCost for this step (the scheduler
 // asks once per unit it schedules): what renting for the unit alone would
-// cost per useful GPU-hour (fleet.RentCost). Work with a deadline, work of
-// a tier whose wait target is zero (it never waits for cheaper capacity:
-// the autoscaler-style baselines), and work that has waited past its
-// tier's wait target and rentWait more (the machine rented for it did not
-// come, or went to others), gets no such limit: it takes a pay-as-you-go
-// machine rather than wait.
-func rentCosts(st *State, now time.Time, pendingUnit func(sched.Unit) *Unit, fcfg fleet.Config) func(sched.Unit) core.Micros {
+// cost per useful GPU-hour (fleet.RentCost). Work of a tier whose wait
+// target is zero (it never waits for cheaper capacity: the
+// autoscaler-style baselines), work that has waited past its tier's wait
+// target and rentWait more (the machine rented for it did not come, or
+// went to others), and work with a deadline it could miss by waiting
+// that long (its latest start, less lead, comes before then; or it has no
+// estimate to tell) gets no such limit: it takes a pay-as-you-go machine
+// rather than wait.
+func rentCosts(st *State, now time.Time, pendingUnit func(sched.Unit) *Unit, fcfg fleet.Config, lead time.Duration) func(sched.Unit) core.Micros {
 	return func(su sched.Unit) core.Micros {
 		u := pendingUnit(su)
 		target := fcfg.WaitTarget[su.Job.Tier]
-		if u == nil || !su.Job.Deadline.IsZero() || target == 0 || now.Sub(u.Since) >= target+rentWait {
+		if u == nil || target == 0 || now.Sub(u.Since) >= target+rentWait {
 			return 0
+		}
+		if j := su.Job; !j.Deadline.IsZero() {
+			latest := j.Deadline.Add(-sched.Remaining(j, u.Done, 0))
+			if j.EstDuration <= 0 || latest.Before(u.Since.Add(target+rentWait+lead)) {
+				return 0
+			}
 		}
 		return fleet.RentCost(now, fleet.Demand{Unit: su, Since: u.Since, NoSpot: u.NoSpot}, st.Offers, st.Refused, fcfg)
 	}
