@@ -702,17 +702,26 @@ func drainCandidates(v *view, alloc []core.Milli, history []fleet.DemandPoint, i
 // went to others), and work with a deadline it could miss by waiting
 // that long (its latest start, less lead, comes before then; or it has no
 // estimate to tell) gets no such limit: it takes a pay-as-you-go machine
-// rather than wait.
+// rather than wait. The wait counts from when the unit last became
+// pending or, if later, from the end of its deferral: hours deferred for
+// a cheaper tariff are not hours waited for capacity.
 func rentCosts(st *State, now time.Time, pendingUnit func(sched.Unit) *Unit, fcfg fleet.Config, lead time.Duration) func(sched.Unit) core.Micros {
 	return func(su sched.Unit) core.Micros {
 		u := pendingUnit(su)
+		if u == nil {
+			return 0
+		}
 		target := fcfg.WaitTarget[su.Job.Tier]
-		if u == nil || target == 0 || now.Sub(u.Since) >= target+rentWait {
+		since := u.Since
+		if u.DeferredUntil.After(since) {
+			since = u.DeferredUntil
+		}
+		if target == 0 || now.Sub(since) >= target+rentWait {
 			return 0
 		}
 		if j := su.Job; !j.Deadline.IsZero() {
 			latest := j.Deadline.Add(-sched.Remaining(j, u.Done, 0))
-			if j.EstDuration <= 0 || latest.Before(u.Since.Add(target+rentWait+lead)) {
+			if j.EstDuration <= 0 || latest.Before(since.Add(target+rentWait+lead)) {
 				return 0
 			}
 		}
