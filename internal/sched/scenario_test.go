@@ -123,6 +123,18 @@ func mustTime(t *testing.T, s string, now, def time.Time) time.Time {
 	return v
 }
 
+// mustDuration parses a duration ("8h"); an empty string is zero.
+func mustDuration(t *testing.T, s string) time.Duration {
+	if s == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 func (j scJob) build(t *testing.T, now time.Time) *core.Job {
 	job := &core.Job{ID: j.ID, Team: j.Team, Tier: j.Tier, Shards: j.Shards, Interruptible: j.Interruptible, Deferrable: j.Deferrable,
 		Request: core.Request{GPUs: j.GPUs, MilliPerGPU: j.Milli, MemPerGPUMiB: j.MemMiB, Models: j.Models, Throughput: j.Throughput}}
@@ -135,13 +147,7 @@ func (j scJob) build(t *testing.T, now time.Time) *core.Job {
 	if job.Request.MilliPerGPU == 0 {
 		job.Request.MilliPerGPU = core.WholeGPU
 	}
-	if j.Est != "" {
-		d, err := time.ParseDuration(j.Est)
-		if err != nil {
-			t.Fatal(err)
-		}
-		job.EstDuration = d
-	}
+	job.EstDuration = mustDuration(t, j.Est)
 	job.Submit = mustTime(t, j.Submit, now, now.Add(-time.Minute))
 	if j.Deadline != "" {
 		job.Deadline = mustTime(t, j.Deadline, now, now)
@@ -196,27 +202,14 @@ func (sc *scenario) state(t *testing.T) (*State, Config, map[string]int) {
 		if r.Checkpoint != "" {
 			a.LastCheckpoint = mustTime(t, r.Checkpoint, now, now)
 		}
-		if r.Done != "" {
-			d, err := time.ParseDuration(r.Done)
-			if err != nil {
-				t.Fatal(err)
-			}
-			a.Done = d
-		}
+		a.Done = mustDuration(t, r.Done)
 		apply(st.Nodes, &a.Unit, a.Parts[0], 1)
 		st.Running = append(st.Running, a)
 	}
 	for _, j := range sc.Pending {
 		job := j.build(t, now)
 		n := max(job.Shards, 1)
-		var w Waiting
-		if j.Done != "" {
-			d, err := time.ParseDuration(j.Done)
-			if err != nil {
-				t.Fatal(err)
-			}
-			w.Done = d
-		}
+		w := Waiting{Done: mustDuration(t, j.Done)}
 		for s := 0; s < n; s++ {
 			st.Pending = append(st.Pending, Unit{Job: job, Shard: s})
 			st.PendingInfo = append(st.PendingInfo, w)

@@ -427,7 +427,7 @@ func (p *pass) schedule(u Unit, w Waiting) {
 			return false
 		}
 		if added, no := p.refusedForTerm(n, u); no {
-			termWhy = fmt.Sprintf("waits for a machine of its own, %s per useful GPU-hour over its %s, not a pay-as-you-go machine at %s", p.term, u.Job.EstDuration, added)
+			termWhy = p.waitsForOwn(u, fmt.Sprintf("not a pay-as-you-go machine at %s", added))
 			return false
 		}
 		i := slices.IndexFunc(memo, func(m quotaAnswer) bool { return m.class == node.GPUModel })
@@ -467,7 +467,7 @@ func (p *pass) schedule(u Unit, w Waiting) {
 		return
 	}
 	if termWhy == "" && p.termSkipped {
-		termWhy = fmt.Sprintf("waits for a machine of its own, %s per useful GPU-hour over its %s, rather than preempt work on a pay-as-you-go machine", p.term, u.Job.EstDuration)
+		termWhy = p.waitsForOwn(u, "rather than preempt work on a pay-as-you-go machine")
 	}
 	if quotaWhy != "" {
 		p.wait(u, "quota: "+quotaWhy)
@@ -569,6 +569,12 @@ func (p *pass) refusedForTerm(n int, u Unit) (core.Micros, bool) {
 	// refused by it on the rounding.
 	added := p.addedCost(n, u)
 	return added, p.term > 0 && int64(added)*1000 > int64(p.term)*1001
+}
+
+// waitsForOwn says why u waits for the machine refusedForTerm priced,
+// instead of what.
+func (p *pass) waitsForOwn(u Unit, instead string) string {
+	return fmt.Sprintf("waits for a machine of its own, %s per useful GPU-hour over its %s, %s", p.term, u.Job.EstDuration, instead)
 }
 
 // addedCost is what putting u on pay-as-you-go node n adds to the node's
