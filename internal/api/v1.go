@@ -597,13 +597,34 @@ type LeaseView struct {
 	ReadyAt      time.Time `json:"ready_at"`
 	ReclaimAt    time.Time `json:"reclaim_at"`
 	IdleSince    time.Time `json:"idle_since"`
+	// EarlierTerms are the terms it was billed on before mode from start,
+	// oldest first (a committed machine renewed on another term).
+	EarlierTerms []TermView `json:"earlier_terms,omitempty"`
+}
+
+// TermView is one earlier term of a lease: its billing mode from start
+// to the next term's start.
+type TermView struct {
+	Mode  string    `json:"mode"`
+	Start time.Time `json:"start"`
 }
 
 // NewLeaseView renders l.
 func NewLeaseView(l *store.Lease) LeaseView {
 	return LeaseView{ID: l.ID, OfferID: l.OfferID, Mode: string(l.Mode), State: string(l.State), ProviderID: l.ProviderID, ClientToken: l.ClientToken,
 		Requested: l.Requested.UTC(), Start: l.Start.UTC(), CommittedEnd: l.CommittedEnd.UTC(), End: l.End.UTC(), ReadyAt: l.ReadyAt.UTC(),
-		ReclaimAt: l.ReclaimAt.UTC(), IdleSince: l.IdleSince.UTC()}
+		ReclaimAt: l.ReclaimAt.UTC(), IdleSince: l.IdleSince.UTC(), EarlierTerms: termViews(l.Earlier)}
+}
+
+func termViews(ts []core.Term) []TermView {
+	if len(ts) == 0 {
+		return nil
+	}
+	out := make([]TermView, len(ts))
+	for i, t := range ts {
+		out[i] = TermView{Mode: string(t.Mode), Start: t.Start.UTC()}
+	}
+	return out
 }
 
 // LeasesPage is the response of GET /api/v1/leases.

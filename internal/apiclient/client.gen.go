@@ -3746,17 +3746,21 @@ type ListLeasesResponse struct {
 		Leases *[]struct {
 			ClientToken  *string    `json:"client_token,omitempty"`
 			CommittedEnd *time.Time `json:"committed_end,omitempty"`
-			End          *time.Time `json:"end,omitempty"`
-			Id           *string    `json:"id,omitempty"`
-			IdleSince    *time.Time `json:"idle_since,omitempty"`
-			Mode         *string    `json:"mode,omitempty"`
-			Offer        *string    `json:"offer,omitempty"`
-			ProviderId   *string    `json:"provider_id,omitempty"`
-			ReadyAt      *time.Time `json:"ready_at,omitempty"`
-			ReclaimAt    *time.Time `json:"reclaim_at,omitempty"`
-			Requested    *time.Time `json:"requested,omitempty"`
-			Start        *time.Time `json:"start,omitempty"`
-			State        *string    `json:"state,omitempty"`
+			EarlierTerms *[]struct {
+				Mode  *string    `json:"mode,omitempty"`
+				Start *time.Time `json:"start,omitempty"`
+			} `json:"earlier_terms,omitempty"`
+			End        *time.Time `json:"end,omitempty"`
+			Id         *string    `json:"id,omitempty"`
+			IdleSince  *time.Time `json:"idle_since,omitempty"`
+			Mode       *string    `json:"mode,omitempty"`
+			Offer      *string    `json:"offer,omitempty"`
+			ProviderId *string    `json:"provider_id,omitempty"`
+			ReadyAt    *time.Time `json:"ready_at,omitempty"`
+			ReclaimAt  *time.Time `json:"reclaim_at,omitempty"`
+			Requested  *time.Time `json:"requested,omitempty"`
+			Start      *time.Time `json:"start,omitempty"`
+			State      *string    `json:"state,omitempty"`
 		} `json:"leases,omitempty"`
 		Next *string `json:"next,omitempty"`
 	}
@@ -4155,17 +4159,21 @@ type ListBoundaryLeasesResponse struct {
 			Lease     *struct {
 				ClientToken  *string    `json:"client_token,omitempty"`
 				CommittedEnd *time.Time `json:"committed_end,omitempty"`
-				End          *time.Time `json:"end,omitempty"`
-				Id           *string    `json:"id,omitempty"`
-				IdleSince    *time.Time `json:"idle_since,omitempty"`
-				Mode         *string    `json:"mode,omitempty"`
-				Offer        *string    `json:"offer,omitempty"`
-				ProviderId   *string    `json:"provider_id,omitempty"`
-				ReadyAt      *time.Time `json:"ready_at,omitempty"`
-				ReclaimAt    *time.Time `json:"reclaim_at,omitempty"`
-				Requested    *time.Time `json:"requested,omitempty"`
-				Start        *time.Time `json:"start,omitempty"`
-				State        *string    `json:"state,omitempty"`
+				EarlierTerms *[]struct {
+					Mode  *string    `json:"mode,omitempty"`
+					Start *time.Time `json:"start,omitempty"`
+				} `json:"earlier_terms,omitempty"`
+				End        *time.Time `json:"end,omitempty"`
+				Id         *string    `json:"id,omitempty"`
+				IdleSince  *time.Time `json:"idle_since,omitempty"`
+				Mode       *string    `json:"mode,omitempty"`
+				Offer      *string    `json:"offer,omitempty"`
+				ProviderId *string    `json:"provider_id,omitempty"`
+				ReadyAt    *time.Time `json:"ready_at,omitempty"`
+				ReclaimAt  *time.Time `json:"reclaim_at,omitempty"`
+				Requested  *time.Time `json:"requested,omitempty"`
+				Start      *time.Time `json:"start,omitempty"`
+				State      *string    `json:"state,omitempty"`
 			} `json:"lease,omitempty"`
 			NextBoundary *time.Time `json:"next_boundary,omitempty"`
 			SecondsLeft  *int       `json:"seconds_left,omitempty"`
@@ -6544,17 +6552,21 @@ func ParseListLeasesResponse(rsp *http.Response) (*ListLeasesResponse, error) {
 			Leases *[]struct {
 				ClientToken  *string    `json:"client_token,omitempty"`
 				CommittedEnd *time.Time `json:"committed_end,omitempty"`
-				End          *time.Time `json:"end,omitempty"`
-				Id           *string    `json:"id,omitempty"`
-				IdleSince    *time.Time `json:"idle_since,omitempty"`
-				Mode         *string    `json:"mode,omitempty"`
-				Offer        *string    `json:"offer,omitempty"`
-				ProviderId   *string    `json:"provider_id,omitempty"`
-				ReadyAt      *time.Time `json:"ready_at,omitempty"`
-				ReclaimAt    *time.Time `json:"reclaim_at,omitempty"`
-				Requested    *time.Time `json:"requested,omitempty"`
-				Start        *time.Time `json:"start,omitempty"`
-				State        *string    `json:"state,omitempty"`
+				EarlierTerms *[]struct {
+					Mode  *string    `json:"mode,omitempty"`
+					Start *time.Time `json:"start,omitempty"`
+				} `json:"earlier_terms,omitempty"`
+				End        *time.Time `json:"end,omitempty"`
+				Id         *string    `json:"id,omitempty"`
+				IdleSince  *time.Time `json:"idle_since,omitempty"`
+				Mode       *string    `json:"mode,omitempty"`
+				Offer      *string    `json:"offer,omitempty"`
+				ProviderId *string    `json:"provider_id,omitempty"`
+				ReadyAt    *time.Time `json:"ready_at,omitempty"`
+				ReclaimAt  *time.Time `json:"reclaim_at,omitempty"`
+				Requested  *time.Time `json:"requested,omitempty"`
+				Start      *time.Time `json:"start,omitempty"`
+				State      *string    `json:"state,omitempty"`
 			} `json:"leases,omitempty"`
 			Next *string `json:"next,omitempty"`
 		}
@@ -7145,17 +7157,21 @@ func ParseListBoundaryLeasesResponse(rsp *http.Response) (*ListBoundaryLeasesRes
 				Lease     *struct {
 					ClientToken  *string    `json:"client_token,omitempty"`
 					CommittedEnd *time.Time `json:"committed_end,omitempty"`
-					End          *time.Time `json:"end,omitempty"`
-					Id           *string    `json:"id,omitempty"`
-					IdleSince    *time.Time `json:"idle_since,omitempty"`
-					Mode         *string    `json:"mode,omitempty"`
-					Offer        *string    `json:"offer,omitempty"`
-					ProviderId   *string    `json:"provider_id,omitempty"`
-					ReadyAt      *time.Time `json:"ready_at,omitempty"`
-					ReclaimAt    *time.Time `json:"reclaim_at,omitempty"`
-					Requested    *time.Time `json:"requested,omitempty"`
-					Start        *time.Time `json:"start,omitempty"`
-					State        *string    `json:"state,omitempty"`
+					EarlierTerms *[]struct {
+						Mode  *string    `json:"mode,omitempty"`
+						Start *time.Time `json:"start,omitempty"`
+					} `json:"earlier_terms,omitempty"`
+					End        *time.Time `json:"end,omitempty"`
+					Id         *string    `json:"id,omitempty"`
+					IdleSince  *time.Time `json:"idle_since,omitempty"`
+					Mode       *string    `json:"mode,omitempty"`
+					Offer      *string    `json:"offer,omitempty"`
+					ProviderId *string    `json:"provider_id,omitempty"`
+					ReadyAt    *time.Time `json:"ready_at,omitempty"`
+					ReclaimAt  *time.Time `json:"reclaim_at,omitempty"`
+					Requested  *time.Time `json:"requested,omitempty"`
+					Start      *time.Time `json:"start,omitempty"`
+					State      *string    `json:"state,omitempty"`
 				} `json:"lease,omitempty"`
 				NextBoundary *time.Time `json:"next_boundary,omitempty"`
 				SecondsLeft  *int       `json:"seconds_left,omitempty"`

@@ -156,13 +156,27 @@ func (a *auditor) index() error {
 		if end.Before(l.Start) {
 			end = l.Start
 		}
-		li := &leaseInfo{Lease: l, offer: o, plan: p, span: billing.Span{Start: l.Start, End: end, Reclaimed: l.Reclaimed}}
-		li.minMult, li.maxMult = p.TimeOfUse.WeekRangeBP()
-		parts, bill, err := billing.Split(p, li.span, cuts)
+		cl := core.Lease{ID: l.ID, OfferID: l.OfferID, Mode: l.Mode, Start: l.Start, Earlier: l.Earlier}
+		terms, err := billing.Terms(o, &cl, end, l.Reclaimed)
 		if err != nil {
 			return fmt.Errorf("%s (%s): %w", f, l.ID, err)
 		}
-		li.bill, li.parts = bill, parts[1:len(parts)-1]
+		li := &leaseInfo{Lease: l, offer: o, plan: p, span: billing.Span{Start: cl.FirstStart(), End: end, Reclaimed: l.Reclaimed}}
+		li.minMult, li.maxMult = p.TimeOfUse.WeekRangeBP()
+		// Each term is billed whole on its own plan; their parts add up.
+		for _, t := range terms {
+			parts, bill, err := billing.Split(t.Plan, t.Span, cuts)
+			if err != nil {
+				return fmt.Errorf("%s (%s): %w", f, l.ID, err)
+			}
+			if li.parts == nil {
+				li.parts = make([]core.Micros, len(parts)-2)
+			}
+			for i, x := range parts[1 : len(parts)-1] {
+				li.parts[i] += x
+			}
+			li.bill = li.bill.Then(bill)
+		}
 		a.leases[l.ID] = li
 		a.order = append(a.order, li)
 	}

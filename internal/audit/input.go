@@ -49,6 +49,9 @@ type Lease struct {
 	End time.Time
 	// Reclaimed marks a spot lease the provider took back.
 	Reclaimed bool
+	// Earlier are the terms it was billed on before Mode from Start
+	// (core.Lease.Earlier): each is billed whole on its own plan.
+	Earlier []core.Term
 }
 
 // Run is one stretch of a job's unit on GPUs of one lease: a gang across

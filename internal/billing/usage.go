@@ -9,7 +9,10 @@ import (
 )
 
 // UsageLease is one lease as a usage report sees it: its plan, its GPUs
-// and when it was held. End is zero while it is still held.
+// and when it was held. End is zero while it is still held. A lease
+// renewed on another term (core.Lease.Earlier) comes once per term, each
+// with its plan and span and the same ID: each term's bill is allocated
+// to the runs within it, and the runs' readings are counted once.
 type UsageLease struct {
 	ID   string
 	Plan *core.PricePlan
@@ -116,12 +119,17 @@ func UsageReport(in UsageInput) (UsageTotals, error) {
 	}
 	out.Idle.Team = IdleTeam
 	end := minTime(in.To, in.Now)
+	counted := map[string]bool{} // a renewed lease comes once per term
 	for i := range in.Leases {
 		l := &in.Leases[i]
 		if l.Start.IsZero() || !l.Start.Before(end) || (!l.End.IsZero() && !l.End.After(in.From)) {
 			continue // nothing held in the range
 		}
-		out.Leases++
+		first := !counted[l.ID]
+		if first {
+			counted[l.ID] = true
+			out.Leases++
+		}
 		runs := runsOf[l.ID]
 		hi, err := allocatedTo(l, runs, end, in.Now)
 		if err != nil {
@@ -144,6 +152,9 @@ func UsageReport(in UsageInput) (UsageTotals, error) {
 		}
 		out.Idle.Cost += hi.Idle.Amount - lo.Idle.Amount
 		out.Idle.AllocatedMilliSeconds += hi.Idle.MilliSeconds - lo.Idle.MilliSeconds
+		if !first {
+			continue // the runs' readings are counted with the lease's first term
+		}
 		for _, r := range runs {
 			a, z := maxTime(r.From, in.From), minTime(runEnd(r, in.Now), end)
 			if !z.After(a) {

@@ -39,6 +39,29 @@ type Lease struct {
 	ClientToken string
 	// ProviderID is the provider's own name for the machine.
 	ProviderID string
+	// Earlier are the terms the lease was billed on before Mode from
+	// Start, oldest first: a committed machine renewed on another of its
+	// offer's terms (fleet.RenewalTerm) keeps its earlier ones here. Each
+	// runs from its Start to the next one's, the last to Start; every one
+	// ended on a billing boundary of its own plan, so each is billed
+	// whole, apart from the others. Empty for a lease never renewed on
+	// another term.
+	Earlier []Term
+}
+
+// Term is a stretch of a lease billed on one of its offer's plans.
+type Term struct {
+	Mode  BillingMode `json:"mode"`
+	Start time.Time   `json:"start"`
+}
+
+// FirstStart is when the lease's billing began: the start of its first
+// term.
+func (l *Lease) FirstStart() time.Time {
+	if len(l.Earlier) > 0 {
+		return l.Earlier[0].Start
+	}
+	return l.Start
 }
 
 // Open reports whether the lease is still billed.

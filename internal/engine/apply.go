@@ -208,6 +208,11 @@ func Apply(st *State, d Decisions) []*Lease {
 		st.freed(l)
 		st.ended()
 	}
+	for _, r := range d.Renew {
+		if l := ix.leases[r.LeaseID]; l != nil && !l.State.Final() {
+			renew(l, r)
+		}
+	}
 	var created []*Lease
 	for _, a := range d.Acquire {
 		p, ok := a.Offer.Plan(a.Mode)
@@ -427,4 +432,17 @@ func recordDemand(st *State, now time.Time, milli int64) {
 		drop++
 	}
 	st.Demand = st.Demand[drop:] // append copies the live part when it grows
+}
+
+// renew puts lease l on the plan r names from r.At, a boundary of the
+// plan it held: what it held until then becomes an earlier term, billed
+// whole (core.Lease.Earlier).
+func renew(l *Lease, r fleet.Renewal) {
+	p, ok := l.Offer.Plan(r.Mode)
+	if !ok || !r.At.After(l.Start) {
+		return
+	}
+	l.Earlier = append(l.Earlier, core.Term{Mode: l.Mode, Start: l.Start})
+	l.Mode, l.Plan, l.Start = r.Mode, p, r.At
+	l.CommittedEnd = r.At.Add(time.Duration(p.Term) * time.Second)
 }

@@ -101,7 +101,7 @@ func (h *harness) bill(end time.Time) (total core.Micros, paidMilliHours int64) 
 		if stop.IsZero() {
 			stop = end
 		}
-		b, err := billing.Cost(l.Plan, billing.Span{Start: l.Start, End: stop, Reclaimed: l.State == core.LeaseReclaimed})
+		b, err := billing.LeaseCost(l.Offer, &l.Lease, stop, l.State == core.LeaseReclaimed)
 		if err != nil {
 			h.t.Fatal(err)
 		}

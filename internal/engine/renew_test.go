@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufleet/gpufleet/internal/core"
 	"github.com/gpufleet/gpufleet/internal/fleet"
 	"github.com/gpufleet/gpufleet/internal/plan"
 )
@@ -30,5 +31,43 @@ func TestTimeAbove(t *testing.T) {
 		if got := timeAbove(&ix, pts, tc.from, now, tc.level); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestRenewalOnTheTermItsWorkPays: a daily machine whose core job runs
+// on for nine days renews at its first boundary on a week (500 against
+// ten days' 800), and at the week's end, two days of work left, on days
+// again — 820 in all, where renewing by the day pays 880. The bill is
+// each term's, billed whole.
+func TestRenewalOnTheTermItsWorkPays(t *testing.T) {
+	v100 := core.Offer{ID: "idc/v100x8", Provider: "idc", GPUModel: "V100", GPUs: 8, GPUMemMiB: 32768, Currency: "USD",
+		Plans: []core.PricePlan{
+			{Mode: core.Daily, Price: 80_000_000, Per: core.Day, Granularity: 86400, Term: 86400},
+			{Mode: core.Weekly, Price: 500_000_000, Per: core.Week, Granularity: 7 * 86400, Term: 7 * 86400},
+		}}
+	h := newHarness(t, []core.Offer{v100}, Config{})
+	h.tick = 5 * time.Minute
+	const run = 10 * 24 * time.Hour
+	h.submit(job("long", core.TierCore, 8, run), run)
+	h.runUntil(t0.Add(12 * 24 * time.Hour))
+	if len(h.st.Leases) != 1 {
+		t.Fatalf("%d leases, want the one machine", len(h.st.Leases))
+	}
+	l := h.st.Leases[0]
+	day, s := 24*time.Hour, l.FirstStart()
+	wantTerms := []core.Term{{Mode: core.Daily, Start: s}, {Mode: core.Weekly, Start: s.Add(day)}}
+	if len(l.Earlier) != len(wantTerms) || l.Mode != core.Daily || !l.Start.Equal(s.Add(8*day)) {
+		t.Fatalf("terms %v then %s from %s, want %v then daily from %s", l.Earlier, l.Mode, l.Start, wantTerms, s.Add(8*day))
+	}
+	for i, w := range wantTerms {
+		if l.Earlier[i].Mode != w.Mode || !l.Earlier[i].Start.Equal(w.Start) {
+			t.Errorf("earlier term %d: %s from %s, want %s from %s", i, l.Earlier[i].Mode, l.Earlier[i].Start, w.Mode, w.Start)
+		}
+	}
+	if got := len(h.eventsOf("renewed")); got != 2 {
+		t.Errorf("%d renewal events, want 2", got)
+	}
+	if total, _ := h.bill(h.now); total != 820_000_000 {
+		t.Errorf("bill %s, want 820 (80 + 500 + three days; by the day 880)", total)
 	}
 }

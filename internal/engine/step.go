@@ -55,11 +55,18 @@ type Decisions struct {
 	Reservations []sched.Reservation
 	// Move is consolidation: units checkpointed and restarted elsewhere so
 	// their sparse machines empty.
-	Move     []Place
-	Waiting  []sched.Wait
-	Acquire  []fleet.Acquisition
-	Release  []fleet.Release
-	Kept     []fleet.Release
+	Move    []Place
+	Waiting []sched.Wait
+	Acquire []fleet.Acquisition
+	Release []fleet.Release
+	Kept    []fleet.Release
+	// Renew are committed machines kept past a boundary that renew there
+	// on another of their offer's terms (renewals).
+	Renew []fleet.Renewal
+	// Boundary is the next billing boundary of a committed machine with
+	// work on it (zero: none): a replay steps just after it, so that the
+	// renewal there is decided as a server's next tick would.
+	Boundary time.Time
 	Reclaims []fleet.Reclaim
 	Alerts   []fleet.Alert
 	// Cleared are the alerts whose condition ended this step (an idle
@@ -505,6 +512,10 @@ func Step(st *State, now time.Time, cfg Config) Decisions {
 	for _, w := range sd.Waiting {
 		d.DemandMilli += int64(w.Unit.Milli())
 	}
+	d.Renew, d.Boundary = renewals(v, alloc, now)
+	for _, r := range d.Renew {
+		event("renewed", r.LeaseID, r.Reason)
+	}
 	machines := sc.machines[:0]
 	for _, l := range st.Leases {
 		if l.State.Final() {
@@ -888,4 +899,63 @@ func findUnit(su sched.Unit, units []sched.Unit, of []*Unit, index *map[sched.Un
 		}
 	}
 	return (*index)[su]
+}
+
+// renewWindow is how long after a committed machine's boundary the term
+// it renewed on may still be chosen: the first step after the boundary
+// chooses it (a server ticks well within it; a replay steps just after
+// every boundary, Decisions.Boundary).
+const renewWindow = 30 * time.Minute
+
+// renewals are the committed machines that passed a billing boundary
+// within renewWindow with work on them, and so renewed, for which
+// another of their offer's terms costs less than the one they hold for
+// the work that cannot leave them (fleet.RenewalTerm): running units
+// that are not interruptible, to their estimated ends. A machine whose
+// long work ends renews on its shortest term again; one whose core work
+// runs on for weeks renews on a week. Also the next boundary of a
+// committed machine with work on it, after now.
+func renewals(v *view, alloc []core.Milli, now time.Time) ([]fleet.Renewal, time.Time) {
+	var out []fleet.Renewal
+	var next time.Time
+	var busy []time.Time // by node, built when first needed
+	for n, l := range v.leaseOf {
+		if !l.Plan.Committed() || alloc[n] == 0 {
+			continue
+		}
+		paid, err := l.paidNow.PaidUntil(l.Plan, l.Start, now)
+		if err != nil {
+			continue
+		}
+		if paid.After(now) && (next.IsZero() || paid.Before(next)) {
+			next = paid
+		}
+		at := paid.Add(-time.Duration(l.Plan.Granularity) * time.Second)
+		if !at.After(l.Start) || now.Sub(at) > renewWindow {
+			continue // not renewed, or not just now
+		}
+		if busy == nil {
+			busy = make([]time.Time, len(v.nodes))
+			for _, a := range v.running {
+				if a.Job.Interruptible {
+					continue // it can move, or be preempted
+				}
+				end, ok := a.EstEnd()
+				if !ok {
+					continue
+				}
+				for _, pt := range a.Parts {
+					if end.After(busy[pt.Node]) {
+						busy[pt.Node] = end
+					}
+				}
+			}
+		}
+		p, cost, ok := fleet.RenewalTerm(l.Offer, at, busy[n])
+		if !ok || p.Mode == l.Plan.Mode {
+			continue
+		}
+		out = append(out, fleet.Renewal{LeaseID: l.ID, At: at, Mode: p.Mode, Reason: fleet.RenewalReason(p, cost, at, busy[n])})
+	}
+	return out, next
 }

@@ -52,14 +52,16 @@ func Load(ctx context.Context, a store.Aggregates, cat *pricing.Catalog, from, t
 			if err != nil {
 				return in, fmt.Errorf("usage: lease %s: %w", l.ID, err)
 			}
-			plan, ok := o.Plan(l.Mode)
-			if !ok {
-				return in, fmt.Errorf("usage: lease %s: offer %s has no %s plan", l.ID, l.OfferID, l.Mode)
+			terms, err := billing.Terms(o, &l.Lease, l.End, l.State == core.LeaseReclaimed)
+			if err != nil {
+				return in, fmt.Errorf("usage: lease %s: %w", l.ID, err)
 			}
-			in.Leases = append(in.Leases, billing.UsageLease{ID: l.ID, Plan: plan, GPUs: o.GPUs, SliceMilli: o.SliceMilli, Start: l.Start, End: l.End, Reclaimed: l.State == core.LeaseReclaimed})
+			for _, t := range terms {
+				in.Leases = append(in.Leases, billing.UsageLease{ID: l.ID, Plan: t.Plan, GPUs: o.GPUs, SliceMilli: o.SliceMilli, Start: t.Span.Start, End: t.Span.End, Reclaimed: t.Span.Reclaimed})
+			}
 			held[l.ID] = true
-			if earliest.IsZero() || l.Start.Before(earliest) {
-				earliest = l.Start
+			if first := l.FirstStart(); earliest.IsZero() || first.Before(earliest) {
+				earliest = first
 			}
 		}
 		if page.Next == "" {

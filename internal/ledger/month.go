@@ -106,11 +106,22 @@ func LaunchedLeases(leases []*engine.Lease) uint64 {
 	return sum ^ n*0x9e3779b97f4a7c15
 }
 
-// UsageLease is an engine lease as the ledger counts it (what Load makes
-// of a stored lease).
-func UsageLease(l *engine.Lease) billing.UsageLease {
-	return billing.UsageLease{ID: l.ID, Plan: l.Plan, GPUs: l.Offer.GPUs, SliceMilli: l.Offer.SliceMilli, Start: l.Start, End: l.End,
-		Reclaimed: l.State == core.LeaseReclaimed}
+// UsageLeases is an engine lease as the ledger counts it (what Load
+// makes of a stored lease): one billing.UsageLease per term. An engine
+// lease's terms are plans of its offer (it renews on no other), so
+// billing.Terms cannot refuse them; were one missing, its current term
+// alone would be counted.
+func UsageLeases(l *engine.Lease) []billing.UsageLease {
+	terms, err := billing.Terms(l.Offer, &l.Lease, l.End, l.State == core.LeaseReclaimed)
+	if err != nil {
+		terms = []billing.TermSpan{{Plan: l.Plan, Span: billing.Span{Start: l.Start, End: l.End, Reclaimed: l.State == core.LeaseReclaimed}}}
+	}
+	out := make([]billing.UsageLease, len(terms))
+	for i, t := range terms {
+		out[i] = billing.UsageLease{ID: l.ID, Plan: t.Plan, GPUs: l.Offer.GPUs, SliceMilli: l.Offer.SliceMilli, Start: t.Span.Start, End: t.Span.End,
+			Reclaimed: t.Span.Reclaimed}
+	}
+	return out
 }
 
 // Book is the month's leases and runs of a loop that keeps its state in
@@ -182,7 +193,7 @@ func (b *Book) Ended(u *engine.Unit, l *engine.Lease) {
 		}
 	}
 	if l != nil && !l.Start.IsZero() {
-		b.ended = append(b.ended, UsageLease(l))
+		b.ended = append(b.ended, UsageLeases(l)...)
 	}
 }
 
@@ -224,27 +235,35 @@ func (b *Book) Spent(now time.Time, live []*engine.Lease) (map[string]core.Micro
 	var leases []billing.UsageLease
 	var runs []billing.UsageRun
 	kept := b.ended[:0]
-	for _, l := range b.ended {
-		if openOn[l.ID] {
-			kept = append(kept, l)
-			leases = append(leases, l)
-			runs = append(runs, b.runs[l.ID]...)
+	for i := 0; i < len(b.ended); {
+		// A lease's terms come one after the other (UsageLeases).
+		id := b.ended[i].ID
+		j := i + 1
+		for j < len(b.ended) && b.ended[j].ID == id {
+			j++
+		}
+		terms := b.ended[i:j]
+		i = j
+		if openOn[id] {
+			kept = append(kept, terms...)
+			leases = append(leases, terms...)
+			runs = append(runs, b.runs[id]...)
 			continue
 		}
-		spent, err := MonthSpent(now, []billing.UsageLease{l}, b.runs[l.ID])
+		spent, err := MonthSpent(now, terms, b.runs[id])
 		if err != nil {
 			return nil, err
 		}
 		for t, m := range spent {
 			b.settled[t] += m
 		}
-		delete(b.runs, l.ID)
+		delete(b.runs, id)
 	}
 	clear(b.ended[len(kept):])
 	b.ended = kept
 	for _, l := range live {
 		if !l.Start.IsZero() {
-			leases = append(leases, UsageLease(l))
+			leases = append(leases, UsageLeases(l)...)
 			runs = append(runs, b.runs[l.ID]...)
 		}
 	}

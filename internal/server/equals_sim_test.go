@@ -507,12 +507,11 @@ func (fx *parityFixture) read(t *testing.T, st store.Store, now time.Time) parit
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, _ := o.Plan(l.Mode)
-			b, err := billing.Cost(p, billing.Span{Start: l.Start, End: end, Reclaimed: l.State == core.LeaseReclaimed})
+			b, err := billing.LeaseCost(o, &l.Lease, end, l.State == core.LeaseReclaimed) // every term, as the simulator bills it
 			if err != nil {
 				t.Fatal(err)
 			}
-			out.Leases[l.ID] = parityLease{Offer: l.OfferID, Mode: l.Mode, Start: l.Start.UTC(), End: end.UTC(), Reclaimed: l.State == core.LeaseReclaimed, Cost: b.Amount}
+			out.Leases[l.ID] = parityLease{Offer: l.OfferID, Mode: l.Mode, Start: l.FirstStart().UTC(), End: end.UTC(), Reclaimed: l.State == core.LeaseReclaimed, Cost: b.Amount}
 			out.Bill += b.Amount
 		}
 		if page.Next == "" {

@@ -89,7 +89,7 @@ func sameLease(a, b *store.Lease) bool {
 	return x.ID == y.ID && x.OfferID == y.OfferID && x.Mode == y.Mode && x.Start.Equal(y.Start) && x.CommittedEnd.Equal(y.CommittedEnd) &&
 		x.End.Equal(y.End) && x.State == y.State && x.ClientToken == y.ClientToken && x.ProviderID == y.ProviderID &&
 		a.Requested.Equal(b.Requested) && a.ReadyAt.Equal(b.ReadyAt) && a.ReclaimAt.Equal(b.ReclaimAt) && a.IdleSince.Equal(b.IdleSince) &&
-		slices.Equal(a.For, b.For)
+		slices.Equal(a.For, b.For) && slices.EqualFunc(x.Earlier, y.Earlier, func(s, t core.Term) bool { return s.Mode == t.Mode && s.Start.Equal(t.Start) })
 }
 
 // Changed returns the stored form of every unit that differs from its

@@ -157,6 +157,9 @@ func (r *Result) addWait(u *engine.Unit, d time.Duration) {
 type LeaseRecord struct {
 	ID    string
 	Offer string
+	// Mode is the plan of its last term, Start when its first began
+	// (a committed machine may renew on another term: Cost and Billed
+	// are every term's).
 	Mode  core.BillingMode
 	GPUs  int
 	Start time.Time
@@ -180,7 +183,18 @@ func (r *Result) addLease(l *engine.Lease) {
 	if l.Start.IsZero() {
 		return
 	}
-	b, err := billing.Cost(l.Plan, billing.Span{Start: l.Start, End: l.End, Reclaimed: l.State == core.LeaseReclaimed})
+	// Each term (one, unless the lease renewed on another plan) is billed
+	// whole on its own plan.
+	terms, err := billing.Terms(l.Offer, &l.Lease, l.End, l.State == core.LeaseReclaimed)
+	var bills []billing.Bill
+	for _, t := range terms {
+		if err != nil {
+			break
+		}
+		var b billing.Bill
+		b, err = billing.Cost(t.Plan, t.Span)
+		bills = append(bills, b)
+	}
 	if err != nil {
 		// A lease that cannot be priced is a bug, never a silent zero:
 		// Run fails with the first one.
@@ -190,16 +204,20 @@ func (r *Result) addLease(l *engine.Lease) {
 		return
 	}
 	r.Leases++
+	var sum billing.Bill
+	for i, b := range bills {
+		sum = sum.Then(b)
+		r.CostByMode[terms[i].Plan.Mode] += b.Amount
+		r.PaidArriving += int64(l.Offer.CapMilli()) * r.beforeLast(terms[i].Span.Start, b.PaidUntil)
+	}
 	if r.onLease != nil {
-		r.onLease(LeaseRecord{ID: l.ID, Offer: l.OfferID, Mode: l.Mode, GPUs: l.Offer.GPUs, Start: l.Start, End: l.End,
-			Reclaimed: l.State == core.LeaseReclaimed, Billed: time.Duration(b.Billed) * time.Second, Cost: b.Amount,
+		r.onLease(LeaseRecord{ID: l.ID, Offer: l.OfferID, Mode: l.Mode, GPUs: l.Offer.GPUs, Start: l.FirstStart(), End: l.End,
+			Reclaimed: l.State == core.LeaseReclaimed, Billed: time.Duration(sum.Billed) * time.Second, Cost: sum.Amount,
 			AllocatedMilliSec: r.leaseUse[l.ID]})
 		delete(r.leaseUse, l.ID)
 	}
-	r.Cost += b.Amount
-	r.CostByMode[l.Mode] += b.Amount
-	r.PaidMilliSec += int64(l.Offer.CapMilli()) * b.Billed // a quarter-GPU slice pays 0.25 GPU-hours an hour
-	r.PaidArriving += int64(l.Offer.CapMilli()) * r.beforeLast(l.Start, b.PaidUntil)
+	r.Cost += sum.Amount
+	r.PaidMilliSec += int64(l.Offer.CapMilli()) * sum.Billed // a quarter-GPU slice pays 0.25 GPU-hours an hour
 }
 
 // SampleEvery is the least simulated time between two samples of the

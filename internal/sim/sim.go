@@ -404,6 +404,9 @@ func (r *run) stepped(now time.Time) {
 	for _, df := range d.Defer {
 		r.wakeAt(df.Until)
 	}
+	if !d.Boundary.IsZero() {
+		r.wakeAt(d.Boundary.Add(time.Second)) // the renewal there
+	}
 	waiting := r.uncapped(d.Waiting)
 	if len(waiting) < len(d.Waiting) {
 		// Work of a team at its budget cap: nothing places it before

@@ -51,7 +51,7 @@ func Input(ctx context.Context, st store.Store, offers []core.Offer, currency co
 				continue
 			}
 			leases[l.ID] = true
-			in.Leases = append(in.Leases, audit.Lease{ID: l.ID, OfferID: l.OfferID, Mode: l.Mode, Start: l.Start, End: l.End, Reclaimed: l.State == core.LeaseReclaimed})
+			in.Leases = append(in.Leases, audit.Lease{ID: l.ID, OfferID: l.OfferID, Mode: l.Mode, Start: l.Start, End: l.End, Reclaimed: l.State == core.LeaseReclaimed, Earlier: l.Earlier})
 		}
 		if page.Next == "" {
 			break

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -169,6 +170,39 @@ func testLeases(t *testing.T, open Opener) {
 	}
 	_, err = s.Leases().ListLeases(c, store.LeaseFilter{HeldFrom: at(10), HeldTo: at(9)})
 	wantField(t, err, "held_to", "-", "held to before held from")
+
+	// A committed lease renews on another term (fleet.RenewalTerm): its
+	// mode changes, the term it held appended to its earlier terms, and a
+	// range before the renewal still finds it by its first start.
+	l6 := intent("L6")
+	l6.Mode = core.Daily
+	ok(t, s.Leases().CreateLease(c, l6), "create L6")
+	l6.State, l6.ProviderID, l6.Start, l6.CommittedEnd = core.LeaseProvisioning, "i-L6", at(50), at(50+24*60)
+	ok(t, s.Leases().UpdateLease(c, l6), "L6 provisioning")
+	l6.State, l6.ReadyAt = core.LeaseReady, at(50)
+	ok(t, s.Leases().UpdateLease(c, l6), "L6 ready")
+	renewed := l6
+	renewed.Earlier = []core.Term{{Mode: core.Daily, Start: at(50)}}
+	renewed.Mode, renewed.Start, renewed.CommittedEnd = core.Weekly, at(50+24*60), at(50+8*24*60)
+	ok(t, s.Leases().UpdateLease(c, renewed), "renew L6 on a week")
+	got, err = s.Leases().GetLease(c, "L6")
+	ok(t, err, "get renewed L6")
+	diff(t, "renewed lease", renewed, got)
+	ok(t, s.Leases().UpdateLease(c, renewed), "save renewed L6 unchanged")
+	page, err = s.Leases().ListLeases(c, store.LeaseFilter{HeldFrom: at(51), HeldTo: at(52)})
+	ok(t, err, "held before the renewal")
+	if i := slices.IndexFunc(page.Items, func(l store.Lease) bool { return l.ID == "L6" }); i < 0 {
+		t.Errorf("leases held [51, 52): L6, renewed at %s, not found by its first start", renewed.Start)
+	}
+	bare := renewed
+	bare.Mode = core.Monthly
+	wantErr(t, s.Leases().UpdateLease(c, bare), store.ErrConflict, "change the mode without a renewal")
+	rewritten := renewed
+	rewritten.Earlier = []core.Term{{Mode: core.Weekly, Start: at(50)}}
+	wantErr(t, s.Leases().UpdateLease(c, rewritten), store.ErrConflict, "rewrite the earlier terms")
+	got, err = s.Leases().GetLease(c, "L6")
+	ok(t, err, "get L6 after refused updates")
+	diff(t, "L6 after refused updates", renewed, got)
 }
 
 // testLeaseProviderIDs: a provider id names one live lease. A machine id

@@ -13,7 +13,7 @@ import (
 const finalLeaseStates = `('released', 'reclaimed', 'failed')`
 
 const leaseCols = `seq, id, offer_id, mode, state, client_token, provider_id, requested_at, start_at, committed_end, end_at,
-	ready_at, reclaim_at, idle_since, rented_for`
+	ready_at, reclaim_at, idle_since, rented_for, earlier_terms`
 
 func scanLease(r interface{ Scan(...any) error }) (store.Lease, int64, error) {
 	var (
@@ -21,9 +21,10 @@ func scanLease(r interface{ Scan(...any) error }) (store.Lease, int64, error) {
 		seq         int64
 		mode, state string
 		rentedFor   string
+		earlier     string
 	)
 	err := r.Scan(&seq, &l.ID, &l.OfferID, &mode, &state, &l.ClientToken, &l.ProviderID, T(&l.Requested), T(&l.Start),
-		T(&l.CommittedEnd), T(&l.End), T(&l.ReadyAt), T(&l.ReclaimAt), T(&l.IdleSince), &rentedFor)
+		T(&l.CommittedEnd), T(&l.End), T(&l.ReadyAt), T(&l.ReclaimAt), T(&l.IdleSince), &rentedFor, &earlier)
 	if err != nil {
 		return l, seq, err
 	}
@@ -33,6 +34,12 @@ func scanLease(r interface{ Scan(...any) error }) (store.Lease, int64, error) {
 	}
 	if len(l.For) == 0 {
 		l.For = nil
+	}
+	if err := unmarshal(earlier, &l.Earlier); err != nil {
+		return l, seq, fmt.Errorf("lease %s: earlier_terms: %w", l.ID, err)
+	}
+	if len(l.Earlier) == 0 {
+		l.Earlier = nil
 	}
 	return l, seq, nil
 }
@@ -44,10 +51,11 @@ func (o *ops) CreateLease(ctx context.Context, l store.Lease) error {
 	}
 	return o.atomic(ctx, func(q Querier) error {
 		_, err := q.Exec(ctx, `INSERT INTO leases (id, offer_id, mode, state, client_token, provider_id, requested_at, start_at,
-			committed_end, end_at, ready_at, reclaim_at, idle_since, rented_for)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+			committed_end, end_at, ready_at, reclaim_at, idle_since, rented_for, earlier_terms, first_start_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
 			l.ID, l.OfferID, string(l.Mode), string(l.State), l.ClientToken, l.ProviderID, o.t(l.Requested), o.t(l.Start),
-			o.t(l.CommittedEnd), o.t(l.End), o.t(l.ReadyAt), o.t(l.ReclaimAt), o.t(l.IdleSince), marshal(nonNilSlice(l.For)))
+			o.t(l.CommittedEnd), o.t(l.End), o.t(l.ReadyAt), o.t(l.ReclaimAt), o.t(l.IdleSince), marshal(nonNilSlice(l.For)),
+			terms(l.Earlier), o.t(l.FirstStart()))
 		if err != nil {
 			return o.fail(err, "create lease %q (client token %q, provider id %q)", l.ID, l.ClientToken, l.ProviderID)
 		}
@@ -116,10 +124,18 @@ func (o *ops) UpdateLease(ctx context.Context, l store.Lease) error {
 			}
 		}
 		var a args
+		// The mode changes only with a renewal on another term: the row
+		// then holds the terms before the last one, on its mode (the
+		// term it renews from); otherwise it holds the same terms and mode.
+		was := `mode = ` + a.p(string(l.Mode)) + ` AND earlier_terms = ` + a.p(terms(l.Earlier))
+		if k := len(l.Earlier); k > 0 {
+			was = `(` + was + ` OR mode = ` + a.p(string(l.Earlier[k-1].Mode)) + ` AND earlier_terms = ` + a.p(terms(l.Earlier[:k-1])) + `)`
+		}
 		sql := `UPDATE leases SET state = ` + a.p(string(l.State)) + `, provider_id = ` + a.p(l.ProviderID) +
 			`, start_at = ` + a.p(o.t(l.Start)) + `, committed_end = ` + a.p(o.t(l.CommittedEnd)) + `, end_at = ` + a.p(o.t(l.End)) +
 			`, ready_at = ` + a.p(o.t(l.ReadyAt)) + `, reclaim_at = ` + a.p(o.t(l.ReclaimAt)) + `, idle_since = ` + a.p(o.t(l.IdleSince)) +
-			` WHERE id = ` + a.p(l.ID) + ` AND offer_id = ` + a.p(l.OfferID) + ` AND mode = ` + a.p(string(l.Mode)) +
+			`, mode = ` + a.p(string(l.Mode)) + `, earlier_terms = ` + a.p(terms(l.Earlier)) + `, first_start_at = ` + a.p(o.t(l.FirstStart())) +
+			` WHERE id = ` + a.p(l.ID) + ` AND offer_id = ` + a.p(l.OfferID) + ` AND ` + was +
 			` AND client_token = ` + a.p(l.ClientToken)
 		preds := store.LeasePredecessors(l.State)
 		vs := make([]any, len(preds))
@@ -139,11 +155,18 @@ func (o *ops) UpdateLease(ctx context.Context, l store.Lease) error {
 			return fmt.Errorf("update lease: %w", err)
 		}
 		for _, f := range []struct{ name, was, now string }{
-			{"offer", cur.OfferID, l.OfferID}, {"mode", string(cur.Mode), string(l.Mode)}, {"client token", cur.ClientToken, l.ClientToken},
+			{"offer", cur.OfferID, l.OfferID}, {"client token", cur.ClientToken, l.ClientToken},
 		} {
 			if f.was != f.now {
 				return fmt.Errorf("update lease: %w", store.Conflict("lease %q: %s is %q, cannot become %q", l.ID, f.name, f.was, f.now))
 			}
+		}
+		k := len(l.Earlier)
+		same := cur.Mode == l.Mode && terms(cur.Earlier) == terms(l.Earlier)
+		renewed := k > 0 && cur.Mode == l.Earlier[k-1].Mode && terms(cur.Earlier) == terms(l.Earlier[:k-1])
+		if !same && !renewed {
+			return fmt.Errorf("update lease: %w", store.Conflict("lease %q: mode %s after earlier terms %s cannot become %s after %s: the mode changes only by a renewal, which appends the term it held to the earlier terms",
+				l.ID, cur.Mode, terms(cur.Earlier), l.Mode, terms(l.Earlier)))
 		}
 		return fmt.Errorf("update lease: %w", store.CheckLeaseTransition(l.ID, cur.State, l.State))
 	})
@@ -196,7 +219,7 @@ func (o *ops) ListLeases(ctx context.Context, f store.LeaseFilter) (store.Page[s
 			return store.Page[store.Lease]{}, fmt.Errorf("list leases: %w", &core.FieldError{Field: "held_to", Value: f.HeldTo.UTC().Format(time.RFC3339Nano),
 				Allowed: "a time at or after held_from " + f.HeldFrom.UTC().Format(time.RFC3339Nano)})
 		}
-		w.add("start_at IS NOT NULL AND start_at < " + w.p(o.t(f.HeldTo)))
+		w.add("start_at IS NOT NULL AND COALESCE(first_start_at, start_at) < " + w.p(o.t(f.HeldTo)))
 		if !f.HeldFrom.IsZero() {
 			w.add("(end_at IS NULL OR end_at > " + w.p(o.t(f.HeldFrom)) + ")")
 		}
@@ -226,4 +249,14 @@ func (o *ops) ListLeases(ctx context.Context, f store.LeaseFilter) (store.Page[s
 		page.Next = store.EncodeCursor("leases", seqs[limit-1])
 	}
 	return page, nil
+}
+
+// terms is the stored form of a lease's earlier terms: JSON, times in
+// UTC, so that equal terms are equal text (UpdateLease compares them).
+func terms(ts []core.Term) string {
+	out := make([]core.Term, len(ts))
+	for i, t := range ts {
+		out[i] = core.Term{Mode: t.Mode, Start: t.Start.UTC()}
+	}
+	return marshal(out)
 }
