@@ -71,3 +71,30 @@ func TestRenewalOnTheTermItsWorkPays(t *testing.T) {
 		t.Errorf("bill %s, want 820 (80 + 500 + three days; by the day 880)", total)
 	}
 }
+
+// TestNoRenewalWithinTheTerm: a week billed by the day after its term
+// has daily boundaries inside the term too; none of them is a renewal.
+// A job of six and a half days rents the week (500 against seven days'
+// 560) and keeps it to its end: 500, not the week and the days after a
+// switch.
+func TestNoRenewalWithinTheTerm(t *testing.T) {
+	v100 := core.Offer{ID: "idc/v100x8", Provider: "idc", GPUModel: "V100", GPUs: 8, GPUMemMiB: 32768, Currency: "USD",
+		Plans: []core.PricePlan{
+			{Mode: core.Daily, Price: 80_000_000, Per: core.Day, Granularity: 86400, Term: 86400},
+			{Mode: core.Weekly, Price: 500_000_000, Per: core.Week, Granularity: 86400, Term: 7 * 86400},
+		}}
+	h := newHarness(t, []core.Offer{v100}, Config{})
+	h.tick = 5 * time.Minute
+	const run = 156 * time.Hour
+	h.submit(job("long", core.TierCore, 8, run), run)
+	h.runUntil(t0.Add(9 * 24 * time.Hour))
+	if len(h.st.Leases) != 1 || h.st.Leases[0].Mode != core.Weekly || len(h.st.Leases[0].Earlier) != 0 {
+		t.Fatalf("leases %v, want one weekly lease never renewed", h.st.Leases)
+	}
+	if n := len(h.eventsOf("renewed")); n != 0 {
+		t.Errorf("%d renewal events within the term, want none", n)
+	}
+	if total, _ := h.bill(h.now); total != 500_000_000 {
+		t.Errorf("bill %s, want the week's 500", total)
+	}
+}

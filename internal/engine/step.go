@@ -908,7 +908,7 @@ func findUnit(su sched.Unit, units []sched.Unit, of []*Unit, index *map[sched.Un
 const renewWindow = 30 * time.Minute
 
 // renewals are the committed machines that passed a billing boundary
-// within renewWindow with work on them, and so renewed, for which
+// past the end of their term within renewWindow, and so renewed, for which
 // another of their offer's terms costs less than the one they hold for
 // the work that cannot leave them (fleet.RenewalTerm): running units
 // that are not interruptible, to their estimated ends. A machine whose
@@ -920,19 +920,21 @@ func renewals(v *view, alloc []core.Milli, now time.Time) ([]fleet.Renewal, time
 	var next time.Time
 	var busy []time.Time // by node, built when first needed
 	for n, l := range v.leaseOf {
-		if !l.Plan.Committed() || alloc[n] == 0 {
+		if !l.Plan.Committed() {
 			continue
 		}
 		paid, err := l.paidNow.PaidUntil(l.Plan, l.Start, now)
 		if err != nil {
 			continue
 		}
-		if paid.After(now) && (next.IsZero() || paid.Before(next)) {
-			next = paid
+		if alloc[n] > 0 && paid.After(now) && (next.IsZero() || paid.Before(next)) {
+			next = paid // an idle machine's steps come with its release (fleet.Releases)
 		}
+		// A renewal is a boundary at or after the end of the term, passed
+		// just now; a machine that emptied since renews on the shortest.
 		at := paid.Add(-time.Duration(l.Plan.Granularity) * time.Second)
-		if !at.After(l.Start) || now.Sub(at) > renewWindow {
-			continue // not renewed, or not just now
+		if at.Before(l.Start.Add(time.Duration(l.Plan.Term)*time.Second)) || now.Sub(at) > renewWindow {
+			continue
 		}
 		if busy == nil {
 			busy = make([]time.Time, len(v.nodes))
