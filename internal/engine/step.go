@@ -904,7 +904,8 @@ func findUnit(su sched.Unit, units []sched.Unit, of []*Unit, index *map[sched.Un
 // renewWindow is how long after a committed machine's boundary the term
 // it renewed on may still be chosen: the first step after the boundary
 // chooses it (a server ticks well within it; a replay steps just after
-// every boundary, Decisions.Boundary).
+// every boundary, Decisions.Boundary). A loop that was down longer keeps
+// the term the machine held, as before the rule.
 const renewWindow = 30 * time.Minute
 
 // renewals are the committed machines that passed a billing boundary
