@@ -70,7 +70,9 @@ func (h *harness) stepOnce() {
 	}
 	for _, u := range h.st.Units {
 		if u.State == core.JobRunning && u.Done+h.now.Sub(u.Start) >= h.actual[u.Key()] {
-			Finish(h.st, u.Key(), h.now)
+			// At the instant its work is done, as a replay's finish event
+			// is: between ticks, so that its run time is its work exactly.
+			Finish(h.st, u.Key(), u.Start.Add(h.actual[u.Key()]-u.Done))
 		}
 	}
 	if h.onTick != nil {
