@@ -304,6 +304,19 @@ func (o *Offer) Plan(mode BillingMode) (*PricePlan, bool) {
 	return nil, false
 }
 
+// ShortestCommitted is the offer's committed plan with the shortest term
+// (nil: it has none): what a committed machine of the offer renews on
+// when no longer term pays (fleet.RenewalTerm).
+func (o *Offer) ShortestCommitted() *PricePlan {
+	var short *PricePlan
+	for i := range o.Plans {
+		if p := &o.Plans[i]; p.Committed() && (short == nil || p.Term < short.Term) {
+			short = p
+		}
+	}
+	return short
+}
+
 // Modes lists the billing modes the offer can be rented in.
 func (o *Offer) Modes() []BillingMode {
 	out := make([]BillingMode, 0, len(o.Plans))

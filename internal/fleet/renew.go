@@ -29,13 +29,7 @@ type Renewal struct {
 // past the boundary renews on the shortest. ok false: no committed plan
 // could be priced.
 func RenewalTerm(o *core.Offer, at, busy time.Time) (p *core.PricePlan, cost core.Micros, ok bool) {
-	var short *core.PricePlan
-	for i := range o.Plans {
-		q := &o.Plans[i]
-		if q.Committed() && (short == nil || q.Term < short.Term) {
-			short = q
-		}
-	}
+	short := o.ShortestCommitted()
 	if short == nil {
 		return nil, 0, false
 	}
