@@ -68,11 +68,17 @@ func TestSimReplayJSON(t *testing.T) {
 	}
 	// The lease log: each policy's rows sum to its cost to the micro.
 	rows := readCSVFile(t, leases)
-	if len(rows) < 5 || rows[0][0] != "policy" || rows[0][11] != "cost" {
+	if len(rows) < 5 || rows[0][0] != "policy" || rows[0][11] != "cost" || rows[0][13] != "terms" {
 		t.Fatalf("lease CSV: %v", rows)
 	}
 	sums := map[string]core.Micros{}
 	for _, r := range rows[1:] {
+		// Every term as mode@start, the first from the lease's start, the
+		// last on its mode.
+		terms := strings.Fields(r[13])
+		if len(terms) == 0 || !strings.HasSuffix(terms[0], "@"+r[5]) || !strings.HasPrefix(terms[len(terms)-1], r[3]+"@") {
+			t.Errorf("lease row %v: terms %q do not start at %s and end on %s", r, r[13], r[5], r[3])
+		}
 		c, err := core.ParseMicros(r[11])
 		if err != nil {
 			t.Fatalf("lease row %v: %v", r, err)

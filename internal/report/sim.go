@@ -319,18 +319,24 @@ type PolicyLeases struct {
 // WriteLeaseCSV writes each policy's leases, one row per lease in the
 // order they were priced: what the policy rented, for how long, how much
 // of it work used, and what each cost. The costs of a policy's rows sum
-// to its cost exactly.
+// to its cost exactly. mode is the last term's; terms lists every term
+// as mode@start, oldest first (a committed machine renews on another
+// term where the work on it pays for one).
 func WriteLeaseCSV(w io.Writer, policies []PolicyLeases) error {
 	cw := csv.NewWriter(w)
-	if err := cw.Write([]string{"policy", "lease", "offer", "mode", "gpus", "start", "end", "held_h", "billed_h", "allocated_gpu_h", "idle_share", "cost", "reclaimed"}); err != nil {
+	if err := cw.Write([]string{"policy", "lease", "offer", "mode", "gpus", "start", "end", "held_h", "billed_h", "allocated_gpu_h", "idle_share", "cost", "reclaimed", "terms"}); err != nil {
 		return err
 	}
 	for _, p := range policies {
 		for _, l := range p.Leases {
+			terms := make([]string, len(l.Terms))
+			for i, t := range l.Terms {
+				terms[i] = string(t.Mode) + "@" + t.Start.UTC().Format(time.RFC3339)
+			}
 			row := []string{p.Policy, l.ID, l.Offer, string(l.Mode), strconv.Itoa(l.GPUs),
 				l.Start.UTC().Format(time.RFC3339), l.End.UTC().Format(time.RFC3339),
 				string(Number(int64(l.End.Sub(l.Start)/time.Second), 3600)), string(Number(int64(l.Billed/time.Second), 3600)),
-				string(Number(l.AllocatedMilliSec, 3600*1000)), idleShare(l), l.Cost.Decimal(), strconv.FormatBool(l.Reclaimed)}
+				string(Number(l.AllocatedMilliSec, 3600*1000)), idleShare(l), l.Cost.Decimal(), strconv.FormatBool(l.Reclaimed), strings.Join(terms, " ")}
 			if err := cw.Write(row); err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -159,8 +160,9 @@ type LeaseRecord struct {
 	Offer string
 	// Mode is the plan of its last term, Start when its first began
 	// (a committed machine may renew on another term: Cost and Billed
-	// are every term's).
+	// are every term's, Terms lists them, oldest first).
 	Mode  core.BillingMode
+	Terms []core.Term
 	GPUs  int
 	Start time.Time
 	// End is when the lease was released or reclaimed, or the end of the
@@ -211,7 +213,8 @@ func (r *Result) addLease(l *engine.Lease) {
 		r.PaidArriving += int64(l.Offer.CapMilli()) * r.beforeLast(terms[i].Span.Start, b.PaidUntil)
 	}
 	if r.onLease != nil {
-		r.onLease(LeaseRecord{ID: l.ID, Offer: l.OfferID, Mode: l.Mode, GPUs: l.Offer.GPUs, Start: l.FirstStart(), End: l.End,
+		r.onLease(LeaseRecord{ID: l.ID, Offer: l.OfferID, Mode: l.Mode, Terms: append(slices.Clip(l.Earlier), core.Term{Mode: l.Mode, Start: l.Start}),
+			GPUs: l.Offer.GPUs, Start: l.FirstStart(), End: l.End,
 			Reclaimed: l.State == core.LeaseReclaimed, Billed: time.Duration(sum.Billed) * time.Second, Cost: sum.Amount,
 			AllocatedMilliSec: r.leaseUse[l.ID]})
 		delete(r.leaseUse, l.ID)

@@ -256,3 +256,49 @@ func TestIdleShareArriving(t *testing.T) {
 		t.Errorf("idle share %d bp before the last submission, %d bp in all", a, all)
 	}
 }
+
+// A replay steps just after each busy committed machine's boundary, so a
+// machine whose core job runs on for nine days renews on a week there
+// even when nothing else happens, and on days again at the week's end:
+// the lease record lists its terms, and its cost (80 + 500 + 3 × 80) is
+// the bill, split by mode as its terms were billed.
+func TestRenewalInAReplay(t *testing.T) {
+	day := int64(24 * 3600)
+	offers := []core.Offer{{ID: "v100x8", Provider: "idc", GPUModel: "V100", GPUs: 8, GPUMemMiB: 32768, Currency: "USD", Plans: []core.PricePlan{
+		{Mode: core.Daily, Price: 80_000_000, Per: core.Day, Granularity: day, Term: day},
+		{Mode: core.Weekly, Price: 500_000_000, Per: core.Week, Granularity: 7 * day, Term: 7 * day},
+	}}}
+	run := 10 * 24 * time.Hour
+	w := &Workload{Actual: map[string]time.Duration{"long": run}, Jobs: []*core.Job{
+		{ID: "long", Team: "t", Tier: core.TierCore, Submit: t0, EstDuration: run, Request: core.Request{GPUs: 8, MilliPerGPU: core.WholeGPU}},
+	}}
+	cfg := testConfig(w)
+	cfg.Offers = offers
+	var recs []LeaseRecord
+	cfg.Leases = func(l LeaseRecord) { recs = append(recs, l) }
+	p, _ := policy.Preset("gpufleet")
+	r, err := Run(context.Background(), cfg, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 {
+		t.Fatalf("%d leases, want 1", len(recs))
+	}
+	l := recs[0]
+	s := l.Start
+	want := []core.Term{{Mode: core.Daily, Start: s}, {Mode: core.Weekly, Start: s.Add(24 * time.Hour)}, {Mode: core.Daily, Start: s.Add(8 * 24 * time.Hour)}}
+	if len(l.Terms) != len(want) || l.Mode != core.Daily {
+		t.Fatalf("terms %v (mode %s), want %v", l.Terms, l.Mode, want)
+	}
+	for i := range want {
+		if l.Terms[i].Mode != want[i].Mode || !l.Terms[i].Start.Equal(want[i].Start) {
+			t.Errorf("term %d: %s from %s, want %s from %s", i, l.Terms[i].Mode, l.Terms[i].Start, want[i].Mode, want[i].Start)
+		}
+	}
+	if l.Cost != 820_000_000 || r.Cost != l.Cost || l.Billed != 11*24*time.Hour {
+		t.Errorf("lease cost %s billed %s, bill %s; want 820 for 11 days", l.Cost, l.Billed, r.Cost)
+	}
+	if r.CostByMode[core.Daily] != 320_000_000 || r.CostByMode[core.Weekly] != 500_000_000 {
+		t.Errorf("cost by mode %v, want daily 320 and weekly 500", r.CostByMode)
+	}
+}
