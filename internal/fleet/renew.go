@@ -26,8 +26,9 @@ type Renewal struct {
 // term is chosen only where it costs no more than the short ones would
 // for the work already known to hold the machine: a bet on nothing but
 // the estimates. Ties go to the shorter term; a machine nothing holds
-// past the boundary renews on the shortest. ok false: no committed plan
-// could be priced.
+// past the boundary renews on the cheapest single term, the shortest on
+// any price book where a longer term costs more. ok false: no committed
+// plan could be priced.
 func RenewalTerm(o *core.Offer, at, busy time.Time) (p *core.PricePlan, cost core.Micros, ok bool) {
 	short := o.ShortestCommitted()
 	if short == nil {

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"pgregory.net/rapid"
+
 	"github.com/gpufleet/gpufleet/internal/core"
 )
 
@@ -56,4 +58,41 @@ func TestRenewalTerm(t *testing.T) {
 	if p, _, ok := RenewalTerm(onDemand, at, at.Add(30*day)); ok {
 		t.Errorf("an offer with no committed plan: renews on %s, want none", p.Mode)
 	}
+}
+
+// TestRenewalTermNeverDearer: whatever the prices and the known need,
+// the term chosen costs no more for that need than renewing on the
+// shortest term for it, costs at least its own bill, and a machine
+// nothing holds past the boundary renews on the shortest unless a
+// longer term costs less outright.
+func TestRenewalTermNeverDearer(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		daily := core.Micros(rapid.Int64Range(1, 500).Draw(t, "daily")) * 1_000_000
+		weekly := core.Micros(rapid.Int64Range(1, 5000).Draw(t, "weekly")) * 1_000_000
+		monthly := core.Micros(rapid.Int64Range(1, 20000).Draw(t, "monthly")) * 1_000_000
+		o := &core.Offer{ID: "o", GPUs: 8, Plans: []core.PricePlan{
+			{Mode: core.Daily, Price: daily, Per: core.Day, Granularity: 86400, Term: 86400},
+			{Mode: core.Weekly, Price: weekly, Per: core.Week, Granularity: 7 * 86400, Term: 7 * 86400},
+			{Mode: core.Monthly, Price: monthly, Per: core.Month, Granularity: core.Month.Seconds(), Term: core.Month.Seconds()},
+		}}
+		at := time.Date(2024, 1, 8, 3, 0, 0, 0, time.UTC)
+		need := time.Duration(rapid.Int64Range(-48, 24*90).Draw(t, "need hours")) * time.Hour
+		p, cost, ok := RenewalTerm(o, at, at.Add(need))
+		if !ok {
+			t.Fatal("no term")
+		}
+		days := max(int64((need+24*time.Hour-1)/(24*time.Hour)), 1)
+		if byDay := daily * core.Micros(days); cost > byDay {
+			t.Fatalf("%s for %s costs %s, more than %d days at %s", p.Mode, need, cost, days, daily)
+		}
+		bill, _ := TermBill(at, p)
+		if cost < bill {
+			t.Fatalf("%s priced %s, under its own term's bill %s", p.Mode, cost, bill)
+		}
+		wk, _ := TermBill(at, &o.Plans[1])
+		mo, _ := TermBill(at, &o.Plans[2])
+		if need <= 0 && daily <= min(wk, mo) && p.Mode != core.Daily {
+			t.Fatalf("nothing holds it and a day is the cheapest term, yet it renews on %s", p.Mode)
+		}
+	})
 }
