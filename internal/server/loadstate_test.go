@@ -163,6 +163,9 @@ func engineRoundTrip(t *testing.T, s store.Store) {
 	var l engine.Lease
 	storetest.Fill(t, &l, &n)
 	l.OfferID, l.Offer, l.Plan = offer.ID, offer, &offer.Plans[1]
+	for i := range l.Earlier { // terms are oldest first, before the current one
+		l.Earlier[i].Start = l.Start.Add(time.Duration(i-len(l.Earlier)) * 24 * time.Hour)
+	}
 	in := leaseFromEngine(&l)
 	in.State, in.Requested = core.LeaseRequested, at
 	must(s.Leases().CreateLease(c, in), "create lease")

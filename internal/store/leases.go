@@ -161,6 +161,20 @@ func ValidateLease(l *Lease) error {
 			return err
 		}
 	}
+	for i, t := range l.Earlier {
+		f := fmt.Sprintf("earlier[%d]", i)
+		if !canonicalMode(t.Mode) {
+			return &core.FieldError{Field: f + ".mode", Value: string(t.Mode), Allowed: "one of on-demand, spot, daily, weekly, monthly"}
+		}
+		next := l.Start
+		if i+1 < len(l.Earlier) {
+			next = l.Earlier[i+1].Start
+		}
+		if t.Start.IsZero() || !t.Start.Before(next) {
+			return &core.FieldError{Field: f + ".start", Value: t.Start.UTC().Format(time.RFC3339Nano),
+				Allowed: "a time before the next term's start " + next.UTC().Format(time.RFC3339Nano) + " (terms are oldest first, each before the lease's start)"}
+		}
+	}
 	return CheckText("provider_id", l.ProviderID)
 }
 

@@ -123,6 +123,14 @@ func testBadInput(t *testing.T, open Opener) {
 		{"lease: no client token", withLease(func(l *store.Lease) { l.ClientToken = "" }), "client_token", ""},
 		{"lease: no request time", withLease(func(l *store.Lease) { l.Requested = time.Time{} }), "requested", ""},
 		{"lease: no offer", withLease(func(l *store.Lease) { l.OfferID = "" }), "offer", ""},
+		{"lease: earlier term on an alias mode", withLease(func(l *store.Lease) {
+			l.Start = at(60)
+			l.Earlier = []core.Term{{Mode: "hourly", Start: at(30)}}
+		}), "earlier[0].mode", "hourly"},
+		{"lease: earlier term after the lease's start", withLease(func(l *store.Lease) {
+			l.Start = at(60)
+			l.Earlier = []core.Term{{Mode: core.Daily, Start: at(90)}}
+		}), "earlier[0].start", at(90).UTC().Format(time.RFC3339Nano)},
 		{"update lease: unknown state", func() error { l := intent("L1"); l.State = "gone"; return s.Leases().UpdateLease(c, l) }, "state", "gone"},
 		{"unit: unknown state", withUnit(func(u *store.Unit) { u.State = "zombie" }), "state", "zombie"},
 		{"unit: negative done", withUnit(func(u *store.Unit) { u.Done = -time.Second }), "done", "-1000000000"},

@@ -207,6 +207,9 @@ func testEngineRoundTrip(t *testing.T, open Opener) {
 	var l store.Lease
 	fill(t, reflect.ValueOf(&l).Elem(), "Lease", &n)
 	l.OfferID = "aws/us-east-1/g6.xlarge"
+	for i := range l.Earlier { // terms are oldest first, before the current one
+		l.Earlier[i].Start = l.Start.Add(time.Duration(i-len(l.Earlier)) * 24 * time.Hour)
+	}
 	in := l
 	in.State, in.Requested = core.LeaseRequested, at(1)
 	ok(t, s.Leases().CreateLease(c, in), "create lease")
