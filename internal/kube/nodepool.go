@@ -107,6 +107,15 @@ func (s *Scheduler) poolBefore(w *World, nodes []*corev1.Node, now time.Time) {
 		o, known := np.p.Offer(n.Annotations[kubenodes.AnnotationOffer])
 		if l := byID[n.Name]; l != nil {
 			l.Start, l.ReadyAt, l.ClientToken, l.IdleSince = started, started, token, np.idle[n.Name]
+			if ts, err := kubenodes.EarlierTerms(n); err == nil {
+				l.Earlier = ts
+				if len(ts) > 0 {
+					// Ready since its first term began.
+					l.ReadyAt = ts[0].Start
+				}
+			} else {
+				s.cfg.Log.Warn("a pool node's earlier terms do not read; billed from its current term", "node", n.Name, "err", err)
+			}
 			if known {
 				poolOffer(l, o, mode)
 			}
@@ -207,6 +216,25 @@ func (s *Scheduler) poolAfter(ctx context.Context, w *World, d engine.Decisions,
 			s.nodeEvent(ctx, n, "Acquired", fmt.Sprintf("gpufleet: lease %s, offer %s %s: %s", l.ID, l.OfferID, l.Mode, why))
 		}
 		s.cfg.Log.Info("node acquired", "node", m.ProviderID, "lease", l.ID, "offer", l.OfferID, "mode", l.Mode, "for", strings.Join(l.For, ","), "reason", why)
+	}
+
+	// A committed node renewed on another term: the node records it, so
+	// that the next pass reads the lease as Apply left it.
+	leases := map[string]*engine.Lease{}
+	for _, l := range w.State.Leases {
+		leases[l.ID] = l
+	}
+	for _, r := range d.Renew {
+		n, l := owned[r.LeaseID], leases[r.LeaseID]
+		if n == nil || l == nil {
+			continue
+		}
+		if err := np.p.Renew(ctx, n.Name, l.Mode, l.Start, l.Earlier); err != nil {
+			s.cfg.Log.Warn("recording a renewal on the node failed; it stays on its term", "node", n.Name, "lease", l.ID, "mode", l.Mode, "err", err)
+			continue
+		}
+		s.cfg.Log.Info("node renewed", "node", n.Name, "lease", l.ID, "mode", l.Mode, "reason", r.Reason)
+		s.nodeEvent(ctx, n, "Renewed", "gpufleet: "+r.Reason)
 	}
 
 	busy := map[string]int{} // gpufleet's pods bound to each node

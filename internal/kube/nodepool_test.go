@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -52,8 +53,14 @@ func runPool(t *testing.T, c *kubetest.Cluster, clk clock.Clock, name string) (s
 // loop's cancel.
 func runPoolWith(t *testing.T, c *kubetest.Cluster, clk clock.Clock, name string, afterEvict func(cancel func())) (stop func()) {
 	t.Helper()
+	return runPoolOffers(t, c, clk, name, []core.Offer{poolTestOffer}, afterEvict)
+}
+
+// runPoolOffers is runPoolWith on a pool of these offers.
+func runPoolOffers(t *testing.T, c *kubetest.Cluster, clk clock.Clock, name string, offers []core.Offer, afterEvict func(cancel func())) (stop func()) {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("scheduler", name)
-	pool, err := kubenodes.New(kubenodes.Config{Client: c.Client, Pool: "gf", Offers: []core.Offer{poolTestOffer},
+	pool, err := kubenodes.New(kubenodes.Config{Client: c.Client, Pool: "gf", Offers: offers,
 		Machines: joinLater{}, Clock: clk, Log: log})
 	if err != nil {
 		t.Fatal(err)
@@ -285,5 +292,83 @@ func TestClusterNodePool(t *testing.T) {
 	byo, err := c.Client.CoreV1().Nodes().Get(ctx, "byo-0", metav1.GetOptions{})
 	if err != nil || byo.Spec.Unschedulable || byo.Annotations[kubenodes.AnnotationDraining] != "" {
 		t.Errorf("byo-0, a node gpufleet did not make: %v, cordoned %v; want untouched", err, byo != nil && byo.Spec.Unschedulable)
+	}
+}
+
+// TestClusterNodePoolRenewal: a pool node on a daily term whose core pod
+// runs on for nine more days renews at its boundary on a week (the
+// engine's renewal, fleet.RenewalTerm), and the node records it — mode
+// label, started-at, earlier terms, a Renewed event — so that the next
+// pass, and a restarted scheduler, read the lease on its week.
+func TestClusterNodePoolRenewal(t *testing.T) {
+	c := kubetest.Start(t)
+	ctx := context.Background()
+	start := time.Now().UTC().Truncate(time.Second).Add(time.Minute)
+	clk := clock.NewManual(start)
+	termed := core.Offer{ID: "test/a100x2-idc", Provider: "test", InstanceType: "a100x2", GPUModel: a100, GPUs: 2, GPUMemMiB: 81920,
+		Plans: []core.PricePlan{
+			{Mode: core.Daily, Price: 80_000_000, Per: core.Day, Granularity: 86400, Term: 86400},
+			{Mode: core.Weekly, Price: 500_000_000, Per: core.Week, Granularity: 7 * 86400, Term: 7 * 86400},
+		}}
+	stopA := runPoolOffers(t, c, clk, "A", []core.Offer{termed}, nil)
+	long := gpuPod("default", "long", 2).label(KeyTier, "core").ann(KeyDuration, "240h")
+	long.Spec.NodeSelector = map[string]string{LabelGPUProduct: a100}
+	create(t, c, long.Pod)
+	eventually(t, 15*time.Second, "a daily pool node made for the pod", func() (bool, string) {
+		ns := poolNodes(t, c)
+		return len(ns) == 1 && ns[0].Labels[kubenodes.LabelMode] == "daily", nodeNames(ns)
+	})
+	patch := []byte(`{"metadata":{"annotations":{"` + kubetest.KWOKNodeAnnotation + `":"` + kubetest.KWOKNodeValue + `"}}}`)
+	if _, err := c.Client.CoreV1().Nodes().Patch(ctx, "gf-l1", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "long bound to gf-l1 and running", func() (bool, string) {
+		p := getPod(t, c, "default", "long")
+		return p != nil && p.Spec.NodeName == "gf-l1" && p.Status.Phase == corev1.PodRunning, condOf(p)
+	})
+	n, err := c.Client.CoreV1().Nodes().Get(ctx, "gf-l1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := kubenodes.StartedAt(n)
+
+	// Past its first day: renewed on a week from the boundary.
+	clk.Set(first.Add(24*time.Hour + time.Minute))
+	renewedAt := first.Add(24 * time.Hour)
+	eventually(t, 15*time.Second, "gf-l1 renewed on a week", func() (bool, string) {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, "gf-l1", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		at, _ := kubenodes.StartedAt(n)
+		ts, err := kubenodes.EarlierTerms(n)
+		ok := n.Labels[kubenodes.LabelMode] == "weekly" && at.Equal(renewedAt) && err == nil &&
+			len(ts) == 1 && ts[0].Mode == core.Daily && ts[0].Start.Equal(first)
+		return ok, fmt.Sprintf("mode %s from %s, earlier %v (%v)", n.Labels[kubenodes.LabelMode], at, ts, err)
+	})
+	eventually(t, 10*time.Second, "gf-l1's Renewed event", func() (bool, string) {
+		var said []string
+		for _, e := range events(t, c, "default", "gf-l1") {
+			said = append(said, e.Reason+": "+e.Message)
+		}
+		got := strings.Join(said, "\n")
+		return strings.Contains(got, "Renewed: gpufleet: renewed at") && strings.Contains(got, "on weekly"), got
+	})
+
+	// A restarted scheduler reads the week from the node and renews
+	// nothing more; the pod runs on.
+	stopA()
+	runPoolOffers(t, c, clk, "B", []core.Offer{termed}, nil)
+	clk.Set(first.Add(24*time.Hour + 10*time.Minute))
+	time.Sleep(1500 * time.Millisecond) // six ticks
+	n, err = c.Client.CoreV1().Nodes().Get(ctx, "gf-l1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts, _ := kubenodes.EarlierTerms(n); n.Labels[kubenodes.LabelMode] != "weekly" || len(ts) != 1 || n.Spec.Unschedulable {
+		t.Errorf("after a restart: mode %s, earlier %v, cordoned %v; want the week, one earlier term, not released", n.Labels[kubenodes.LabelMode], ts, n.Spec.Unschedulable)
+	}
+	if p := getPod(t, c, "default", "long"); p == nil || p.Spec.NodeName != "gf-l1" || p.Status.Phase != corev1.PodRunning {
+		t.Errorf("long after the restart: %s", condOf(p))
 	}
 }

@@ -57,6 +57,10 @@ const (
 	// nanoseconds): its billing boundaries are counted from it, across
 	// restarts.
 	AnnotationStartedAt = "gpufleet.io/started-at"
+	// AnnotationEarlierTerms holds the terms a committed node's lease was
+	// billed on before its mode from started-at (JSON, oldest first:
+	// core.Lease.Earlier), written when it renews on another term.
+	AnnotationEarlierTerms = "gpufleet.io/earlier-terms"
 	// AnnotationDraining is when the release began (RFC 3339): a node
 	// that has it and is cordoned is being drained, and a restarted
 	// server goes on with the drain.
@@ -219,6 +223,70 @@ func (p *Pool) Owns(n *corev1.Node) bool {
 func StartedAt(n *corev1.Node) (time.Time, bool) {
 	t, err := time.Parse(time.RFC3339Nano, n.Annotations[AnnotationStartedAt])
 	return t, err == nil
+}
+
+// EarlierTerms are the terms the node's lease was billed on before its
+// mode from started-at (its annotation; none when absent).
+func EarlierTerms(n *corev1.Node) ([]core.Term, error) {
+	v := n.Annotations[AnnotationEarlierTerms]
+	if v == "" {
+		return nil, nil
+	}
+	var ts []core.Term
+	if err := json.Unmarshal([]byte(v), &ts); err != nil {
+		return nil, fmt.Errorf("kubenodes: node %s: annotation %s: %w", n.Name, AnnotationEarlierTerms, err)
+	}
+	return ts, nil
+}
+
+// Renew records on the node that its lease renewed at start on mode, a
+// committed plan of its offer, the term it held appended to earlier (the
+// engine's lease after fleet.RenewalTerm's renewal): its mode label and
+// its started-at and earlier-terms annotations, from which the next pass
+// reads the lease again. Calling it again changes nothing; a node on
+// neither the term renewed from nor the new one is a conflict.
+func (p *Pool) Renew(ctx context.Context, name string, mode core.BillingMode, start time.Time, earlier []core.Term) error {
+	if len(earlier) == 0 {
+		return &core.FieldError{Field: "earlier", Value: "", Allowed: "the terms before the renewal, the one renewed from last"}
+	}
+	from := earlier[len(earlier)-1]
+	stamp := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+	terms := make([]core.Term, len(earlier))
+	for i, t := range earlier {
+		terms[i] = core.Term{Mode: t.Mode, Start: t.Start.UTC()}
+	}
+	js, _ := json.Marshal(terms)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := p.get(ctx, name)
+		if err != nil {
+			return err
+		}
+		o, ok := p.Offer(n.Annotations[AnnotationOffer])
+		if !ok {
+			return &core.FieldError{Field: "offer", Value: n.Annotations[AnnotationOffer], Allowed: "an offer of the pool (node " + name + ")"}
+		}
+		if q, ok := o.Plan(mode); !ok || !q.Committed() {
+			return &core.FieldError{Field: "mode", Value: string(mode), Allowed: fmt.Sprintf("a committed plan of offer %s (%v)", o.ID, o.Modes())}
+		}
+		cur := core.BillingMode(n.Labels[LabelMode])
+		switch at := n.Annotations[AnnotationStartedAt]; {
+		case cur == mode && at == stamp(start):
+			return nil // renewed already
+		case cur != from.Mode || at != stamp(from.Start):
+			return fmt.Errorf("kubenodes: renew %s: it is on %s from %s, not on the term renewed from (%s from %s)", name, cur, at, from.Mode, stamp(from.Start))
+		}
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": n.ResourceVersion,
+			"labels":          map[string]string{LabelMode: string(mode)},
+			"annotations":     map[string]string{AnnotationStartedAt: stamp(start), AnnotationEarlierTerms: string(js)},
+		}})
+		_, err = p.cfg.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("kubenodes: renew %s: %w", name, err)
+	}
+	return nil
 }
 
 // Draining reports whether the node is being released (cordoned, with

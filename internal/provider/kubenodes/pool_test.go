@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -187,6 +188,37 @@ func TestPoolOnCluster(t *testing.T) {
 	}
 
 	mark("byo refused")
+	// A committed node renews on another term: the node records it.
+	termed := offer
+	termed.Plans = append(slices.Clone(offer.Plans),
+		core.PricePlan{Mode: core.Daily, Price: 700_000_000, Per: core.Day, Granularity: 86400, Term: 86400},
+		core.PricePlan{Mode: core.Weekly, Price: 4_500_000_000, Per: core.Week, Granularity: 7 * 86400, Term: 7 * 86400})
+	pt := newPool(t, c, Config{Pool: "test", Offers: []core.Offer{termed}})
+	renewedAt := m1.LaunchedAt.Add(24 * time.Hour)
+	from := []core.Term{{Mode: core.OnDemand, Start: m1.LaunchedAt}}
+	if err := pt.Renew(ctx, "test-l1", core.Spot, renewedAt, from); err == nil || !strings.Contains(err.Error(), `mode: invalid value "spot"`) {
+		t.Errorf("renew on a mode that is no committed plan: %v", err)
+	}
+	if err := pt.Renew(ctx, "byo-0", core.Weekly, renewedAt, from); !errors.Is(err, ErrNotOurs) {
+		t.Errorf("renew byo-0: %v; want ErrNotOurs", err)
+	}
+	if err := pt.Renew(ctx, "test-l1", core.Weekly, renewedAt, []core.Term{{Mode: core.Daily, Start: m1.LaunchedAt}}); err == nil {
+		t.Error("a renewal from a term the node is not on was recorded")
+	}
+	for i := range 2 { // the second changes nothing
+		if err := pt.Renew(ctx, "test-l1", core.Weekly, renewedAt, from); err != nil {
+			t.Fatalf("renew %d: %v", i, err)
+		}
+	}
+	rn, err := c.Client.CoreV1().Nodes().Get(ctx, "test-l1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := EarlierTerms(rn)
+	if at, _ := StartedAt(rn); err != nil || rn.Labels[LabelMode] != "weekly" || !at.Equal(renewedAt) || len(ts) != 1 || ts[0].Mode != core.OnDemand || !ts[0].Start.Equal(m1.LaunchedAt) {
+		t.Errorf("renewed node: mode %q from %v, earlier %v (%v); want weekly from %v after on-demand from %v", rn.Labels[LabelMode], at, ts, err, renewedAt, m1.LaunchedAt)
+	}
+	mark("renewed")
 	// A pod on the node that a PodDisruptionBudget protects: the drain
 	// waits (429) until the budget goes.
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "keeper", Labels: map[string]string{"app": "keeper"}},
