@@ -36,6 +36,9 @@ type Lease struct {
 	// paidWork and paidNow remember the paid boundary as build asks it
 	// (after the work on it) and as drainCandidates does (after now).
 	paidWork, paidNow billing.PaidMemo
+	// renewAsked is the boundary whose renewal renewals last decided: it
+	// is decided once (a restarted loop may ask again, and decides alike).
+	renewAsked time.Time
 }
 
 // Assigned is the part of a running unit on one lease.

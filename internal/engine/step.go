@@ -934,9 +934,10 @@ func renewals(v *view, alloc []core.Milli, now time.Time) ([]fleet.Renewal, time
 		// A renewal is a boundary at or after the end of the term, passed
 		// just now; a machine that emptied since renews on the shortest.
 		at := paid.Add(-time.Duration(l.Plan.Granularity) * time.Second)
-		if at.Before(l.Start.Add(time.Duration(l.Plan.Term)*time.Second)) || now.Sub(at) > renewWindow {
+		if at.Before(l.Start.Add(time.Duration(l.Plan.Term)*time.Second)) || now.Sub(at) > renewWindow || at.Equal(l.renewAsked) {
 			continue
 		}
+		l.renewAsked = at
 		if busy == nil {
 			busy = make([]time.Time, len(v.nodes))
 			for _, a := range v.running {
