@@ -433,16 +433,3 @@ func recordDemand(st *State, now time.Time, milli int64) {
 	}
 	st.Demand = st.Demand[drop:] // append copies the live part when it grows
 }
-
-// renew puts lease l on the plan r names from r.At, a boundary of the
-// plan it held: what it held until then becomes an earlier term, billed
-// whole (core.Lease.Earlier).
-func renew(l *Lease, r fleet.Renewal) {
-	p, ok := l.Offer.Plan(r.Mode)
-	if !ok || !r.At.After(l.Start) {
-		return
-	}
-	l.Earlier = append(l.Earlier, core.Term{Mode: l.Mode, Start: l.Start})
-	l.Mode, l.Plan, l.Start = r.Mode, p, r.At
-	l.CommittedEnd = r.At.Add(time.Duration(p.Term) * time.Second)
-}
