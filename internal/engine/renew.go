@@ -27,23 +27,31 @@ func renewals(v *view, alloc []core.Milli, now time.Time) ([]fleet.Renewal, time
 	var next time.Time
 	var busy []time.Time // by node, built when first needed
 	for n, l := range v.leaseOf {
-		if !l.Plan.Committed() {
+		if !v.nodes[n].Committed {
+			continue
+		}
+		if now.Before(l.renewNext) {
+			// No boundary passed since the last look (most steps).
+			if alloc[n] > 0 && (next.IsZero() || l.renewNext.Before(next)) {
+				next = l.renewNext
+			}
 			continue
 		}
 		paid, err := l.paidNow.PaidUntil(l.Plan, l.Start, now)
 		if err != nil {
 			continue
 		}
+		l.renewNext = paid
 		if alloc[n] > 0 && paid.After(now) && (next.IsZero() || paid.Before(next)) {
 			next = paid // an idle machine's steps come with its release (fleet.Releases)
 		}
 		// A renewal is a boundary at or after the end of the term, passed
-		// just now; a machine that emptied since renews on the shortest.
+		// just now (the first look since); a machine that emptied since
+		// renews on the shortest.
 		at := paid.Add(-time.Duration(l.Plan.Granularity) * time.Second)
-		if at.Before(l.Start.Add(time.Duration(l.Plan.Term)*time.Second)) || now.Sub(at) > renewWindow || at.Equal(l.renewAsked) {
+		if at.Before(l.Start.Add(time.Duration(l.Plan.Term)*time.Second)) || now.Sub(at) > renewWindow {
 			continue
 		}
-		l.renewAsked = at
 		if busy == nil {
 			busy = make([]time.Time, len(v.nodes))
 			for _, a := range v.running {
@@ -81,4 +89,5 @@ func renew(l *Lease, r fleet.Renewal) {
 	l.Earlier = append(l.Earlier, core.Term{Mode: l.Mode, Start: l.Start})
 	l.Mode, l.Plan, l.Start = r.Mode, p, r.At
 	l.CommittedEnd = r.At.Add(time.Duration(p.Term) * time.Second)
+	l.renewNext = time.Time{} // its boundaries are the new term's
 }

@@ -36,9 +36,10 @@ type Lease struct {
 	// paidWork and paidNow remember the paid boundary as build asks it
 	// (after the work on it) and as drainCandidates does (after now).
 	paidWork, paidNow billing.PaidMemo
-	// renewAsked is the boundary whose renewal renewals last decided: it
-	// is decided once (a restarted loop may ask again, and decides alike).
-	renewAsked time.Time
+	// renewNext is the billing boundary renewals last found ahead: until
+	// it passes, no renewal is due (a working mark; a restarted loop looks
+	// afresh, and decides alike).
+	renewNext time.Time
 }
 
 // Assigned is the part of a running unit on one lease.
