@@ -37,23 +37,32 @@ func Terms(o *core.Offer, l *core.Lease, end time.Time, reclaimed bool) ([]TermS
 	return append(out, TermSpan{Plan: p, Span: Span{Start: l.Start, End: end, Reclaimed: reclaimed}}), nil
 }
 
-// LeaseCost is the bill of lease l on offer o held until end: the sum of
-// its terms' bills (Terms), each billed whole on its own plan. Used and
-// Billed add up; PaidUntil is the current term's.
-func LeaseCost(o *core.Offer, l *core.Lease, end time.Time, reclaimed bool) (Bill, error) {
+// LeaseBills are lease l's terms on offer o held until end (Terms) and
+// the bill of each, billed whole on its own plan.
+func LeaseBills(o *core.Offer, l *core.Lease, end time.Time, reclaimed bool) ([]TermSpan, []Bill, error) {
 	ts, err := Terms(o, l, end, reclaimed)
 	if err != nil {
-		return Bill{}, err
+		return nil, nil, err
 	}
-	var sum Bill
-	for _, t := range ts {
-		b, err := Cost(t.Plan, t.Span)
-		if err != nil {
-			return Bill{}, err
+	bills := make([]Bill, len(ts))
+	for i, t := range ts {
+		if bills[i], err = Cost(t.Plan, t.Span); err != nil {
+			return nil, nil, err
 		}
+	}
+	return ts, bills, nil
+}
+
+// LeaseCost is the bill of lease l on offer o held until end: the sum of
+// its terms' bills (LeaseBills). Used and Billed add up; PaidUntil is the
+// current term's.
+func LeaseCost(o *core.Offer, l *core.Lease, end time.Time, reclaimed bool) (Bill, error) {
+	_, bills, err := LeaseBills(o, l, end, reclaimed)
+	var sum Bill
+	for _, b := range bills {
 		sum = sum.Then(b)
 	}
-	return sum, nil
+	return sum, err
 }
 
 // Then is the bill of b's term followed by c's: amounts and times add

@@ -40,12 +40,7 @@ func TestTimeAbove(t *testing.T) {
 // again — 820 in all, where renewing by the day pays 880. The bill is
 // each term's, billed whole.
 func TestRenewalOnTheTermItsWorkPays(t *testing.T) {
-	v100 := core.Offer{ID: "idc/v100x8", Provider: "idc", GPUModel: "V100", GPUs: 8, GPUMemMiB: 32768, Currency: "USD",
-		Plans: []core.PricePlan{
-			{Mode: core.Daily, Price: 80_000_000, Per: core.Day, Granularity: 86400, Term: 86400},
-			{Mode: core.Weekly, Price: 500_000_000, Per: core.Week, Granularity: 7 * 86400, Term: 7 * 86400},
-		}}
-	h := newHarness(t, []core.Offer{v100}, Config{})
+	h := newHarness(t, []core.Offer{v100DailyWeekly(7 * 86400)}, Config{})
 	h.tick = 5 * time.Minute
 	const run = 10 * 24 * time.Hour
 	h.submit(job("long", core.TierCore, 8, run), run)
@@ -78,12 +73,7 @@ func TestRenewalOnTheTermItsWorkPays(t *testing.T) {
 // 560) and keeps it to its end: 500, not the week and the days after a
 // switch.
 func TestNoRenewalWithinTheTerm(t *testing.T) {
-	v100 := core.Offer{ID: "idc/v100x8", Provider: "idc", GPUModel: "V100", GPUs: 8, GPUMemMiB: 32768, Currency: "USD",
-		Plans: []core.PricePlan{
-			{Mode: core.Daily, Price: 80_000_000, Per: core.Day, Granularity: 86400, Term: 86400},
-			{Mode: core.Weekly, Price: 500_000_000, Per: core.Week, Granularity: 86400, Term: 7 * 86400},
-		}}
-	h := newHarness(t, []core.Offer{v100}, Config{})
+	h := newHarness(t, []core.Offer{v100DailyWeekly(86400)}, Config{})
 	h.tick = 5 * time.Minute
 	const run = 156 * time.Hour
 	h.submit(job("long", core.TierCore, 8, run), run)
@@ -97,4 +87,14 @@ func TestNoRenewalWithinTheTerm(t *testing.T) {
 	if total, _ := h.bill(h.now); total != 500_000_000 {
 		t.Errorf("bill %s, want the week's 500", total)
 	}
+}
+
+// v100DailyWeekly is the IDC V100 machine by the day (80) and the week
+// (500), its week billed past the term by weekGran seconds.
+func v100DailyWeekly(weekGran int64) core.Offer {
+	return core.Offer{ID: "idc/v100x8", Provider: "idc", GPUModel: "V100", GPUs: 8, GPUMemMiB: 32768, Currency: "USD",
+		Plans: []core.PricePlan{
+			{Mode: core.Daily, Price: 80_000_000, Per: core.Day, Granularity: 86400, Term: 86400},
+			{Mode: core.Weekly, Price: 500_000_000, Per: core.Week, Granularity: weekGran, Term: 7 * 86400},
+		}}
 }

@@ -220,9 +220,12 @@ func (s *Scheduler) poolAfter(ctx context.Context, w *World, d engine.Decisions,
 
 	// A committed node renewed on another term: the node records it, so
 	// that the next pass reads the lease as Apply left it.
-	leases := map[string]*engine.Lease{}
-	for _, l := range w.State.Leases {
-		leases[l.ID] = l
+	var leases map[string]*engine.Lease // built only when something renewed
+	if len(d.Renew) > 0 {
+		leases = make(map[string]*engine.Lease, len(w.State.Leases))
+		for _, l := range w.State.Leases {
+			leases[l.ID] = l
+		}
 	}
 	for _, r := range d.Renew {
 		n, l := owned[r.LeaseID], leases[r.LeaseID]

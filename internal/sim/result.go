@@ -187,16 +187,7 @@ func (r *Result) addLease(l *engine.Lease) {
 	}
 	// Each term (one, unless the lease renewed on another plan) is billed
 	// whole on its own plan.
-	terms, err := billing.Terms(l.Offer, &l.Lease, l.End, l.State == core.LeaseReclaimed)
-	var bills []billing.Bill
-	for _, t := range terms {
-		if err != nil {
-			break
-		}
-		var b billing.Bill
-		b, err = billing.Cost(t.Plan, t.Span)
-		bills = append(bills, b)
-	}
+	terms, bills, err := billing.LeaseBills(l.Offer, &l.Lease, l.End, l.State == core.LeaseReclaimed)
 	if err != nil {
 		// A lease that cannot be priced is a bug, never a silent zero:
 		// Run fails with the first one.

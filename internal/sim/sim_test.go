@@ -230,13 +230,8 @@ func TestIdleShareArriving(t *testing.T) {
 	}}
 	cfg := testConfig(w)
 	cfg.Offers = offers
-	var recs []LeaseRecord
-	cfg.Leases = func(l LeaseRecord) { recs = append(recs, l) }
 	p, _ := policy.Preset("gpufleet")
-	r, err := Run(context.Background(), cfg, p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, recs := runRecords(t, cfg, p)
 	if len(recs) != 1 || recs[0].Mode != core.Daily || !recs[0].Start.Before(last) {
 		t.Fatalf("leases %+v, want one daily term started before %s", recs, last)
 	}
@@ -274,13 +269,8 @@ func TestRenewalInAReplay(t *testing.T) {
 	}}
 	cfg := testConfig(w)
 	cfg.Offers = offers
-	var recs []LeaseRecord
-	cfg.Leases = func(l LeaseRecord) { recs = append(recs, l) }
 	p, _ := policy.Preset("gpufleet")
-	r, err := Run(context.Background(), cfg, p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, recs := runRecords(t, cfg, p)
 	if len(recs) != 1 {
 		t.Fatalf("%d leases, want 1", len(recs))
 	}
@@ -301,4 +291,17 @@ func TestRenewalInAReplay(t *testing.T) {
 	if r.CostByMode[core.Daily] != 320_000_000 || r.CostByMode[core.Weekly] != 500_000_000 {
 		t.Errorf("cost by mode %v, want daily 320 and weekly 500", r.CostByMode)
 	}
+}
+
+// runRecords replays cfg under p and returns the result with its lease
+// records, failing t on an error.
+func runRecords(t *testing.T, cfg Config, p policy.Policy) (*Result, []LeaseRecord) {
+	t.Helper()
+	var recs []LeaseRecord
+	cfg.Leases = func(l LeaseRecord) { recs = append(recs, l) }
+	r, err := Run(context.Background(), cfg, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, recs
 }
