@@ -83,6 +83,11 @@ type Node struct {
 	GPUMemMiB int64
 	Spot      bool
 	Committed bool
+	// Renewal is how long one renewal of a committed node's term runs:
+	// its offer's shortest committed term, on which a machine kept past
+	// its boundary renews unless fleet.RenewalTerm picks a longer one.
+	// Zero on a node that is not committed.
+	Renewal time.Duration
 	// Joined: a machine whose agent joined by hand, there already.
 	Joined bool
 	// Accelerator, Capability and SliceMilli are the offer's (see Offer).

@@ -234,6 +234,9 @@ func (sc *scratch) rebuild(st *State, now time.Time, register bool) {
 		n := core.Node{LeaseID: l.ID, OfferID: l.Offer.ID, GPUModel: l.Offer.GPUModel, GPUMemMiB: l.Offer.GPUMemMiB,
 			Spot: l.Mode == core.Spot, Committed: l.Plan.Committed(), Joined: IsJoinedLease(l.ID),
 			Accelerator: l.Offer.Accelerator, Capability: l.Offer.Capability, SliceMilli: l.Offer.SliceMilli}
+		if short := l.Offer.ShortestCommitted(); n.Committed && short != nil {
+			n.Renewal = time.Duration(short.Term) * time.Second
+		}
 		first := len(gpus)
 		for g := 0; g < l.Offer.GPUs; g++ {
 			// A slice is a GPU already shared down to its share: only

@@ -71,7 +71,7 @@ func kubeStyle(st *State) int {
 	for i := range st.Pending {
 		u := st.Pending[i]
 		r := &u.Job.Request
-		best, bestKey := -1, [4]int64{}
+		best, bestKey := -1, [5]int64{}
 		var bestGPUs []int
 		for n := range p.nodes {
 			gpus := p.fitOn(n, r)

@@ -10,9 +10,11 @@ import (
 
 // Work goes where the time already paid covers it: a short job to the
 // machine whose term runs out soonest, a long one to the machine paid
-// longest (so the other term can end instead of renewing), and a gang
-// to committed machines before one billed by the hour, whatever their
-// order.
+// longest (so the other term can end instead of renewing), one that
+// outlasts every term to the machine it renews fewest terms on, then to
+// the renewed term it fills most, and a gang to committed machines
+// before one billed by the hour, whatever their order. A job smaller
+// than a machine takes an empty one only when none in use holds it.
 func TestPlacementFillsPaidTime(t *testing.T) {
 	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 	job := func(gpus int, d time.Duration) Unit {
@@ -30,6 +32,12 @@ func TestPlacementFillsPaidTime(t *testing.T) {
 		{"short job: the term that ends soonest", []core.Node{v100x8("late", true), v100x8("soon", true)}, nil, []time.Time{late, soon}, job(8, 30*time.Minute), []string{"soon"}},
 		{"long job: the term paid longest", []core.Node{v100x8("soon", true), v100x8("late", true)}, nil, []time.Time{soon, late}, job(8, 5*time.Hour), []string{"late"}},
 		{"longer than every term: the least overrun", []core.Node{v100x8("soon", true), v100x8("late", true)}, nil, []time.Time{soon, late}, job(8, 30*time.Hour), []string{"late"}},
+		{"longer than every term: the fewest renewals", []core.Node{daily(v100x8("soon", true)), daily(v100x8("late", true))}, nil, []time.Time{soon, late}, job(8, 30*time.Hour), []string{"late"}},
+		// Each renews one day: "soon" runs 20h into it, "late" 1h.
+		{"one renewal on each: the renewed day it fills most", []core.Node{daily(v100x8("late", true)), daily(v100x8("soon", true))}, nil, []time.Time{late, soon}, job(8, 21*time.Hour), []string{"soon"}},
+		{"small job: a machine in use before an empty one", []core.Node{v100x8("soon", true), busy(v100x8("used", true), 2)}, nil, []time.Time{soon, late}, job(2, 30*time.Minute), []string{"used"}},
+		{"small job: an empty machine when none in use holds it", []core.Node{v100x8("soon", true), busy(v100x8("used", true), 7)}, nil, []time.Time{soon, late}, job(2, 30*time.Minute), []string{"soon"}},
+		{"small job: the price before the empty machine", []core.Node{busy(v100x8("od", false), 2), v100x8("soon", true)}, []core.Micros{3_000_000, 0}, []time.Time{{}, soon}, job(2, 30*time.Minute), []string{"soon"}},
 		{"no estimate: the first node", []core.Node{v100x8("soon", true), v100x8("late", true)}, nil, []time.Time{soon, late}, job(8, 0), []string{"soon"}},
 		{"gang: committed before hourly, paid longest first", []core.Node{v100x8("od", false), v100x8("soon", true), v100x8("late", true)},
 			[]core.Micros{3_000_000, 0, 0}, []time.Time{{}, soon, late}, job(16, 5*time.Hour), []string{"late", "soon"}},
@@ -47,6 +55,20 @@ func TestPlacementFillsPaidTime(t *testing.T) {
 			t.Errorf("%s: placed on %v, want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+// daily renews n's term a day at a time.
+func daily(n core.Node) core.Node {
+	n.Renewal = 24 * time.Hour
+	return n
+}
+
+// busy takes n's first k GPUs.
+func busy(n core.Node, k int) core.Node {
+	for g := range k {
+		n.GPUs[g].FreeMilli = 0
+	}
+	return n
 }
 
 // v100x8 is an empty node of 8 V100s.
