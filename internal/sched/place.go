@@ -246,11 +246,10 @@ func (p *Placer) rank(n int, gpus []int, r *core.Request) [5]int64 {
 // whole is 1 when r, smaller than node, would go on it while it is empty
 // (free of its GPUs empty), else 0: a unit that leaves GPUs over goes on
 // an empty node only when no node already in use at the same price takes
-// it. An empty node is the only place a job asking a whole machine
-// starts at once, and the one a boundary can release; a small unit put
-// on it blocks the one and defers the other, whatever its fit to the
-// node's paid time. On the replays of tools/simab/bills.sh it cut the
-// generated traces' deadline misses by an eighth (docs/simulator.md).
+// it, whatever its fit to the nodes' paid time. An empty node is the
+// only place a job asking a whole machine starts at once, and the only
+// one a boundary can release; a small unit on it blocks the one and
+// defers the other.
 func whole(node *core.Node, free int, r *core.Request) int64 {
 	if r.GPUs < len(node.GPUs) && free == len(node.GPUs) {
 		return 1
