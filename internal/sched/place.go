@@ -273,8 +273,9 @@ func (p *Placer) horizon(n int) int64 {
 	}
 	over := p.end.Sub(p.paid[n])
 	if r := p.nodes[n].Renewal; r > 0 {
+		// Renewals, then unused seconds (under 2^32 for any term).
 		k := (over + r - 1) / r
-		return 1<<40 + int64(k)<<24 + int64((time.Duration(k)*r-over)/time.Second)
+		return 1<<40 + int64(k)<<32 + int64((time.Duration(k)*r-over)/time.Second)
 	}
 	return 1<<40 + int64(over/time.Second)
 }
