@@ -233,25 +233,25 @@ func (p *Placer) rank(n int, gpus []int, r *core.Request) [5]int64 {
 		cost = 1 << 60 // a model the job has no figure for: last resort
 	}
 	before := p.fragmentation(node)
-	free := freeWhole(node)
+	breaks := whole(node, r)
 	u := Unit{Job: &core.Job{Request: *r}}
 	part := Part{Node: n, GPUs: gpus}
 	apply(p.nodes, &u, part, 1)
 	after := p.fragmentation(node)
 	left := freeWhole(node)
 	apply(p.nodes, &u, part, -1)
-	return [5]int64{cost, whole(node, free, r), p.horizon(n), after - before, int64(left)}
+	return [5]int64{cost, breaks, p.horizon(n), after - before, int64(left)}
 }
 
-// whole is 1 when r, smaller than node, would go on it while it is empty
-// (free of its GPUs empty), else 0: a unit that leaves GPUs over goes on
-// an empty node only when no node already in use at the same price takes
-// it, whatever its fit to the nodes' paid time. An empty node is the
+// whole is 1 when r, smaller than node, would go on it while it is
+// empty, else 0 (asked before r is placed): a unit that leaves GPUs over
+// goes on an empty node only when no node already in use at the same
+// price takes it, whatever its fit to the nodes' paid time. An empty node is the
 // only place a job asking a whole machine starts at once, and the only
 // one a boundary can release; a small unit on it blocks the one and
 // defers the other.
-func whole(node *core.Node, free int, r *core.Request) int64 {
-	if r.GPUs < len(node.GPUs) && free == len(node.GPUs) {
+func whole(node *core.Node, r *core.Request) int64 {
+	if r.GPUs < len(node.GPUs) && freeWhole(node) == len(node.GPUs) {
 		return 1
 	}
 	return 0
